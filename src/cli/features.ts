@@ -1,0 +1,26 @@
+/**
+ * What `-V` reports, in the words nginx's own test harness reads: optional
+ * modules we implement appear as `--with-…`; standard modules we do not
+ * implement appear as `--without-…` so the harness skips their tests.
+ * Update this list when a module lands.
+ */
+
+/** Optional nginx modules (off unless configured `--with-…`) that Gatehouse implements. */
+export const WITH: string[] = [];
+
+/** Standard nginx modules (on unless configured `--without-…`) that Gatehouse does not implement yet. */
+export const WITHOUT: string[] = [
+  'http_charset_module', 'http_gzip_module', 'http_ssi_module', 'http_userid_module',
+  'http_access_module', 'http_auth_basic_module', 'http_mirror_module', 'http_autoindex_module',
+  'http_geo_module', 'http_map_module', 'http_split_clients_module', 'http_referer_module',
+  'http_proxy_module', 'http_fastcgi_module', 'http_uwsgi_module', 'http_scgi_module',
+  'http_grpc_module', 'http_memcached_module', 'http_limit_conn_module', 'http_limit_req_module',
+  'http_empty_gif_module', 'http_browser_module', 'http_upstream_hash_module',
+  'http_upstream_ip_hash_module', 'http_upstream_least_conn_module', 'http_upstream_random_module',
+  'http_upstream_keepalive_module', 'http_upstream_zone_module', 'http_tunnel_module',
+  'http-cache', 'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
+  'stream_access_module', 'stream_geo_module', 'stream_limit_conn_module', 'stream_map_module',
+  'stream_pass_module', 'stream_return_module', 'stream_set_module', 'stream_split_clients_module',
+  'stream_upstream_hash_module', 'stream_upstream_least_conn_module', 'stream_upstream_random_module',
+  'stream_upstream_zone_module',
+];

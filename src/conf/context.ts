@@ -1,0 +1,154 @@
+/**
+ * Where configuration lands while it is read: typed slots of module
+ * configuration attached to levels (main, http, server, location, ...), and
+ * the context a directive handler runs in.
+ */
+import path from 'node:path';
+import { ConfError } from './errors.ts';
+import type { ConfNode } from './parser.ts';
+import type { Registry } from './registry.ts';
+import { applyBlock } from './registry.ts';
+
+/**
+ * A typed piece of one module's configuration, created lazily on each level
+ * where it is used and merged from parent to child level (nginx's
+ * create_*_conf / merge_*_conf).
+ */
+export interface ConfSlot<T> {
+  readonly name: string;
+  create(): T;
+  /** Fills what `child` left unset from `parent`. */
+  merge?(parent: T, child: T): void;
+  /** Values for what is still unset at the top level (nginx's defaults). */
+  readonly defaults?: Partial<T>;
+}
+
+const allSlots: ConfSlot<unknown>[] = [];
+
+export function defineSlot<T>(name: string, create: () => T, merge?: (parent: T, child: T) => void, defaults?: Partial<T>): ConfSlot<T> {
+  const s: ConfSlot<T> = { name, create, merge, defaults };
+  allSlots.push(s as ConfSlot<unknown>);
+  return s;
+}
+
+/**
+ * The common merge: every property the child left `undefined` comes from the
+ * parent. Suits configs whose fields are all "unset until written".
+ */
+export function inheritUnset<T extends object>(parent: T, child: T): void {
+  const c = child as Record<string, unknown>;
+  const p = parent as Record<string, unknown>;
+  for (const k of Object.keys(p)) if (c[k] === undefined) c[k] = p[k];
+}
+
+/** One configuration level (main, http, server, location, if, ...). */
+export class Level {
+  private readonly confs = new Map<ConfSlot<unknown>, unknown>();
+  readonly parent: Level | undefined;
+
+  constructor(parent?: Level) {
+    this.parent = parent;
+  }
+
+  get<T>(slot: ConfSlot<T>): T {
+    let c = this.confs.get(slot as ConfSlot<unknown>) as T | undefined;
+    if (c === undefined) {
+      c = slot.create();
+      this.confs.set(slot as ConfSlot<unknown>, c);
+    }
+    return c;
+  }
+
+  has(slot: ConfSlot<unknown>): boolean {
+    return this.confs.has(slot);
+  }
+
+  /** Fills unset values of every slot that has defaults (done once, on the top level of a block kind). */
+  applyDefaults(): void {
+    for (const s of allSlots) if (s.defaults) inheritUnset(s.defaults as object, this.get(s) as object);
+  }
+
+  /** Merges every slot that has a merge function from `parent` into this level. */
+  mergeFrom(parent: Level): void {
+    for (const s of allSlots) {
+      if (!s.merge) continue;
+      if (!parent.has(s) && !this.has(s)) continue;
+      s.merge(parent.get(s), this.get(s));
+    }
+  }
+}
+
+/** Paths and options that hold for the whole configuration. */
+export interface ConfPaths {
+  /** nginx's prefix (-p), with a trailing slash. */
+  prefix: string;
+  /** Directory of the main configuration file. */
+  confPrefix: string;
+  confFile: string;
+}
+
+/** The state a directive handler sees (nginx's ngx_conf_t). */
+export class ConfContext {
+  readonly registry: Registry;
+  readonly paths: ConfPaths;
+  /** The Ctx bit of the block being read. */
+  ctx: number;
+  /** The level directives of this block write to. */
+  level: Level;
+  /** Levels of enclosing blocks by kind, e.g. main, http, server. */
+  readonly levels: Record<string, Level>;
+  /** The directive being applied (for error locations). */
+  node: ConfNode | undefined;
+  /** Free-form per-block data for block handlers (the server being built, ...). */
+  readonly data: Record<string, unknown>;
+
+  constructor(registry: Registry, paths: ConfPaths, ctx: number, level: Level, levels: Record<string, Level>, data: Record<string, unknown> = {}) {
+    this.registry = registry;
+    this.paths = paths;
+    this.ctx = ctx;
+    this.level = level;
+    this.levels = levels;
+    this.data = data;
+  }
+
+  /** A ConfError at the current directive. */
+  error(message: string): ConfError {
+    return new ConfError(message, this.node?.file, this.node?.line);
+  }
+
+  /** nginx's `invalid value "x" in "name" directive` family, at the current directive. */
+  invalid(value: string, extra = ''): ConfError {
+    return this.error(`invalid value "${value}" in "${this.node?.name}" directive${extra}`);
+  }
+
+  get<T>(slot: ConfSlot<T>): T {
+    return this.level.get(slot);
+  }
+
+  /** The slot on the enclosing level of kind `kind` (e.g. 'main', 'http', 'server'). */
+  at<T>(kind: string, slot: ConfSlot<T>): T {
+    const l = this.levels[kind];
+    if (!l) throw this.error(`internal: no "${kind}" level for "${this.node?.name}"`);
+    return l.get(slot);
+  }
+
+  /**
+   * Reads a nested block with the given context bit and level, as
+   * `http {}`, `server {}` and `location {}` handlers do.
+   */
+  block(children: ConfNode[], ctx: number, level: Level, kind: string, data: Record<string, unknown> = {}): ConfContext {
+    const sub = new ConfContext(this.registry, this.paths, ctx, level, { ...this.levels, [kind]: level }, { ...this.data, ...data });
+    applyBlock(sub, children);
+    return sub;
+  }
+
+  /** A path relative to the prefix (pid, logs, root, temp paths). */
+  prefixPath(p: string): string {
+    return path.resolve(this.paths.prefix, p);
+  }
+
+  /** A path relative to the configuration directory (include, certificates, user files). */
+  confPath(p: string): string {
+    return path.resolve(this.paths.confPrefix, p);
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * A cycle is one loaded configuration (nginx's ngx_cycle_t): the parsed and
+ * applied directives of every module, the files read, and the addresses to
+ * listen on. The master loads one to check a configuration; each worker
+ * loads its own from the same file snapshot to serve it.
+ */
+import path from 'node:path';
+import { ConfContext, Level } from '../conf/context.ts';
+import type { ConfPaths } from '../conf/context.ts';
+import { Ctx } from '../conf/directive.ts';
+import { ConfError } from '../conf/errors.ts';
+import { parseConfig } from '../conf/parser.ts';
+import type { ConfFile } from '../conf/parser.ts';
+import { applyBlock, Registry } from '../conf/registry.ts';
+import type { ModuleBase } from '../conf/registry.ts';
+import type { Socket } from 'node:net';
+
+/** An address to listen on, gathered from `listen` directives. */
+export interface ListenSpec {
+  /** Unique per bound socket: `127.0.0.1:8080`, `[::1]:80`, `unix:/path`. */
+  key: string;
+  protocol: 'http' | 'stream';
+  host?: string;
+  port?: number;
+  path?: string;
+  backlog?: number;
+  ipv6only?: boolean;
+  /** TCP keepalive on accepted sockets (`so_keepalive=on`). */
+  keepalive?: boolean;
+  keepaliveInitialDelayMs?: number;
+}
+
+export type ConnectionHandler = (socket: Socket) => void;
+
+/** Hooks a module may add besides its directives. */
+export interface CycleModule extends ModuleBase {
+  /** After the whole configuration was applied: merge, check, build tables. Runs in master and workers. */
+  initCycle?(cycle: Cycle): void;
+  /** In a worker, once per cycle: create the runtime that serves connections. */
+  initWorker?(cycle: Cycle, worker: WorkerRuntime): void | Promise<void>;
+}
+
+/** What a worker offers a cycle's modules (implemented in worker.ts). */
+export interface WorkerRuntime {
+  /** Serve connections accepted on `key` with `handler`. */
+  onConnection(key: string, handler: ConnectionHandler): void;
+  /** Called when this cycle stops serving: graceful (reload, QUIT) or not. */
+  onShutdown(fn: (graceful: boolean) => void): void;
+  readonly workerId: number;
+}
+
+export interface CycleOptions {
+  paths: ConfPaths;
+  /** `-g` directives. */
+  globals?: string;
+  /** Read files from a snapshot instead of the disk (workers, reload). */
+  readFile?: (file: string) => string;
+}
+
+export class Cycle {
+  readonly registry: Registry;
+  readonly paths: ConfPaths;
+  readonly main = new Level();
+  readonly files: ConfFile[];
+  readonly listeners = new Map<string, ListenSpec>();
+  readonly options: CycleOptions;
+
+  private constructor(registry: Registry, options: CycleOptions, files: ConfFile[]) {
+    this.registry = registry;
+    this.paths = options.paths;
+    this.options = options;
+    this.files = files;
+  }
+
+  /** Reads, applies and initializes a configuration; throws ConfError. */
+  static load(modules: ModuleBase[], options: CycleOptions): Cycle {
+    const registry = new Registry(modules);
+    const parsed = parseConfig(options.paths.confFile, options.globals, {
+      confPrefix: options.paths.confPrefix,
+      readFile: options.readFile,
+    });
+    const cycle = new Cycle(registry, options, parsed.files);
+    const cf = new ConfContext(registry, options.paths, Ctx.MAIN, cycle.main, { main: cycle.main }, { cycle });
+    applyBlock(cf, parsed.nodes);
+    if (parsed.error) throw parsed.error;
+    for (const m of modules as CycleModule[]) m.initCycle?.(cycle);
+    return cycle;
+  }
+
+  addListener(spec: ListenSpec): ListenSpec {
+    const have = this.listeners.get(spec.key);
+    if (have) {
+      if (have.protocol !== spec.protocol) throw new ConfError(`duplicate listen ${spec.key}`);
+      return have;
+    }
+    this.listeners.set(spec.key, spec);
+    return spec;
+  }
+
+  /** The cycle being configured, from a directive handler's context. */
+  static of(cf: ConfContext): Cycle {
+    return cf.data.cycle as Cycle;
+  }
+
+  /** The file contents read, to hand to workers so they load exactly what the master checked. */
+  snapshot(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const f of this.files) out[f.name] = f.text;
+    return out;
+  }
+}
+
+/** Resolves nginx's -p and -c into the paths a cycle needs. */
+export function resolvePaths(prefix: string, confFile: string): ConfPaths {
+  const p = prefix.endsWith('/') ? prefix : prefix + '/';
+  const file = path.resolve(p, confFile);
+  return { prefix: p, confPrefix: path.dirname(file) + '/', confFile: file };
+}

@@ -1,0 +1,283 @@
+/**
+ * ngx_http_core_module, part 2: the per-location and per-server settings
+ * (root, timeouts, limits, redirects, tokens, ...). Most are single-valued:
+ * set once per level, inherited downward when unset. Defaults are nginx's.
+ */
+import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+import type { ConfContext } from '../../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
+import type { Directive } from '../../../conf/directive.ts';
+import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
+import { parseErrorLog } from '../../../core/modules/core.ts';
+import type { ErrorLogSpec } from '../../../core/error-log.ts';
+import type { ComplexValue } from '../../variables.ts';
+import { compileComplex } from '../../variables.ts';
+import { httpMainOf } from '../../http-conf.ts';
+
+export interface CoreLocConf {
+  root?: ComplexValue;
+  /** `alias` replaces the location prefix instead of appending to root. */
+  alias?: ComplexValue;
+  /** Root was set explicitly (vs the default `html`), for `alias`/`root` conflicts. */
+  rootIsAlias?: boolean;
+  defaultType?: string;
+  types?: Map<string, string>;
+  keepaliveTimeout?: number;
+  /** The optional second `keepalive_timeout` value, sent as `Keep-Alive: timeout=N`. */
+  keepaliveHeader?: number;
+  keepaliveRequests?: number;
+  keepaliveTime?: number;
+  clientMaxBodySize?: number;
+  clientBodyBufferSize?: number;
+  clientBodyTimeout?: number;
+  clientBodyTempPath?: string;
+  clientBodyInFileOnly?: string;
+  sendTimeout?: number;
+  serverTokens?: 'on' | 'off' | 'build';
+  absoluteRedirect?: boolean;
+  portInRedirect?: boolean;
+  serverNameInRedirect?: boolean;
+  logNotFound?: boolean;
+  msiePadding?: boolean;
+  msieRefresh?: boolean;
+  recursiveErrorPages?: boolean;
+  chunkedTransferEncoding?: boolean;
+  etag?: boolean;
+  ifModifiedSince?: 'off' | 'exact' | 'before';
+  maxRanges?: number;
+  limitRate?: number;
+  limitRateAfter?: number;
+  sendfile?: boolean;
+  tcpNodelay?: boolean;
+  resolver?: string[];
+  resolverTimeout?: number;
+  errorLogs?: ErrorLogSpec[];
+  lingeringClose?: 'on' | 'off' | 'always';
+  lingeringTime?: number;
+  lingeringTimeout?: number;
+  resetTimedoutConnection?: boolean;
+}
+
+
+export interface CoreSrvConf {
+  clientHeaderBufferSize?: number;
+  largeHeaderBuffers?: { count: number; size: number };
+  clientHeaderTimeout?: number;
+  ignoreInvalidHeaders?: boolean;
+  mergeSlashes?: boolean;
+  underscoresInHeaders?: boolean;
+}
+
+
+/** Defaults applied where nothing on the way down set a value. */
+export const CORE_LOC_DEFAULTS = {
+  defaultType: 'text/plain',
+  keepaliveTimeout: 75_000,
+  keepaliveRequests: 1000,
+  keepaliveTime: 3_600_000,
+  clientMaxBodySize: 1024 * 1024,
+  clientBodyBufferSize: 16 * 1024,
+  clientBodyTimeout: 60_000,
+  sendTimeout: 60_000,
+  serverTokens: 'on',
+  absoluteRedirect: true,
+  portInRedirect: true,
+  serverNameInRedirect: false,
+  logNotFound: true,
+  msiePadding: true,
+  msieRefresh: false,
+  recursiveErrorPages: false,
+  chunkedTransferEncoding: true,
+  etag: true,
+  ifModifiedSince: 'exact',
+  maxRanges: Infinity,
+  limitRate: 0,
+  limitRateAfter: 0,
+  resolverTimeout: 30_000,
+  lingeringClose: 'on',
+  lingeringTime: 30_000,
+  lingeringTimeout: 5_000,
+} as const satisfies CoreLocConf;
+
+export const coreLoc = defineSlot<CoreLocConf>('http_core_loc', () => ({}), inheritUnset, CORE_LOC_DEFAULTS);
+
+export const CORE_SRV_DEFAULTS = {
+  clientHeaderBufferSize: 1024,
+  largeHeaderBuffers: { count: 4, size: 8192 },
+  clientHeaderTimeout: 60_000,
+  ignoreInvalidHeaders: true,
+  mergeSlashes: true,
+  underscoresInHeaders: false,
+} as const satisfies CoreSrvConf;
+
+export const coreSrv = defineSlot<CoreSrvConf>('http_core_srv', () => ({}), inheritUnset, CORE_SRV_DEFAULTS);
+
+type Parse<T> = (cf: ConfContext, v: string) => T;
+
+const size: Parse<number> = (cf, v) => {
+  const n = parseSize(v);
+  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
+  return n;
+};
+const time: Parse<number> = (cf, v) => {
+  const n = parseTime(v);
+  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
+  return n;
+};
+const flag: Parse<boolean> = flagArg;
+const count: Parse<number> = (cf, v) => {
+  if (!/^\d+$/.test(v)) throw cf.error(`invalid value "${v}" in "${cf.node?.name}" directive`);
+  return Number(v);
+};
+function oneOf<T extends string>(...values: T[]): Parse<T> {
+  return (cf, v) => {
+    if (!values.includes(v as T)) throw cf.error(`invalid value "${v}" in "${cf.node?.name}" directive, it must be ${values.map((x) => `"${x}"`).join(' or ')}`);
+    return v as T;
+  };
+}
+
+/** A single-valued location setting: `name value;`, duplicate on the same level is an error. */
+function loc<K extends keyof CoreLocConf>(name: string, field: K, parse: Parse<CoreLocConf[K]>, contexts = HTTP_ANY): Directive {
+  return {
+    name, contexts, args: 1,
+    handler(cf, node) {
+      const c = cf.get(coreLoc);
+      if (c[field] !== undefined) return 'is duplicate';
+      c[field] = parse(cf, node.args[0]);
+    },
+  };
+}
+
+function srv<K extends keyof CoreSrvConf>(name: string, field: K, parse: Parse<CoreSrvConf[K]>): Directive {
+  return {
+    name, contexts: Ctx.HTTP | Ctx.SERVER, args: 1,
+    handler(cf, node) {
+      const c = cf.get(coreSrv);
+      if (c[field] !== undefined) return 'is duplicate';
+      c[field] = parse(cf, node.args[0]);
+    },
+  };
+}
+
+/** Accepted for compatibility; has no effect here (documented in docs/directives.md). */
+function accepted(name: string, args: Directive['args'], contexts = HTTP_ANY): Directive {
+  return { name, contexts, args, handler: () => undefined };
+}
+
+function rootOrAlias(isAlias: boolean): Directive['handler'] {
+  return (cf, node) => {
+    const c = cf.get(coreLoc);
+    if (c.root !== undefined || c.alias !== undefined) {
+      if ((c.alias !== undefined) === isAlias) return 'is duplicate';
+      return `is duplicate, "${isAlias ? 'root' : 'alias'}" directive was specified earlier`;
+    }
+    const value = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
+    if (isAlias) c.alias = value;
+    else c.root = value;
+  };
+}
+
+export const httpSettingsDirectives: Directive[] = [
+  { name: 'root', contexts: HTTP_ANY | Ctx.LIF, args: 1, handler: rootOrAlias(false) },
+  { name: 'alias', contexts: Ctx.LOCATION, args: 1, handler: rootOrAlias(true) },
+  loc('default_type', 'defaultType', (_cf, v) => v),
+  {
+    name: 'keepalive_timeout', contexts: HTTP_ANY, args: [1, 2],
+    handler(cf, node) {
+      const c = cf.get(coreLoc);
+      if (c.keepaliveTimeout !== undefined) return 'is duplicate';
+      c.keepaliveTimeout = time(cf, node.args[0]);
+      if (node.args[1] !== undefined) c.keepaliveHeader = time(cf, node.args[1]) / 1000;
+    },
+  },
+  loc('keepalive_requests', 'keepaliveRequests', count),
+  loc('keepalive_time', 'keepaliveTime', time),
+  loc('client_max_body_size', 'clientMaxBodySize', size),
+  loc('client_body_buffer_size', 'clientBodyBufferSize', size),
+  loc('client_body_timeout', 'clientBodyTimeout', time),
+  {
+    name: 'client_body_temp_path', contexts: HTTP_ANY, args: [1, 4],
+    handler(cf, node) {
+      const c = cf.get(coreLoc);
+      if (c.clientBodyTempPath !== undefined) return 'is duplicate';
+      c.clientBodyTempPath = cf.prefixPath(node.args[0]);
+    },
+  },
+  loc('client_body_in_file_only', 'clientBodyInFileOnly', oneOf('on', 'off', 'clean')),
+  accepted('client_body_in_single_buffer', 'flag'),
+  loc('send_timeout', 'sendTimeout', time),
+  loc('server_tokens', 'serverTokens', oneOf('on', 'off', 'build')),
+  loc('absolute_redirect', 'absoluteRedirect', flag),
+  loc('port_in_redirect', 'portInRedirect', flag),
+  loc('server_name_in_redirect', 'serverNameInRedirect', flag),
+  loc('log_not_found', 'logNotFound', flag),
+  accepted('log_subrequest', 'flag'),
+  loc('msie_padding', 'msiePadding', flag),
+  loc('msie_refresh', 'msieRefresh', flag),
+  loc('recursive_error_pages', 'recursiveErrorPages', flag),
+  loc('chunked_transfer_encoding', 'chunkedTransferEncoding', flag),
+  loc('etag', 'etag', flag),
+  loc('if_modified_since', 'ifModifiedSince', oneOf('off', 'exact', 'before')),
+  loc('max_ranges', 'maxRanges', count),
+  loc('limit_rate', 'limitRate', size),
+  loc('limit_rate_after', 'limitRateAfter', size),
+  loc('sendfile', 'sendfile', flag, HTTP_ANY | Ctx.LIF),
+  loc('tcp_nodelay', 'tcpNodelay', flag),
+  accepted('tcp_nopush', 'flag'),
+  accepted('sendfile_max_chunk', 1),
+  accepted('aio', 1),
+  accepted('aio_write', 'flag'),
+  accepted('directio', 1),
+  accepted('directio_alignment', 1),
+  accepted('output_buffers', 2),
+  accepted('postpone_output', 1),
+  accepted('open_file_cache', [1, 2]),
+  accepted('open_file_cache_valid', 1),
+  accepted('open_file_cache_min_uses', 1),
+  accepted('open_file_cache_errors', 'flag'),
+  accepted('open_file_cache_events', 'flag'),
+  accepted('disable_symlinks', [1, 2]),
+  accepted('server_names_hash_max_size', 1, Ctx.HTTP),
+  accepted('server_names_hash_bucket_size', 1, Ctx.HTTP),
+  accepted('variables_hash_max_size', 1, Ctx.HTTP),
+  accepted('variables_hash_bucket_size', 1, Ctx.HTTP),
+  accepted('types_hash_max_size', 1),
+  accepted('types_hash_bucket_size', 1),
+  accepted('request_pool_size', 1, Ctx.HTTP | Ctx.SERVER),
+  accepted('connection_pool_size', 1, Ctx.HTTP | Ctx.SERVER),
+  accepted('reset_timedout_connection', 'flag'),
+  loc('lingering_close', 'lingeringClose', oneOf('on', 'off', 'always')),
+  loc('lingering_time', 'lingeringTime', time),
+  loc('lingering_timeout', 'lingeringTimeout', time),
+  {
+    name: 'resolver', contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(coreLoc);
+      if (c.resolver !== undefined) return 'is duplicate';
+      c.resolver = node.args.filter((a) => !a.includes('='));
+    },
+  },
+  loc('resolver_timeout', 'resolverTimeout', time),
+  {
+    name: 'error_log', contexts: HTTP_ANY, args: [1, 2],
+    handler(cf, node) {
+      const c = cf.get(coreLoc);
+      // several error_log lines on one level all apply; a level with its own replaces the parent's
+      if (!Object.hasOwn(c, 'errorLogs') || c.errorLogs === undefined) c.errorLogs = [];
+      c.errorLogs.push(parseErrorLog(cf, node.args));
+    },
+  },
+  srv('client_header_buffer_size', 'clientHeaderBufferSize', size),
+  {
+    name: 'large_client_header_buffers', contexts: Ctx.HTTP | Ctx.SERVER, args: 2,
+    handler(cf, node) {
+      const c = cf.get(coreSrv);
+      if (c.largeHeaderBuffers !== undefined) return 'is duplicate';
+      c.largeHeaderBuffers = { count: count(cf, node.args[0]), size: size(cf, node.args[1]) };
+    },
+  },
+  srv('client_header_timeout', 'clientHeaderTimeout', time),
+  srv('ignore_invalid_headers', 'ignoreInvalidHeaders', flag),
+  srv('merge_slashes', 'mergeSlashes', flag),
+  srv('underscores_in_headers', 'underscoresInHeaders', flag),
+];

@@ -1,0 +1,230 @@
+/**
+ * ngx_http_core_module, part 1: the structure of `http {}` — servers,
+ * `listen`, `server_name`, locations — and turning it into the tables the
+ * request path uses (addresses → servers, server → locations).
+ */
+import net from 'node:net';
+import { defineSlot, Level } from '../../../conf/context.ts';
+import type { ConfContext } from '../../../conf/context.ts';
+import { Ctx } from '../../../conf/directive.ts';
+import type { Directive } from '../../../conf/directive.ts';
+import { ConfError } from '../../../conf/errors.ts';
+import type { ConfNode } from '../../../conf/parser.ts';
+import { Cycle } from '../../../core/cycle.ts';
+import type { ListenSpec } from '../../../core/cycle.ts';
+import { HttpMainConf, httpMainOf, isHttpModule } from '../../http-conf.ts';
+import type { HttpModule, ListenConf, LocationConf, LocationMatch, ServerConf } from '../../http-conf.ts';
+import { checkNesting } from '../../location.ts';
+import { compileRegex } from '../../regex.ts';
+
+/** The loaded `http {}` block of a cycle (one per configuration). */
+export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
+
+export function httpConf(cycle: Cycle): HttpMainConf | undefined {
+  return cycle.main.get(httpSlot).conf;
+}
+
+
+function newLocation(name: string, match: LocationMatch, path: string, level: Level, node: ConfNode): LocationConf {
+  return { name, match, path, level, children: [], internal: false, file: node.file, line: node.line };
+}
+
+function readServer(cf: ConfContext, node: ConfNode): void {
+  const http = httpMainOf(cf);
+  const level = new Level(cf.level);
+  const srv: ServerConf = {
+    listens: [], names: [], primaryName: '', level, locations: [], named: new Map(),
+    serverLoc: newLocation('', 'noname', '', level, node), file: node.file, line: node.line,
+  };
+  cf.block(node.children ?? [], Ctx.SERVER, level, 'server', { server: srv, location: undefined });
+  if (srv.listens.length === 0) {
+    // nginx's default: *:80 as root, *:8000 otherwise
+    const port = process.getuid?.() === 0 ? 80 : 8000;
+    srv.listens.push(parseListen(cf, [String(port)], node));
+  }
+  if (srv.names.length === 0) srv.names.push({ name: '' });
+  srv.primaryName = srv.names[0].name;
+  http.servers.push(srv);
+}
+
+function readLocation(cf: ConfContext, node: ConfNode): void {
+  const srv = cf.data.server as ServerConf;
+  const parent = cf.data.location as LocationConf | undefined;
+  const a = node.args;
+  let mod = '';
+  let name: string;
+  if (a.length === 2) {
+    mod = a[0];
+    name = a[1];
+    if (!['=', '~', '~*', '^~'].includes(mod)) throw cf.error(`invalid location modifier "${mod}"`);
+  } else {
+    name = a[0];
+    const m = /^(=|~\*|~|\^~)(.+)$/.exec(name);
+    if (m && !name.startsWith('@')) { mod = m[1]; name = m[2]; }
+  }
+  const level = new Level(cf.level);
+  let loc: LocationConf;
+  if (mod === '~' || mod === '~*') {
+    loc = newLocation(name, 'regex', name, level, node);
+    loc.regex = compileRegex(cf, name, mod === '~*').regex;
+  } else if (mod === '=') {
+    loc = newLocation(name, 'exact', name, level, node);
+  } else if (mod === '^~') {
+    loc = newLocation(name, 'prefix-stop', name, level, node);
+  } else if (name.startsWith('@')) {
+    loc = newLocation(name, 'named', name, level, node);
+  } else {
+    loc = newLocation(name, 'prefix', name, level, node);
+  }
+  const err = checkNesting(parent, loc);
+  if (err) throw cf.error(err);
+  if (loc.match === 'named') {
+    if (srv.named.has(name)) throw cf.error(`duplicate location "${name}"`);
+    srv.named.set(name, loc);
+  } else {
+    const siblings = parent ? parent.children : srv.locations;
+    const dup = siblings.find((s) => s.match !== 'regex' && loc.match !== 'regex'
+      && s.path === loc.path && (s.match === 'exact') === (loc.match === 'exact'));
+    if (dup) throw cf.error(`duplicate location "${name}"`);
+    loc.parent = parent;
+    siblings.push(loc);
+  }
+  cf.block(node.children ?? [], Ctx.LOCATION, level, 'location', { location: loc });
+}
+
+/** Parses `listen` arguments into a ListenConf (address forms: port, host, host:port, [v6]:port, unix:path). */
+export function parseListen(cf: ConfContext, args: string[], node?: ConfNode): ListenConf {
+  const addr = args[0];
+  const spec: ListenSpec = { key: '', protocol: 'http' };
+  if (addr.startsWith('unix:')) {
+    spec.path = addr.slice(5);
+    spec.key = addr;
+  } else {
+    let host: string;
+    let port: string;
+    const v6 = /^\[([^\]]+)\](?::(\d+))?$/.exec(addr);
+    if (v6) { host = v6[1]; port = v6[2] ?? '80'; }
+    else if (/^\d+$/.test(addr)) { host = '*'; port = addr; }
+    else {
+      const i = addr.lastIndexOf(':');
+      if (i >= 0) { host = addr.slice(0, i); port = addr.slice(i + 1); }
+      else { host = addr; port = '80'; }
+    }
+    const p = Number(port);
+    if (!/^\d+$/.test(port) || p < 1 || p > 65535) {
+      throw new ConfError(`invalid port in "${addr}" of the "listen" directive`, (node ?? cf.node)?.file, (node ?? cf.node)?.line);
+    }
+    if (host === '*') host = '0.0.0.0';
+    if (host === 'localhost') host = '127.0.0.1';
+    if (!net.isIP(host)) throw cf.error(`host not found in "${addr}" of the "listen" directive`);
+    spec.host = host;
+    spec.port = p;
+    spec.key = net.isIPv6(host) ? `[${host}]:${p}` : `${host}:${p}`;
+  }
+  const lc: ListenConf = { spec, defaultServer: false, ssl: false, http2: false, proxyProtocol: false };
+  for (const opt of args.slice(1)) {
+    const [k, v] = opt.split('=', 2);
+    switch (k) {
+      case 'default_server': case 'default': lc.defaultServer = true; break;
+      case 'ssl': lc.ssl = true; break;
+      case 'http2': lc.http2 = true; break;
+      case 'proxy_protocol': lc.proxyProtocol = true; break;
+      case 'backlog': spec.backlog = Number(v); break;
+      case 'ipv6only': spec.ipv6only = v === 'on'; break;
+      case 'so_keepalive': spec.keepalive = v !== 'off'; break;
+      case 'reuseport': case 'bind': case 'deferred': case 'fastopen': case 'rcvbuf': case 'sndbuf':
+      case 'setfib': case 'accept_filter': case 'quic': case 'multipath':
+        break;
+      default:
+        throw cf.error(`invalid parameter "${opt}"`);
+    }
+  }
+  return lc;
+}
+
+function readServerNames(cf: ConfContext, node: ConfNode): void {
+  const srv = cf.data.server as ServerConf;
+  for (const raw of node.args) {
+    const name = raw.toLowerCase();
+    if (name.startsWith('~')) {
+      srv.names.push({ name: raw, regex: compileRegex(cf, raw.slice(1), true).regex });
+      continue;
+    }
+    if (name.includes('/')) throw cf.error(`server name "${raw}" has suspicious symbols`);
+    if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
+      throw cf.error(`invalid server name or wildcard "${raw}"`);
+    }
+    srv.names.push({ name });
+  }
+}
+
+const directives: Directive[] = [
+  {
+    name: 'http', contexts: Ctx.MAIN, args: 0, block: true,
+    handler(cf, node) {
+      const slot = cf.get(httpSlot);
+      if (slot.conf) return 'is duplicate';
+      const level = new Level(cf.level);
+      const modules = cf.registry.modules.filter(isHttpModule) as HttpModule[];
+      const http = new HttpMainConf(level, modules);
+      for (const m of modules) for (const v of m.variables ?? []) http.variables.define(v);
+      cf.block(node.children ?? [], Ctx.HTTP, level, 'http', { http });
+      level.applyDefaults();
+      finishHttp(http);
+      for (const m of modules) m.postconfiguration?.(http);
+      slot.conf = http;
+    },
+  },
+  { name: 'server', contexts: Ctx.HTTP, args: 0, block: true, handler: readServer },
+  { name: 'location', contexts: Ctx.SERVER | Ctx.LOCATION, args: [1, 2], block: true, handler: readLocation },
+  {
+    name: 'listen', contexts: Ctx.SERVER, args: [1, Infinity],
+    handler(cf, node) { (cf.data.server as ServerConf).listens.push(parseListen(cf, node.args)); },
+  },
+  { name: 'server_name', contexts: Ctx.SERVER, args: [1, Infinity], handler: readServerNames },
+  {
+    name: 'internal', contexts: Ctx.LOCATION, args: 0,
+    handler(cf) { (cf.data.location as LocationConf).internal = true; },
+  },
+];
+
+/** Merges levels downward and builds the address → servers table. */
+function finishHttp(http: HttpMainConf): void {
+  const mergeLocations = (parent: Level, list: Iterable<LocationConf>) => {
+    for (const loc of list) {
+      loc.level.mergeFrom(parent);
+      mergeLocations(loc.level, loc.children);
+      if (loc.limitExcept) loc.limitExcept.loc.level.mergeFrom(loc.level);
+    }
+  };
+  for (const srv of http.servers) {
+    srv.level.mergeFrom(http.level);
+    mergeLocations(srv.level, srv.locations);
+    mergeLocations(srv.level, srv.named.values());
+    for (const lc of srv.listens) {
+      let addr = http.addresses.get(lc.spec.key);
+      if (!addr) {
+        addr = { spec: lc.spec, servers: [], defaultServer: srv, ssl: false, http2: false };
+        http.addresses.set(lc.spec.key, addr);
+      }
+      if (lc.defaultServer) {
+        if (addr.defaultServer !== srv && addr.servers.some((s) => s.listens.some((l) => l.defaultServer && l.spec.key === lc.spec.key))) {
+          throw new ConfError(`a duplicate default server for ${lc.spec.key}`, srv.file, srv.line);
+        }
+        addr.defaultServer = srv;
+      }
+      addr.ssl ||= lc.ssl;
+      addr.http2 ||= lc.http2;
+      if (!addr.servers.includes(srv)) addr.servers.push(srv);
+    }
+  }
+}
+
+export const httpStructureDirectives = directives;
+
+/** Registers the http listeners with the cycle (nginx binds a wildcard once per port). */
+export function addHttpListeners(cycle: Cycle): void {
+  const http = httpConf(cycle);
+  if (!http) return;
+  for (const addr of http.addresses.values()) cycle.addListener(addr.spec);
+}

@@ -1,0 +1,196 @@
+/**
+ * The phase engine (ngx_http_core_run_phases): server rewrite, location
+ * selection, rewrite (repeated after a URI change), access, content, and
+ * finalization with nginx's error pages; the log phase runs once the
+ * response is done.
+ */
+import type { Socket } from 'node:net';
+import type { HttpAddressServer } from './connection.ts';
+import { DECLINED, DONE, OK, Phase } from './http-conf.ts';
+import type { LocationConf, PhaseHandler } from './http-conf.ts';
+import { selectLocation } from './location.ts';
+import { coreLoc, coreSrv } from './modules/core/settings.ts';
+import type { HttpRequest } from './request.ts';
+import { sendSpecialResponse } from './response.ts';
+import { specialPage } from './special-response.ts';
+import { normalizeUri } from './uri.ts';
+import type { RequestTarget } from './uri.ts';
+import { requestLog } from './request-log.ts';
+
+/** Entry point for a new request from the connection. */
+export async function handleRequest(r: HttpRequest, target: RequestTarget | undefined): Promise<void> {
+  r.res.once('close', () => runLogPhase(r));
+  try {
+    if (!target) return void (await finalize(r, 400));
+    if (r.httpVersion === '1.1' && r.req.headers.host === undefined) {
+      requestLog(r).info('client sent HTTP/1.1 request without "Host" header while reading client request headers');
+      return void (await finalize(r, 400));
+    }
+    const uri = normalizeUri(target.path, r.server.level.get(coreSrv).mergeSlashes ?? true);
+    if (uri === undefined) {
+      requestLog(r).info('client sent invalid request while reading client request line');
+      return void (await finalize(r, 400));
+    }
+    r.uri = uri;
+    await runPhases(r, Phase.POST_READ);
+  } catch (err) {
+    requestLog(r).error(`unexpected error: ${(err as Error).stack ?? err}`);
+    if (!r.headerSent) await finalize(r, 500).catch(() => r.res.destroy());
+    else r.res.destroy();
+  }
+}
+
+async function runHandlers(r: HttpRequest, handlers: PhaseHandler[]): Promise<number> {
+  for (const h of handlers) {
+    let rc = h(r);
+    if (typeof rc !== 'number') rc = await rc;
+    if (rc !== DECLINED) return rc;
+  }
+  return DECLINED;
+}
+
+/** Runs phases from `from` until one takes the request over. */
+export async function runPhases(r: HttpRequest, from: number): Promise<void> {
+  const phases = r.main.phases;
+  if (from <= Phase.POST_READ) {
+    const rc = await runHandlers(r, phases[Phase.POST_READ]);
+    if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
+  }
+  if (from <= Phase.SERVER_REWRITE) {
+    r.setLocation(r.server.serverLoc);
+    r.level = r.server.level;
+    const rc = await runHandlers(r, phases[Phase.SERVER_REWRITE]);
+    if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
+  }
+  // FIND_CONFIG and REWRITE repeat while rewrites change the URI
+  for (;;) {
+    if (from <= Phase.REWRITE) {
+      const rc = findConfig(r);
+      if (rc !== OK) return void (await finalize(r, rc));
+      r.uriChanged = false;
+      const rr = await runHandlers(r, phases[Phase.REWRITE]);
+      if (rr !== DECLINED && rr !== OK) return void (await finalize(r, rr));
+      if (r.uriChanged) {
+        if (--r.uriChanges === 0) {
+          requestLog(r).error(`rewrite or internal redirection cycle while processing "${r.uri}"`);
+          return void (await finalize(r, 500));
+        }
+        r.internal = true;
+        continue;
+      }
+    }
+    break;
+  }
+  for (const phase of [Phase.PREACCESS, Phase.ACCESS, Phase.PRECONTENT]) {
+    if (from > phase) continue;
+    const rc = await runHandlers(r, phases[phase]);
+    if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
+  }
+  const content = r.loc.contentHandler;
+  const rc = content ? await content(r) : await runHandlers(r, phases[Phase.CONTENT]);
+  if (rc === DONE) return;
+  if (rc === DECLINED) {
+    // no content handler took it: nginx's static module would answer 404/403/405
+    return void (await finalize(r, r.method === 'GET' || r.method === 'HEAD' ? 404 : 405));
+  }
+  await finalize(r, rc);
+}
+
+/** Picks the location for r.uri (ngx_http_core_find_config_handler); returns OK or a status. */
+function findConfig(r: HttpRequest): number {
+  const m = selectLocation(r.server.locations, r.uri, r.server.serverLoc);
+  r.setLocation(m.loc);
+  if (m.captures) r.captures = m.captures;
+  if (r.loc.internal && !r.internal) return 404;
+  const core = r.level.get(coreLoc);
+  const len = Number(r.req.headers['content-length'] ?? 0);
+  if (core.clientMaxBodySize && len > core.clientMaxBodySize) {
+    requestLog(r).error(`client intended to send too large body: ${len} bytes`);
+    return 413;
+  }
+  return OK;
+}
+
+/** Continues the request at another URI (nginx's ngx_http_internal_redirect). */
+export async function internalRedirect(r: HttpRequest, uri: string, args?: string): Promise<number> {
+  if (--r.uriChanges === 0) {
+    requestLog(r).error(`rewrite or internal redirection cycle while internally redirecting to "${uri}"`);
+    await finalize(r, 500);
+    return DONE;
+  }
+  r.uri = uri;
+  if (args !== undefined) { r.args = args; r.hasArgs = args !== ''; }
+  r.internal = true;
+  r.ctx.clear();
+  await runPhases(r, Phase.SERVER_REWRITE);
+  return DONE;
+}
+
+/** Continues the request in a named location (`@name`). */
+export async function namedLocation(r: HttpRequest, name: string): Promise<number> {
+  const loc: LocationConf | undefined = r.server.named.get(name);
+  if (!loc) {
+    requestLog(r).error(`could not find named location "${name}"`);
+    await finalize(r, 500);
+    return DONE;
+  }
+  if (--r.uriChanges === 0) {
+    requestLog(r).error(`rewrite or internal redirection cycle while redirect to named location "${name}"`);
+    await finalize(r, 500);
+    return DONE;
+  }
+  r.internal = true;
+  r.ctx.clear();
+  r.setLocation(loc);
+  const rr = await runHandlers(r, r.main.phases[Phase.REWRITE]);
+  if (rr !== DECLINED && rr !== OK) { await finalize(r, rr); return DONE; }
+  await runPhases(r, Phase.PREACCESS);
+  return DONE;
+}
+
+/**
+ * Finishes a request with a handler's result: DONE/OK mean the handler
+ * answered; a status ≥ 300 gets `error_page` handling or nginx's page.
+ */
+export async function finalize(r: HttpRequest, rc: number): Promise<void> {
+  if (rc === DONE || rc === OK || rc === DECLINED) return;
+  if (r.headerSent) {
+    if (!r.finished) r.res.destroy();
+    return;
+  }
+  if (rc === 444) {
+    r.status = 444;
+    r.res.destroy();
+    return;
+  }
+  if (r.main.errorPage && !r.errorPageDone && (await r.main.errorPage(r, rc))) return;
+  if (rc >= 200 && rc < 300 && specialPage(rc, 'on', false) === undefined) {
+    r.status = rc;
+  }
+  await sendSpecialResponse(r, rc);
+}
+
+function runLogPhase(r: HttpRequest): void {
+  r.finished = true;
+  for (const h of r.main.phases[Phase.LOG]) {
+    try {
+      void h(r);
+    } catch (err) {
+      requestLog(r).error(`log handler failed: ${(err as Error).message}`);
+    }
+  }
+}
+
+/** A request llhttp refused before it became a request (nginx answers 400 and closes). */
+export function rejectMalformed(server: HttpAddressServer, err: NodeJS.ErrnoException, socket: Socket): void {
+  if (!socket.writable || err.code === 'ECONNRESET') { socket.destroy(); return; }
+  const code = (err as { code?: string }).code;
+  // a connection that timed out waiting for a request is closed silently, as nginx does
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'HPE_HEADER_TIMEOUT') { socket.destroy(); return; }
+  const status = code === 'HPE_HEADER_OVERFLOW' ? 494 : 400;
+  const core = server.addr.defaultServer.level.get(coreLoc);
+  const page = specialPage(status, core.serverTokens ?? 'on', false) ?? '';
+  const head = `HTTP/1.1 400 Bad Request\r\nServer: ${core.serverTokens === 'off' ? 'nginx' : 'nginx/1.28.0'}\r\n`
+    + `Date: ${new Date().toUTCString()}\r\nContent-Type: text/html\r\nContent-Length: ${page.length}\r\nConnection: close\r\n\r\n`;
+  socket.end(head + page, 'latin1');
+}

@@ -1,0 +1,122 @@
+/**
+ * Sending a response: the header filter chain, the response head in nginx's
+ * header order, nginx's special pages, and finishing a request.
+ */
+import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import type { HttpRequest } from './request.ts';
+import { closesConnection, NGINX_VER, specialPage, statusLineReason, wireStatus } from './special-response.ts';
+
+let cachedDate = '';
+let cachedDateSec = 0;
+
+/** `Date` header value, formatted once per second. */
+export function httpDate(ms = Date.now()): string {
+  const sec = Math.floor(ms / 1000);
+  if (sec !== cachedDateSec) {
+    cachedDateSec = sec;
+    cachedDate = new Date(sec * 1000).toUTCString();
+  }
+  return cachedDate;
+}
+
+/** Whether the connection stays open after this response (nginx's r->keepalive). */
+function keepAlive(r: HttpRequest, status: number): boolean {
+  if (r.conn.closing || r.conn.keepaliveDisabled) return false;
+  const core = r.level.get(coreLoc);
+  if ((core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout) === 0) return false;
+  if (r.conn.requests >= (core.keepaliveRequests ?? CORE_LOC_DEFAULTS.keepaliveRequests)) return false;
+  if (Date.now() - r.conn.startMs > (core.keepaliveTime ?? CORE_LOC_DEFAULTS.keepaliveTime)) return false;
+  if (closesConnection(status)) return false;
+  const conn = (r.header('connection') ?? '').toLowerCase();
+  if (r.httpVersion === '1.0') {
+    if (!/\bkeep-alive\b/.test(conn)) return false;
+    return r.contentLength !== undefined || noBody(r, status);
+  }
+  return !/\bclose\b/.test(conn);
+}
+
+function noBody(r: HttpRequest, status: number): boolean {
+  return r.method === 'HEAD' || status === 204 || status === 304 || status < 200;
+}
+
+/**
+ * Runs the header filters and writes the response head. After this, body
+ * bytes go to `r.out`.
+ */
+export async function sendHeader(r: HttpRequest): Promise<void> {
+  if (r.headerSent) return;
+  r.headerSent = true;
+  for (const f of r.main.headerFilters) {
+    const p = f(r);
+    if (p) await p;
+  }
+  writeHead(r);
+}
+
+function writeHead(r: HttpRequest): void {
+  const status = wireStatus(r.status || 200);
+  const core = r.level.get(coreLoc);
+  const raw: string[] = [];
+  raw.push('Server', core.serverTokens === 'off' ? 'nginx' : NGINX_VER);
+  raw.push('Date', httpDate());
+  if (r.contentType !== undefined) raw.push('Content-Type', r.contentType);
+  const bodyless = noBody(r, status);
+  if (r.contentLength !== undefined && status !== 304 && status !== 204) raw.push('Content-Length', String(r.contentLength));
+  if (r.lastModified !== undefined) raw.push('Last-Modified', new Date(r.lastModified).toUTCString());
+  if (r.location !== undefined) raw.push('Location', r.location);
+  const chunked = r.contentLength === undefined && !bodyless && r.httpVersion !== '1.0'
+    && (core.chunkedTransferEncoding ?? true);
+  // without a length or chunking, the end of the body is the end of the connection
+  const keep = keepAlive(r, status) && (r.contentLength !== undefined || bodyless || chunked);
+  if (chunked) raw.push('Transfer-Encoding', 'chunked');
+  raw.push('Connection', keep ? 'keep-alive' : 'close');
+  if (keep && core.keepaliveHeader) raw.push('Keep-Alive', `timeout=${Math.floor(core.keepaliveHeader)}`);
+  for (const h of r.headersOut) raw.push(h.name, h.value);
+  const res = r.res;
+  res.sendDate = false;
+  if (!keep) res.shouldKeepAlive = false;
+  if (!chunked) res.useChunkedEncodingByDefault = false;
+  res.writeHead(status, statusLineReason(status), raw);
+}
+
+/** Writes body bytes through the body filters. */
+export function sendBody(r: HttpRequest, chunk: Buffer | string): boolean {
+  r.bodyBytesSent += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+  return r.out.write(chunk);
+}
+
+/** Ends the response body. */
+export function endBody(r: HttpRequest, chunk?: Buffer | string): void {
+  if (chunk !== undefined && chunk.length) r.bodyBytesSent += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
+  if (chunk !== undefined) r.out.end(chunk);
+  else r.out.end();
+}
+
+/** Sends a complete response with a small in-memory body. */
+export async function sendSimple(r: HttpRequest, status: number, body: string | Buffer, contentType?: string): Promise<void> {
+  r.status = status;
+  const buf = typeof body === 'string' ? Buffer.from(body, 'latin1') : body;
+  if (contentType !== undefined) r.contentType = contentType;
+  r.contentLength = buf.length;
+  await sendHeader(r);
+  endBody(r, r.method === 'HEAD' ? undefined : buf);
+}
+
+/** nginx's own page for `status` (ngx_http_special_response_handler without error_page). */
+export async function sendSpecialResponse(r: HttpRequest, status: number): Promise<void> {
+  const core = r.level.get(coreLoc);
+  const ua = r.header('user-agent') ?? '';
+  const page = specialPage(status, core.serverTokens ?? 'on', (core.msiePadding ?? true) && ua.includes('MSIE '));
+  r.headersOut.length = 0;
+  r.lastModified = undefined;
+  r.status = status;
+  if (status < 300 || status >= 400) r.location = undefined;
+  if (page === undefined) {
+    r.contentLength = 0;
+    r.contentType = undefined;
+    await sendHeader(r);
+    endBody(r);
+    return;
+  }
+  await sendSimple(r, status, page, 'text/html');
+}

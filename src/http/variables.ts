@@ -1,0 +1,175 @@
+/**
+ * Variables: a registry built once per configuration (nginx's
+ * cmcf->variables), each variable addressed by index so a request caches
+ * values in a flat array, and "complex values" — strings such as
+ * `"$scheme://$host$request_uri"` compiled into functions of the request.
+ */
+import type { ConfContext } from '../conf/context.ts';
+import type { HttpRequest } from './request.ts';
+
+/** A variable's value; `undefined` is nginx's "not found" (logged as `-`). */
+export type VarValue = string | undefined;
+
+export interface VariableDef {
+  /** Full name, or the prefix (`http_`, `arg_`, ...) when `prefix` is set. */
+  name: string;
+  prefix?: boolean;
+  /** Computes the value; `name` is the full variable name (for prefixes). */
+  get(r: HttpRequest, name: string): VarValue;
+  /** Writable variables (`$args`, `$limit_rate`); otherwise `set` makes a user variable. */
+  set?(r: HttpRequest, value: string, name: string): void;
+  /** Recomputed on every use (nginx's NGX_HTTP_VAR_NOCACHEABLE). */
+  noCache?: boolean;
+}
+
+interface Indexed {
+  def: VariableDef;
+  name: string;
+  index: number;
+}
+
+export class VariableRegistry {
+  private readonly defs = new Map<string, VariableDef>();
+  private readonly prefixes: VariableDef[] = [];
+  private readonly indexed = new Map<string, Indexed>();
+  private readonly list: Indexed[] = [];
+
+  define(def: VariableDef): void {
+    if (def.prefix) this.prefixes.push(def);
+    else this.defs.set(def.name, def);
+  }
+
+  /** Whether `name` is defined (directly or through a prefix). */
+  has(name: string): boolean {
+    return this.defs.has(name) || this.prefixes.some((p) => name.startsWith(p.name));
+  }
+
+  /** The definition that handles `name`, or undefined. */
+  lookup(name: string): VariableDef | undefined {
+    const d = this.defs.get(name);
+    if (d) return d;
+    let best: VariableDef | undefined;
+    for (const p of this.prefixes) if (name.startsWith(p.name) && (!best || p.name.length > best.name.length)) best = p;
+    return best;
+  }
+
+  /** A stable index for `name`, used as the per-request cache slot. */
+  index(name: string): number | undefined {
+    let ix = this.indexed.get(name);
+    if (!ix) {
+      const def = this.lookup(name);
+      if (!def) return undefined;
+      ix = { def, name, index: this.list.length };
+      this.indexed.set(name, ix);
+      this.list.push(ix);
+    }
+    return ix.index;
+  }
+
+  get size(): number {
+    return this.list.length;
+  }
+
+  /** The value of variable `index` for request `r`, cached where nginx caches it. */
+  value(r: HttpRequest, index: number): VarValue {
+    const ix = this.list[index];
+    const cache = r.varCache;
+    if (!ix.def.noCache && index in cache) return cache[index];
+    const v = ix.def.get(r, ix.name);
+    if (!ix.def.noCache) cache[index] = v;
+    return v;
+  }
+
+  /** Sets variable `index` for request `r` (the `set` directive). */
+  assign(r: HttpRequest, index: number, value: string): void {
+    const ix = this.list[index];
+    if (ix.def.set) ix.def.set(r, value, ix.name);
+    else r.varCache[index] = value;
+  }
+
+  /** Reads a variable by name at run time (Lua's ngx.var, SSI); undefined when unknown. */
+  valueByName(r: HttpRequest, name: string): VarValue {
+    const i = this.index(name);
+    return i === undefined ? undefined : this.value(r, i);
+  }
+}
+
+/** One piece of a compiled string. */
+type Part = string | { index: number } | { capture: number };
+
+/** A string with variables, compiled once: nginx's ngx_http_complex_value_t. */
+export interface ComplexValue {
+  /** The text when it has no variables. */
+  readonly constant: string | undefined;
+  readonly source: string;
+  evaluate(r: HttpRequest): string;
+}
+
+const NAME = /[A-Za-z0-9_]/;
+
+/**
+ * Compiles `text` into a ComplexValue. Unknown variables are nginx's
+ * configuration error `unknown "name" variable`.
+ */
+export function compileComplex(cf: ConfContext | undefined, vars: VariableRegistry, text: string): ComplexValue {
+  const parts: Part[] = [];
+  let lit = '';
+  let i = 0;
+  while (i < text.length) {
+    const ch = text[i];
+    if (ch !== '$') { lit += ch; i++; continue; }
+    let name = '';
+    let j = i + 1;
+    if (text[j] === '{') {
+      const end = text.indexOf('}', j);
+      if (end < 0) throw confError(cf, `the closing bracket in "${text.slice(j + 1)}" variable is missing`);
+      name = text.slice(j + 1, end);
+      j = end + 1;
+    } else if (text[j] !== undefined && /[0-9]/.test(text[j])) {
+      name = text[j];
+      j++;
+    } else {
+      while (j < text.length && NAME.test(text[j])) name += text[j++];
+    }
+    if (name === '') throw confError(cf, 'invalid variable name');
+    if (lit) { parts.push(lit); lit = ''; }
+    if (/^[0-9]$/.test(name)) parts.push({ capture: Number(name) });
+    else {
+      const index = vars.index(name);
+      if (index === undefined) throw confError(cf, `unknown "${name}" variable`);
+      parts.push({ index });
+    }
+    i = j;
+  }
+  if (lit) parts.push(lit);
+  return makeComplex(vars, text, parts);
+}
+
+function confError(cf: ConfContext | undefined, msg: string): Error {
+  return cf ? cf.error(msg) : new Error(msg);
+}
+
+function makeComplex(vars: VariableRegistry, source: string, parts: Part[]): ComplexValue {
+  if (parts.every((p) => typeof p === 'string')) {
+    const constant = parts.join('');
+    return { constant, source, evaluate: () => constant };
+  }
+  const evalPart = (r: HttpRequest, p: Part): string => {
+    if (typeof p === 'string') return p;
+    if ('index' in p) return vars.value(r, p.index) ?? '';
+    return r.captures?.[p.capture] ?? '';
+  };
+  if (parts.length === 1) {
+    const only = parts[0];
+    return { constant: undefined, source, evaluate: (r) => evalPart(r, only) };
+  }
+  return {
+    constant: undefined,
+    source,
+    evaluate(r) {
+      let s = '';
+      for (const p of parts) s += evalPart(r, p);
+      return s;
+    },
+  };
+}
