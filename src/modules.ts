@@ -6,9 +6,31 @@ import type { CycleModule } from './core/cycle.ts';
 import { coreModule } from './core/modules/core.ts';
 import { httpCoreModule } from './http/modules/core/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
+import { indexModule } from './http/modules/index-module.ts';
+import { staticModule } from './http/modules/static.ts';
+import { tryFilesModule } from './http/modules/core/try-files.ts';
+import { accessModule } from './http/modules/access.ts';
+import { authBasicModule } from './http/modules/auth-basic.ts';
+import { notModifiedModule } from './http/modules/not-modified.ts';
+import { headersModule } from './http/modules/headers.ts';
+import { gzipModule } from './http/modules/gzip.ts';
+import { rangeModule } from './http/modules/range.ts';
 
 export const modules: CycleModule[] = [
   coreModule,
   httpCoreModule,
   rewriteModule,
+  // Handlers and filters run in the order installed, so these are listed in
+  // the order nginx runs them (nginx prepends filters, so its module list is
+  // the reverse): index before static, allow/deny before auth_basic, and the
+  // header filters not_modified → headers → gzip → range.
+  tryFilesModule,
+  indexModule,
+  staticModule,
+  accessModule,
+  authBasicModule,
+  notModifiedModule,
+  headersModule,
+  gzipModule,
+  rangeModule,
 ];

@@ -16,6 +16,7 @@ import { specialPage } from './special-response.ts';
 import { normalizeUri } from './uri.ts';
 import type { RequestTarget } from './uri.ts';
 import { requestLog } from './request-log.ts';
+import { mapUriToPath } from './modules/core/root.ts';
 
 /** Entry point for a new request from the connection. */
 export async function handleRequest(r: HttpRequest, target: RequestTarget | undefined): Promise<void> {
@@ -83,17 +84,64 @@ export async function runPhases(r: HttpRequest, from: number): Promise<void> {
   }
   for (const phase of [Phase.PREACCESS, Phase.ACCESS, Phase.PRECONTENT]) {
     if (from > phase) continue;
-    const rc = await runHandlers(r, phases[phase]);
+    const rc = phase === Phase.ACCESS ? await runAccessPhase(r) : await runHandlers(r, phases[phase]);
+    if (rc === DONE) return;
     if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
   }
   const content = r.loc.contentHandler;
   const rc = content ? await content(r) : await runHandlers(r, phases[Phase.CONTENT]);
   if (rc === DONE) return;
   if (rc === DECLINED) {
-    // no content handler took it: nginx's static module would answer 404/403/405
-    return void (await finalize(r, r.method === 'GET' || r.method === 'HEAD' ? 404 : 405));
+    // no content handler took it (ngx_http_core_content_phase)
+    if (r.uri.endsWith('/')) {
+      requestLog(r).error(`directory index of "${mapUriToPath(r).path}" is forbidden`);
+      return void (await finalize(r, 403));
+    }
+    requestLog(r).error('no handler found');
+    return void (await finalize(r, 404));
   }
   await finalize(r, rc);
+}
+
+/**
+ * The access phase (ngx_http_core_access_phase and post_access): with
+ * `satisfy all` every handler must allow; with `satisfy any` the first OK
+ * ends the phase and a 401/403 is remembered until the phase ends. A 401
+ * waits `auth_delay` before it is answered.
+ */
+async function runAccessPhase(r: HttpRequest): Promise<number> {
+  const core = r.level.get(coreLoc);
+  const any = core.satisfy === 'any';
+  let accessCode = 0;
+  for (const h of r.main.phases[Phase.ACCESS]) {
+    let rc = h(r);
+    if (typeof rc !== 'number') rc = await rc;
+    if (rc === DECLINED) continue;
+    if (rc === DONE) return DONE;
+    if (rc === OK) {
+      if (!any) continue;
+      // the realm a failed handler asked for is not sent after all
+      r.setHeader('WWW-Authenticate', undefined);
+      return OK;
+    }
+    if (any && (rc === 403 || rc === 401)) {
+      if (accessCode !== 401) accessCode = rc;
+      continue;
+    }
+    return rc === 401 ? authDelay(r) : rc;
+  }
+  if (accessCode === 403) requestLog(r).error('access forbidden by rule');
+  if (accessCode === 401) return authDelay(r);
+  return accessCode || OK;
+}
+
+async function authDelay(r: HttpRequest): Promise<number> {
+  const delay = r.level.get(coreLoc).authDelay ?? 0;
+  if (delay > 0) {
+    requestLog(r).info('delaying unauthorized request');
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+  return 401;
 }
 
 /** Picks the location for r.uri (ngx_http_core_find_config_handler); returns OK or a status. */

@@ -107,7 +107,9 @@ export async function sendSpecialResponse(r: HttpRequest, status: number): Promi
   const core = r.level.get(coreLoc);
   const ua = r.header('user-agent') ?? '';
   const page = specialPage(status, core.serverTokens ?? 'on', (core.msiePadding ?? true) && ua.includes('MSIE '));
-  r.headersOut.length = 0;
+  // nginx keeps the headers set so far (WWW-Authenticate, Content-Range) and drops only these
+  r.setHeader('ETag', undefined);
+  r.setHeader('Accept-Ranges', undefined);
   r.lastModified = undefined;
   r.status = status;
   if (status < 300 || status >= 400) r.location = undefined;

@@ -7,11 +7,12 @@ import { HttpAddressServer } from '../../connection.ts';
 import type { HttpModule } from '../../http-conf.ts';
 import { coreVariables } from './variables.ts';
 import { httpSettingsDirectives } from './settings.ts';
+import { typesDirectives } from './types.ts';
 import { addHttpListeners, httpConf, httpStructureDirectives } from './structure.ts';
 
 export const httpCoreModule: HttpModule = {
   name: 'ngx_http_core_module',
-  directives: [...httpStructureDirectives, ...httpSettingsDirectives],
+  directives: [...httpStructureDirectives, ...httpSettingsDirectives, ...typesDirectives],
   variables: coreVariables,
   initCycle: addHttpListeners,
   initWorker(cycle, worker) {

@@ -10,16 +10,12 @@ import type { Directive } from '../../../conf/directive.ts';
 import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
 import { parseErrorLog } from '../../../core/modules/core.ts';
 import type { ErrorLogSpec } from '../../../core/error-log.ts';
-import type { ComplexValue } from '../../variables.ts';
-import { compileComplex } from '../../variables.ts';
-import { httpMainOf } from '../../http-conf.ts';
+import { compileDocRoot } from './root.ts';
+import type { DocRoot } from './root.ts';
 
 export interface CoreLocConf {
-  root?: ComplexValue;
-  /** `alias` replaces the location prefix instead of appending to root. */
-  alias?: ComplexValue;
-  /** Root was set explicitly (vs the default `html`), for `alias`/`root` conflicts. */
-  rootIsAlias?: boolean;
+  /** `root` or `alias` (one field: they inherit together); unset means `html` under the prefix. */
+  root?: DocRoot;
   defaultType?: string;
   types?: Map<string, string>;
   keepaliveTimeout?: number;
@@ -44,6 +40,10 @@ export interface CoreLocConf {
   chunkedTransferEncoding?: boolean;
   etag?: boolean;
   ifModifiedSince?: 'off' | 'exact' | 'before';
+  /** `satisfy`: whether all access handlers must allow, or any one (access phase). */
+  satisfy?: 'all' | 'any';
+  /** `auth_delay`: how long a 401 from the access phase is held back, in ms. */
+  authDelay?: number;
   maxRanges?: number;
   limitRate?: number;
   limitRateAfter?: number;
@@ -90,6 +90,8 @@ export const CORE_LOC_DEFAULTS = {
   chunkedTransferEncoding: true,
   etag: true,
   ifModifiedSince: 'exact',
+  satisfy: 'all',
+  authDelay: 0,
   maxRanges: Infinity,
   limitRate: 0,
   limitRateAfter: 0,
@@ -167,13 +169,11 @@ function accepted(name: string, args: Directive['args'], contexts = HTTP_ANY): D
 function rootOrAlias(isAlias: boolean): Directive['handler'] {
   return (cf, node) => {
     const c = cf.get(coreLoc);
-    if (c.root !== undefined || c.alias !== undefined) {
-      if ((c.alias !== undefined) === isAlias) return 'is duplicate';
-      return `is duplicate, "${isAlias ? 'root' : 'alias'}" directive was specified earlier`;
+    if (c.root !== undefined) {
+      if (c.root.isAlias === isAlias) return 'is duplicate';
+      return `is duplicate, "${c.root.isAlias ? 'alias' : 'root'}" directive was specified earlier`;
     }
-    const value = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
-    if (isAlias) c.alias = value;
-    else c.root = value;
+    c.root = compileDocRoot(cf, node.args[0], isAlias);
   };
 }
 
@@ -218,6 +218,8 @@ export const httpSettingsDirectives: Directive[] = [
   loc('chunked_transfer_encoding', 'chunkedTransferEncoding', flag),
   loc('etag', 'etag', flag),
   loc('if_modified_since', 'ifModifiedSince', oneOf('off', 'exact', 'before')),
+  loc('satisfy', 'satisfy', oneOf('all', 'any')),
+  loc('auth_delay', 'authDelay', time),
   loc('max_ranges', 'maxRanges', count),
   loc('limit_rate', 'limitRate', size),
   loc('limit_rate_after', 'limitRateAfter', size),

@@ -8,6 +8,7 @@ import type { HttpRequest } from '../../request.ts';
 import { NGINX_VERSION } from '../../special-response.ts';
 import type { VariableDef, VarValue } from '../../variables.ts';
 import { coreLoc } from './settings.ts';
+import { rootVariables } from './root.ts';
 
 /** `$http_x_forwarded_for` → `x-forwarded-for`. */
 function headerName(name: string, prefix: string): string {
@@ -74,12 +75,6 @@ export function msecText(ms: number): string {
   return (Math.max(0, ms) / 1000).toFixed(3);
 }
 
-/** The document root for this request, with variables evaluated (`$document_root`). */
-export function documentRoot(r: HttpRequest): string {
-  const core = r.level.get(coreLoc);
-  if (core.alias) return core.alias.evaluate(r);
-  return core.root ? core.root.evaluate(r) : r.conn.addr ? 'html' : '';
-}
 
 const hostname = os.hostname();
 
@@ -142,8 +137,7 @@ export const coreVariables: VariableDef[] = [
   { name: 'content_length', get: (r) => r.header('content-length') },
   { name: 'content_type', get: (r) => r.header('content-type') },
   { name: 'request_id', get: () => crypto.randomBytes(16).toString('hex') },
-  { name: 'document_root', noCache: true, get: (r) => documentRoot(r) },
-  { name: 'realpath_root', noCache: true, get: (r) => documentRoot(r) },
+  ...rootVariables,
   { name: 'binary_remote_addr', get: (r) => r.conn.remoteAddress },
   { name: 'limit_rate', noCache: true, get: (r) => String(r.level.get(coreLoc).limitRate ?? 0) },
 ];

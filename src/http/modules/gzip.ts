@@ -1,0 +1,320 @@
+/**
+ * ngx_http_gzip_filter_module with the core's gzip_* directives
+ * (gzip_vary, gzip_http_version, gzip_proxied, gzip_disable). A response
+ * that qualifies gets `Content-Encoding: gzip`, loses Content-Length and
+ * Accept-Ranges, and its body goes through a streaming raw deflate wrapped
+ * in nginx's own gzip header and trailer; backpressure passes through.
+ */
+import { Transform } from 'node:stream';
+import zlib from 'node:zlib';
+import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import { flagArg, sizeArg } from '../../conf/values.ts';
+import type { HttpModule } from '../http-conf.ts';
+import { compileRegex } from '../regex.ts';
+import type { HttpRequest } from '../request.ts';
+import { parseHttpTime } from './not-modified.ts';
+
+interface GzipConf {
+  enable?: boolean;
+  level?: number;
+  wbits?: number;
+  memLevel?: number;
+  minLength?: number;
+  /** Lowercased MIME types; `*` matches any. text/html is always in. */
+  types?: Set<string>;
+  vary?: boolean;
+  httpVersion?: '1.0' | '1.1';
+  proxied?: Set<string>;
+  disable?: Array<RegExp | 'msie6'>;
+  buffers?: { count: number; size: number };
+}
+
+const gzipSlot = defineSlot<GzipConf>('gzip', () => ({}), inheritUnset, {
+  enable: false, level: 1, wbits: 15, memLevel: 8, minLength: 20, types: new Set(['text/html']),
+  vary: false, httpVersion: '1.1', proxied: new Set(['off']), disable: [],
+});
+
+/** nginx's gzip header: no mtime, no extra flags, OS unix. */
+const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
+
+const RATIO = {};
+
+/** ngx_http_gzip_accept_encoding: "gzip" as a token, with a non-zero q if one is given. */
+export function acceptsGzip(ae: string): boolean {
+  if (ae.length < 4) return false;
+  if (ae.startsWith('gzip,')) return true;
+  let p = -1;
+  let from = 0;
+  const lower = ae.toLowerCase();
+  for (;;) {
+    p = lower.indexOf('gzip', from);
+    if (p < 0) return false;
+    if (p === 0 || ae[p - 1] === ',' || ae[p - 1] === ' ') break;
+    from = p + 4;
+  }
+  p += 4;
+  while (p < ae.length) {
+    const c = ae[p++];
+    if (c === ',') return true;
+    if (c === ';') return quantityOk(ae, p);
+    if (c !== ' ') return false;
+  }
+  return true;
+}
+
+function quantityOk(ae: string, p: number): boolean {
+  while (p < ae.length) {
+    const c = ae[p++];
+    if (c === 'q' || c === 'Q') {
+      if (p + 2 > ae.length || ae[p++] !== '=') return false;
+      // ngx_http_gzip_quantity: 0.001 .. 1.000 enable, 0 / 0.000 / invalid disable
+      const m = /^([01])(?:\.(\d{0,3}))?/.exec(ae.slice(p));
+      if (!m) return false;
+      const after = ae[p + m[0].length];
+      if (after !== undefined && after !== ' ' && after !== ',') return false;
+      const q = Number(m[1]) * 1000 + Number((m[2] ?? '').padEnd(3, '0'));
+      return q > 0 && q <= 1000;
+    }
+    if (c !== ' ') return false;
+  }
+  return true;
+}
+
+function isMsie6(ua: string): boolean {
+  const i = ua.indexOf('MSIE ');
+  if (i < 0 || i + 7 >= ua.length || ua[i + 6] !== '.') return false;
+  const v = ua[i + 5];
+  return v === '4' || v === '5' || (v === '6' && !ua.includes('SV1', i + 8));
+}
+
+/** ngx_http_gzip_ok: the client asked for gzip and gzip_http_version/proxied/disable allow it. */
+function gzipOk(r: HttpRequest, conf: GzipConf): boolean {
+  const ae = r.header('accept-encoding');
+  if (ae === undefined || !acceptsGzip(ae)) return false;
+  const ua = r.header('user-agent') ?? '';
+  const disable = conf.disable ?? [];
+  if (disable.includes('msie6') && isMsie6(ua)) return false;
+  if (conf.httpVersion === '1.1' && r.httpVersion === '1.0') return false;
+  if (r.header('via') !== undefined && !proxiedOk(r, conf.proxied ?? new Set(['off']))) return false;
+  if (r.header('user-agent') !== undefined) {
+    for (const d of disable) if (d !== 'msie6' && d.test(ua)) return false;
+  }
+  return true;
+}
+
+function proxiedOk(r: HttpRequest, p: Set<string>): boolean {
+  if (p.has('off')) return false;
+  if (p.has('any')) return true;
+  if (r.header('authorization') !== undefined && p.has('auth')) return true;
+  const expires = r.getHeader('expires');
+  if (expires !== undefined) {
+    if (!p.has('expired')) return false;
+    const t = parseHttpTime(expires);
+    return t !== -1 && t < Math.floor(Date.now() / 1000);
+  }
+  const cc = r.headersOut.filter((h) => h.name.toLowerCase() === 'cache-control').map((h) => h.value.toLowerCase());
+  if (cc.length) {
+    const has = (token: string) => cc.some((v) => v.split(',').some((x) => x.trim().split('=')[0] === token));
+    return (p.has('no-cache') && has('no-cache')) || (p.has('no-store') && has('no-store'))
+      || (p.has('private') && has('private'));
+  }
+  if (p.has('no_last_modified') && (r.lastModified !== undefined || r.getHeader('last-modified') !== undefined)) return false;
+  if (p.has('no_etag') && r.getHeader('etag') !== undefined) return false;
+  return true;
+}
+
+function typeMatches(r: HttpRequest, types: Set<string>): boolean {
+  if (types.has('*')) return true;
+  const ct = r.contentType;
+  if (!ct) return false;
+  const semi = ct.indexOf(';');
+  return types.has((semi >= 0 ? ct.slice(0, semi) : ct).trim().toLowerCase());
+}
+
+function gzipHeaderFilter(r: HttpRequest): void {
+  const conf = r.level.get(gzipSlot);
+  if (!conf.enable) return;
+  const status = r.status || 200;
+  if (status !== 200 && status !== 403 && status !== 404) return;
+  if (r.getHeader('content-encoding')) return;
+  if (r.contentLength !== undefined && r.contentLength < (conf.minLength ?? 20)) return;
+  if (!typeMatches(r, conf.types!)) return;
+  // the Vary line goes right after Connection, where nginx writes it
+  if (conf.vary) r.headersOut.unshift({ name: 'Vary', value: 'Accept-Encoding' });
+  if (!gzipOk(r, conf)) return;
+  r.addHeader('Content-Encoding', 'gzip');
+  const length = r.contentLength;
+  r.contentLength = undefined;
+  r.setHeader('Accept-Ranges', undefined);
+  weakenEtag(r);
+  if (r.method === 'HEAD') return;
+  r.out = gzipStream(r, conf, length);
+}
+
+/** ngx_http_weak_etag: a strong ETag becomes weak; anything else that is not quoted goes. */
+function weakenEtag(r: HttpRequest): void {
+  const i = r.headersOut.findIndex((h) => h.name.toLowerCase() === 'etag');
+  if (i < 0) return;
+  const v = r.headersOut[i].value;
+  if (v.length > 2 && v.startsWith('W/')) return;
+  if (!v.startsWith('"')) r.headersOut.splice(i, 1);
+  else r.headersOut[i] = { name: r.headersOut[i].name, value: 'W/' + v };
+}
+
+/** Small known lengths get a smaller window and hash, as ngx_http_gzip_filter_memory does. */
+function memoryFor(conf: GzipConf, length: number | undefined): { wbits: number; memLevel: number } {
+  let wbits = conf.wbits ?? 15;
+  let memLevel = conf.memLevel ?? 8;
+  if (length !== undefined && length > 0) {
+    while (length < (1 << (wbits - 1)) - 262) { wbits--; memLevel--; }
+    if (memLevel < 1) memLevel = 1;
+  }
+  // zlib takes 9 for a raw deflate window of 8
+  return { wbits: Math.max(wbits, 9), memLevel };
+}
+
+function gzipStream(r: HttpRequest, conf: GzipConf, length: number | undefined): Transform {
+  const { wbits, memLevel } = memoryFor(conf, length);
+  let crc = 0;
+  let zin = 0;
+  let zout = 0;
+  let headerSent = false;
+  // body → (crc, size) → raw deflate → (gzip header and trailer) → what came before; pipes keep backpressure
+  const tap = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      crc = zlib.crc32(chunk, crc);
+      zin += chunk.length;
+      cb(null, chunk);
+    },
+  });
+  const deflate = zlib.createDeflateRaw({ level: conf.level ?? 1, windowBits: wbits, memLevel });
+  const wrap = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      if (!headerSent) { headerSent = true; this.push(GZIP_HEADER); }
+      zout += chunk.length;
+      cb(null, chunk);
+    },
+    flush(cb) {
+      if (!headerSent) this.push(GZIP_HEADER);
+      const trailer = Buffer.allocUnsafe(8);
+      trailer.writeUInt32LE(crc >>> 0, 0);
+      trailer.writeUInt32LE(zin >>> 0, 4);
+      zout += 18;
+      r.ctx.set(RATIO, [zin, zout]);
+      cb(null, trailer);
+    },
+  });
+  const fail = () => r.res.destroy();
+  tap.on('error', fail);
+  deflate.on('error', fail);
+  wrap.on('error', fail);
+  tap.pipe(deflate).pipe(wrap).pipe(r.out);
+  return tap;
+}
+
+/** `$gzip_ratio`: original size over compressed size, two decimals rounded as nginx rounds. */
+function gzipRatio(r: HttpRequest): string | undefined {
+  const ratio = r.ctx.get(RATIO) as [number, number] | undefined;
+  if (!ratio || ratio[1] === 0) return undefined;
+  const [zin, zout] = ratio;
+  let int = Math.floor(zin / zout);
+  let frac = Math.floor((zin * 100) / zout) % 100;
+  if (Math.floor((zin * 1000) / zout) % 10 > 4) {
+    frac++;
+    if (frac > 99) { int++; frac = 0; }
+  }
+  return `${int}.${String(frac).padStart(2, '0')}`;
+}
+
+function set<K extends keyof GzipConf>(field: K, parse: (cf: ConfContext, args: string[]) => GzipConf[K]): Directive['handler'] {
+  return (cf, node) => {
+    const c = cf.get(gzipSlot);
+    if (c[field] !== undefined) return 'is duplicate';
+    c[field] = parse(cf, node.args);
+    return undefined;
+  };
+}
+
+const PROXIED = new Set(['off', 'expired', 'no-cache', 'no-store', 'private', 'no_last_modified', 'no_etag', 'auth', 'any']);
+
+const directives: Directive[] = [
+  { name: 'gzip', contexts: HTTP_ANY | Ctx.LIF, args: 'flag', handler: set('enable', (cf, a) => flagArg(cf, a[0])) },
+  {
+    name: 'gzip_buffers', contexts: HTTP_ANY, args: 2,
+    handler: set('buffers', (cf, a) => {
+      if (!/^\d+$/.test(a[0])) throw cf.error(`invalid value "${a[0]}"`);
+      return { count: Number(a[0]), size: sizeArg(cf, a[1]) };
+    }),
+  },
+  {
+    name: 'gzip_types', contexts: HTTP_ANY, args: [1, Infinity],
+    handler: set('types', (_cf, a) => new Set(['text/html', ...a.map((t) => t.toLowerCase())])),
+  },
+  {
+    name: 'gzip_comp_level', contexts: HTTP_ANY, args: 1,
+    handler: set('level', (cf, a) => {
+      const n = /^\d+$/.test(a[0]) ? Number(a[0]) : NaN;
+      if (Number.isNaN(n)) throw cf.error(`invalid number "${a[0]}"`);
+      if (n < 1 || n > 9) throw cf.error('"gzip_comp_level" directive value must be between 1 and 9');
+      return n;
+    }),
+  },
+  {
+    name: 'gzip_window', contexts: HTTP_ANY, args: 1,
+    handler: set('wbits', (cf, a) => {
+      const size = sizeArg(cf, a[0]);
+      const bits = Math.log2(size);
+      if (!Number.isInteger(bits) || bits < 9 || bits > 15) throw cf.error('"gzip_window" directive must be 512, 1k, 2k, 4k, 8k, 16k, or 32k');
+      return bits;
+    }),
+  },
+  {
+    name: 'gzip_hash', contexts: HTTP_ANY, args: 1,
+    handler: set('memLevel', (cf, a) => {
+      const size = sizeArg(cf, a[0]);
+      const bits = Math.log2(size);
+      if (!Number.isInteger(bits) || bits < 9 || bits > 17) throw cf.error('"gzip_hash" directive must be 512, 1k, 2k, 4k, 8k, 16k, 32k, 64k, or 128k');
+      return bits - 8;
+    }),
+  },
+  { name: 'gzip_min_length', contexts: HTTP_ANY, args: 1, handler: set('minLength', (cf, a) => sizeArg(cf, a[0])) },
+  { name: 'gzip_vary', contexts: HTTP_ANY, args: 'flag', handler: set('vary', (cf, a) => flagArg(cf, a[0])) },
+  {
+    name: 'gzip_http_version', contexts: HTTP_ANY, args: 1,
+    handler: set('httpVersion', (cf, a) => {
+      if (a[0] !== '1.0' && a[0] !== '1.1') throw cf.error(`invalid value "${a[0]}" in "gzip_http_version" directive, it must be "1.0" or "1.1"`);
+      return a[0];
+    }),
+  },
+  {
+    name: 'gzip_proxied', contexts: HTTP_ANY, args: [1, Infinity],
+    handler: set('proxied', (cf, a) => {
+      for (const v of a) if (!PROXIED.has(v)) throw cf.error(`invalid value "${v}" in "gzip_proxied" directive`);
+      return new Set(a);
+    }),
+  },
+  {
+    name: 'gzip_disable', contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(gzipSlot);
+      if (!Object.hasOwn(c, 'disable') || c.disable === undefined) c.disable = [];
+      for (const v of node.args) c.disable.push(v === 'msie6' ? 'msie6' : compileRegex(cf, v, true).regex);
+      return undefined;
+    },
+  },
+  // accepted for compatibility; the deflate stream streams as it goes
+  { name: 'postpone_gzipping', contexts: HTTP_ANY, args: 1, handler: (cf, node) => void sizeArg(cf, node.args[0]) },
+  { name: 'gzip_no_buffer', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => void flagArg(cf, node.args[0]) },
+];
+
+export const gzipModule: HttpModule = {
+  name: 'ngx_http_gzip_filter_module',
+  directives,
+  variables: [{ name: 'gzip_ratio', noCache: true, get: gzipRatio }],
+  postconfiguration(http) {
+    http.addHeaderFilter(gzipHeaderFilter);
+  },
+};

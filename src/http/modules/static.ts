@@ -1,0 +1,195 @@
+/**
+ * ngx_http_static_module: answers GET/HEAD with the file the URI maps to
+ * (root/alias), 301 for a directory without its slash, and nginx's 403/404
+ * with its error log lines. Files are streamed with backpressure, never read
+ * whole into memory; ranges (range.ts) read only the bytes asked for.
+ */
+import fs from 'node:fs';
+import type { FileHandle } from 'node:fs/promises';
+import type { Writable } from 'node:stream';
+import { sysErrorText } from '../../conf/errors.ts';
+import { DECLINED, DONE } from '../http-conf.ts';
+import type { HttpModule } from '../http-conf.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
+import { endBody, sendBody, sendHeader } from '../response.ts';
+import { escapeUri } from '../uri.ts';
+import { mapUriToPath, rememberPrefix } from './core/root.ts';
+import { coreLoc } from './core/settings.ts';
+import { contentTypeFor } from './core/types.ts';
+import { allowRanges, rangePlan } from './range.ts';
+import { bodyReplaced } from './not-modified.ts';
+
+const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NONBLOCK;
+
+/** Files up to this size are read with one read(2) and sent in one write. */
+const SMALL_FILE = 64 * 1024;
+/** Read size when streaming larger files. */
+const CHUNK = 128 * 1024;
+
+export interface OpenedFile {
+  fh: FileHandle;
+  stat: fs.Stats;
+}
+
+/**
+ * Opens `path` for reading and stats it (one open, one fstat, as nginx's
+ * ngx_open_cached_file). Returns the error instead of throwing.
+ */
+export async function openFile(path: string): Promise<OpenedFile | NodeJS.ErrnoException> {
+  let fh: FileHandle;
+  try {
+    fh = await fs.promises.open(path, OPEN_FLAGS);
+  } catch (err) {
+    return err as NodeJS.ErrnoException;
+  }
+  try {
+    return { fh, stat: await fh.stat() };
+  } catch (err) {
+    await fh.close().catch(() => undefined);
+    return err as NodeJS.ErrnoException;
+  }
+}
+
+/** nginx's answer and log level for a failed open() (ngx_http_static_handler). */
+function openFailure(r: HttpRequest, err: NodeJS.ErrnoException, path: string): number {
+  const log = requestLog(r);
+  const text = `open() "${path}" failed ${sysErrorText(err)}`;
+  switch (err.code) {
+    case 'ENOENT': case 'ENOTDIR': case 'ENAMETOOLONG':
+      if (r.level.get(coreLoc).logNotFound ?? true) log.error(text);
+      return 404;
+    case 'EACCES': case 'EMLINK': case 'ELOOP':
+      log.error(text);
+      return 403;
+    default:
+      log.crit(text);
+      return 500;
+  }
+}
+
+/** nginx's ETag for a file: `"<mtime hex>-<size hex>"` (ngx_http_set_etag). */
+export function fileEtag(mtimeSec: number, size: number): string {
+  return `"${mtimeSec.toString(16)}-${size.toString(16)}"`;
+}
+
+async function staticHandler(r: HttpRequest): Promise<number> {
+  const method = r.method;
+  if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') return 405;
+  if (r.uri.endsWith('/')) return DECLINED;
+  const { path } = mapUriToPath(r);
+  const opened = await openFile(path);
+  if (!('fh' in opened)) return openFailure(r, opened, path);
+  const { fh, stat } = opened;
+  let handedOver = false;
+  try {
+    if (stat.isDirectory()) {
+      // `/dir` → `/dir/`; the head filter makes the Location absolute
+      r.location = escapeUri(r.uri) + '/' + (r.args ? `?${r.args}` : '');
+      return 301;
+    }
+    if (!stat.isFile()) {
+      requestLog(r).crit(`"${path}" is not a regular file`);
+      return 404;
+    }
+    if (method === 'POST') return 405;
+    const core = r.level.get(coreLoc);
+    const mtime = Math.floor(stat.mtimeMs / 1000);
+    r.status = 200;
+    r.contentLength = stat.size;
+    r.lastModified = mtime * 1000;
+    if (core.etag ?? true) r.addHeader('ETag', fileEtag(mtime, stat.size));
+    r.contentType = contentTypeFor(r);
+    allowRanges(r);
+    await sendHeader(r);
+    handedOver = true;
+    await sendFileBody(r, fh, stat.size);
+    return DONE;
+  } finally {
+    if (!handedOver) await fh.close().catch(() => undefined);
+  }
+}
+
+/** Sends the body of an opened file after the head (whole, one range, or multipart ranges); closes it. */
+export async function sendFileBody(r: HttpRequest, fh: FileHandle, size: number): Promise<void> {
+  try {
+    if (r.method === 'HEAD' || r.status === 304 || r.status === 204 || bodyReplaced(r)) {
+      endBody(r);
+      return;
+    }
+    const plan = rangePlan(r);
+    if (!plan) {
+      await sendFileRange(r, fh, 0, size);
+    } else {
+      for (const part of plan.parts) {
+        if (part.head) sendBody(r, Buffer.from(part.head, 'latin1'));
+        if (!(await sendFileRange(r, fh, part.start, part.end))) return;
+      }
+      if (plan.tail) sendBody(r, Buffer.from(plan.tail, 'latin1'));
+    }
+    if (!r.res.destroyed) endBody(r);
+  } catch (err) {
+    requestLog(r).crit(`read() failed ${sysErrorText(err)}`);
+    r.res.destroy();
+  } finally {
+    await fh.close().catch(() => undefined);
+  }
+}
+
+/** Writes bytes [start, end) of the file to r.out, waiting for drain; false when the client went away. */
+async function sendFileRange(r: HttpRequest, fh: FileHandle, start: number, end: number): Promise<boolean> {
+  const total = end - start;
+  if (total <= 0) return true;
+  if (total <= SMALL_FILE) {
+    const buf = Buffer.allocUnsafe(total);
+    const { bytesRead } = await fh.read(buf, 0, total, start);
+    if (bytesRead < total) return truncated(r);
+    sendBody(r, buf);
+    return !r.res.destroyed;
+  }
+  let pos = start;
+  while (pos < end) {
+    if (r.res.destroyed) return false;
+    const want = Math.min(CHUNK, end - pos);
+    const buf = Buffer.allocUnsafe(want);
+    const { bytesRead } = await fh.read(buf, 0, want, pos);
+    if (bytesRead === 0) return truncated(r);
+    pos += bytesRead;
+    const chunk = bytesRead === want ? buf : buf.subarray(0, bytesRead);
+    if (!sendBody(r, chunk) && !(await drained(r.out, r))) return false;
+  }
+  return true;
+}
+
+/** The file shrank while being sent: nginx logs it and drops the connection. */
+function truncated(r: HttpRequest): boolean {
+  requestLog(r).alert('file was truncated while it was being sent');
+  r.res.destroy();
+  return false;
+}
+
+/** Waits until `out` drains; resolves false if the response closes first. */
+function drained(out: Writable, r: HttpRequest): Promise<boolean> {
+  return new Promise((resolve) => {
+    const finish = (ok: boolean) => {
+      out.off('drain', onDrain);
+      r.res.off('close', onClose);
+      out.off('error', onClose);
+      resolve(ok);
+    };
+    const onDrain = () => finish(true);
+    const onClose = () => finish(false);
+    out.on('drain', onDrain);
+    r.res.on('close', onClose);
+    out.on('error', onClose);
+  });
+}
+
+export const staticModule: HttpModule = {
+  name: 'ngx_http_static_module',
+  directives: [],
+  initCycle: rememberPrefix,
+  postconfiguration(http) {
+    http.addPhaseHandler('CONTENT', staticHandler);
+  },
+};

@@ -1,0 +1,68 @@
+/**
+ * Helpers for reference tests of static files, headers, gzip and auth: run
+ * Gatehouse and Debian's nginx on one config and compare what a client sees.
+ */
+import fs from 'node:fs';
+import type { TestContext } from 'node:test';
+import { parseResponse, rawRequest } from '../kit/client.ts';
+import type { ParsedResponse } from '../kit/client.ts';
+import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
+import type { RunningServer, StartOptions } from '../kit/server.ts';
+
+/** Both servers for one test; `ng` is undefined when nginx is not installed. */
+export interface Pair {
+  gh: RunningServer;
+  ng: RunningServer | undefined;
+}
+
+/** A fixed mtime for served files, so ETag and Last-Modified agree between servers. */
+export const FIXED_MTIME = new Date('2024-05-06T07:08:09Z');
+
+/** Starts both servers on `opts` and gives every file in `files` the fixed mtime. */
+export async function startPair(t: TestContext, opts: StartOptions): Promise<Pair> {
+  const gh = await startGatehouse(opts);
+  t.after(() => gh.stop());
+  let ng: RunningServer | undefined;
+  if (!nginxSkip) {
+    ng = await startNginx(opts);
+    t.after(() => ng!.stop());
+  }
+  for (const srv of [gh, ng]) {
+    if (!srv) continue;
+    for (const rel of Object.keys(opts.files ?? {})) fs.utimesSync(srv.path(rel), FIXED_MTIME, FIXED_MTIME);
+  }
+  return { gh, ng };
+}
+
+/** Sends `request` (with `Host: localhost` unless given) to port `n` of a server. */
+export async function ask(srv: RunningServer, request: string, port = 8080): Promise<ParsedResponse> {
+  const text = /\r\n\r\n/.test(request) ? request : `${request}\r\nHost: localhost\r\nConnection: close\r\n\r\n`;
+  const head = /^HEAD /.test(text);
+  return parseResponse(await rawRequest(srv.port(port), text), { head });
+}
+
+/** What must match between servers: status, headers in order (Date and boundaries masked), body. */
+export function comparable(r: ParsedResponse): { status: number; headers: string[]; body: string } {
+  const mask = (s: string) => s.replace(/\d{10}/g, 'BOUNDARY').replace(/max-age=\d+/g, 'max-age=N').replace(/:\d{4,5}\//g, ':PORT/')
+    .replace(/\/tmp\/gh-test-\w+/g, 'PREFIX');
+  return {
+    status: r.status,
+    headers: r.headers.filter(([k]) => k.toLowerCase() !== 'date').map(([k, v]) => mask(`${k}: ${v}`)),
+    body: mask(r.body.toString('latin1')),
+  };
+}
+
+/** Asks both servers and returns Gatehouse's answer after checking nginx's is the same. */
+export async function same(t: TestContext, pair: Pair, request: string, port = 8080): Promise<ParsedResponse> {
+  const mine = await ask(pair.gh, request, port);
+  if (pair.ng) {
+    const ref = await ask(pair.ng, request, port);
+    t.assert.deepStrictEqual(comparable(mine), comparable(ref), `same answer as nginx for ${request.split('\r\n')[0]}`);
+  }
+  return mine;
+}
+
+/** Error log lines at `level` and worse that mention `text`, from the server's error.log. */
+export function logLines(srv: RunningServer, re: RegExp): string[] {
+  return srv.logLines().filter((l) => re.test(l));
+}
