@@ -12,7 +12,7 @@ import { tryFilesModule } from './http/modules/core/try-files.ts';
 import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
-import { headersModule } from './http/modules/headers.ts';
+import { chunkedTrailersModule, headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
 
@@ -23,7 +23,7 @@ export const modules: CycleModule[] = [
   // Handlers and filters run in the order installed, so these are listed in
   // the order nginx runs them (nginx prepends filters, so its module list is
   // the reverse): index before static, allow/deny before auth_basic, and the
-  // header filters not_modified → headers → gzip → range.
+  // header filters not_modified → headers → gzip → range → chunked.
   tryFilesModule,
   indexModule,
   staticModule,
@@ -33,4 +33,5 @@ export const modules: CycleModule[] = [
   headersModule,
   gzipModule,
   rangeModule,
+  chunkedTrailersModule,
 ];

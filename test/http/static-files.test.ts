@@ -12,6 +12,7 @@ const conf = `
 events {}
 http {
     server_tokens off;
+    access_log off;
     include %%PREFIX%%/mime.types;
     server {
         listen 127.0.0.1:%%PORT_8080%%;
@@ -131,6 +132,7 @@ test('without mime.types only html, gif and jpg are known (nginx defaults)', asy
     conf: `events {}
 http {
     server_tokens off;
+    access_log off;
     server { listen 127.0.0.1:%%PORT_8080%%; root %%PREFIX%%/html; }
 }`,
     files: { 'html/a.css': 'x', 'html/a.jpg': 'x', 'html/a.html': 'x' },
@@ -145,6 +147,7 @@ test('symlinks are followed', async (t) => {
     conf: `events {}
 http {
     server_tokens off;
+    access_log off;
     server { listen 127.0.0.1:%%PORT_8080%%; root %%PREFIX%%/html; }
 }`,
     files: { 'html/target.txt': 'target\n', 'html/d/x.txt': 'x\n' },

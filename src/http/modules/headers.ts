@@ -234,24 +234,34 @@ function headersFilter(r: HttpRequest): void {
   if (conf.trailers && conf.trailers.some((t) => safe || t.always)) expectTrailers(r, conf.trailers, safe);
 }
 
-/**
- * Trailers go out only in a chunked body: as nginx's chunked filter does when
- * trailers are expected, the length is dropped so the body is chunked.
- */
+/** The trailers of this response, evaluated when the body ends. */
+const EXPECT_TRAILERS = {};
+
+/** Trailers are sent (nginx's r->expect_trailers): the chunked filter makes the body chunked. */
 function expectTrailers(r: HttpRequest, trailers: HeaderValue[], safe: boolean): void {
+  r.ctx.set(EXPECT_TRAILERS, { trailers, safe });
+}
+
+/**
+ * The part of nginx's chunked filter that concerns trailers: it runs after
+ * the range filter, drops the length so the body is chunked, and evaluates
+ * the trailers when the body ends.
+ */
+function chunkedTrailersFilter(r: HttpRequest): void {
+  const expect = r.ctx.get(EXPECT_TRAILERS) as { trailers: HeaderValue[]; safe: boolean } | undefined;
+  if (!expect) return;
   const status = r.status || 200;
   if (r.method === 'HEAD' || status === 204 || status === 304 || r.httpVersion === '1.0') return;
   if (!(r.level.get(coreLoc).chunkedTransferEncoding ?? true)) return;
   r.contentLength = undefined;
   const res = r.res;
-  const next = r.out;
   const sent: Array<[string, string]> = [];
   r.ctx.set(TRAILERS, sent);
   const pass = new Transform({
     transform(chunk, _enc, cb) { cb(null, chunk); },
     flush(cb) {
-      for (const t of trailers) {
-        if (!safe && !t.always) continue;
+      for (const t of expect.trailers) {
+        if (!expect.safe && !t.always) continue;
         const v = t.value ? t.value.evaluate(r) : '';
         if (v) sent.push([t.name, v]);
       }
@@ -260,9 +270,18 @@ function expectTrailers(r: HttpRequest, trailers: HeaderValue[], safe: boolean):
     },
   });
   pass.on('error', () => res.destroy());
-  pass.pipe(next);
+  pass.pipe(r.out);
   r.out = pass;
 }
+
+/** Installed after the range filter, where nginx's chunked filter sits. */
+export const chunkedTrailersModule: HttpModule = {
+  name: 'ngx_http_chunked_filter_module',
+  directives: [],
+  postconfiguration(http) {
+    http.addHeaderFilter(chunkedTrailersFilter);
+  },
+};
 
 export const headersModule: HttpModule = {
   name: 'ngx_http_headers_filter_module',

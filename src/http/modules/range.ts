@@ -99,11 +99,10 @@ function parseRanges(spec: string, size: number, maxRanges: number): Array<[numb
   return out;
 }
 
-/** A boundary number as nginx's ngx_next_temp_number gives (ten digits). */
-let boundarySeq = Math.floor(Math.random() * 1e9);
+/** Boundaries are a counter, 20 digits wide, as nginx's ngx_next_temp_number gives them. */
+let boundarySeq = 0;
 function nextBoundary(): string {
-  boundarySeq = (boundarySeq + 1) % 1e10;
-  return String(boundarySeq).padStart(10, '0');
+  return String(boundarySeq++).padStart(20, '0');
 }
 
 function ifRangeAllows(r: HttpRequest, ifRange: string): boolean {
