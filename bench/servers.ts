@@ -1,0 +1,93 @@
+/**
+ * The benchmark's servers: an nginx origin (small, 64 KiB and 100 MiB
+ * responses) on core 0, and the proxy under test — nginx or Gatehouse with
+ * the same configuration, one worker — pinned to core 1.
+ */
+import { execFileSync } from 'node:child_process';
+import os from 'node:os';
+import { freePort, startGatehouse, startNginx, type RunningServer } from '../test/kit/server.ts';
+import { processTree } from './proc.ts';
+
+export interface BenchServer {
+  kind: 'origin' | 'nginx' | 'gatehouse';
+  port: number;
+  /** The process whose tree is measured. */
+  pid: number;
+  core: number;
+  stop(): Promise<void>;
+}
+
+const CORES = os.availableParallelism();
+const PROXY_CORE = CORES > 1 ? 1 : 0;
+const LOAD_CORE = 0;
+
+/** Pins every process and thread of `pid`'s tree to `core`. */
+function pin(pid: number, core: number): void {
+  for (const p of processTree(pid)) execFileSync('taskset', ['-a', '-p', '-c', String(core), String(p)], { stdio: 'ignore' });
+}
+
+export const SMALL_BODY = 'x'.repeat(99) + '\n';
+
+async function wrap(kind: BenchServer['kind'], s: RunningServer, port: number, core: number): Promise<BenchServer> {
+  pin(s.pid, core);
+  return { kind, port, pid: s.pid, core, stop: async () => { await s.stop(); } };
+}
+
+export async function startOrigin(): Promise<BenchServer> {
+  const port = await freePort();
+  const s = await startNginx({
+    conf: `
+worker_processes 1;
+events { worker_connections 20000; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:${port} backlog=4096;
+        location = /small { return 200 "${SMALL_BODY.trimEnd()}\\n"; }
+        location / { root %%PREFIX%%/www; }
+    }
+}
+`,
+    files: { 'www/64k': Buffer.alloc(64 * 1024, 'a') },
+  });
+  // a 100 MiB file without holding it in memory here
+  execFileSync('truncate', ['-s', String(100 * 2 ** 20), `${s.prefix}/www/100m`]);
+  return wrap('origin', s, port, LOAD_CORE);
+}
+
+/** The same proxy configuration for both servers. */
+function proxyConf(port: number, originPort: number): string {
+  return `
+worker_processes 1;
+events { worker_connections 20000; }
+http {
+    log_format bench '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent" $upstream_addr $upstream_response_time';
+    access_log %%PREFIX%%/access.log bench buffer=64k;
+    keepalive_requests 1000000;
+    upstream origin {
+        server 127.0.0.1:${originPort};
+        keepalive 64;
+    }
+    server {
+        listen 127.0.0.1:${port} backlog=4096;
+        location / {
+            proxy_pass http://origin;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_temp_path %%PREFIX%%/proxy_temp;
+        }
+    }
+}
+`;
+}
+
+export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number): Promise<BenchServer> {
+  const port = await freePort();
+  const opts = { conf: proxyConf(port, originPort) };
+  const s = kind === 'nginx' ? await startNginx(opts) : await startGatehouse(opts);
+  return wrap(kind, s, port, PROXY_CORE);
+}
+
+export { LOAD_CORE };
