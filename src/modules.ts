@@ -6,6 +6,7 @@ import type { CycleModule } from './core/cycle.ts';
 import { coreModule } from './core/modules/core.ts';
 import { httpCoreModule } from './http/modules/core/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
+import { mapModule } from './http/modules/map.ts';
 import { indexModule } from './http/modules/index-module.ts';
 import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/modules/core/try-files.ts';
@@ -20,6 +21,7 @@ export const modules: CycleModule[] = [
   coreModule,
   httpCoreModule,
   rewriteModule,
+  mapModule,
   // Handlers and filters run in the order installed, so these are listed in
   // the order nginx runs them (nginx prepends filters, so its module list is
   // the reverse): index before static, allow/deny before auth_basic, and the

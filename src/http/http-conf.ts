@@ -60,6 +60,14 @@ export interface LocationConf {
   /** Prefix or exact string (match `exact`/`prefix*`), or the named location's name. */
   path: string;
   regex?: RegExp;
+  /** Variables the regex's named groups set (`(?<name>...)` → `$name`). */
+  regexNames?: ReadonlyArray<{ name: string; index: number }>;
+  /**
+   * nginx's auto_redirect: a proxy-like content handler (proxy_pass,
+   * fastcgi_pass, ...) sets it when the name ends with `/`, so `/dir`
+   * answers 301 to `/dir/`.
+   */
+  autoRedirect?: boolean;
   /** Configuration of every module at this location (merged from server and parents). */
   level: Level;
   /** Locations nested inside this one. */

@@ -8,12 +8,12 @@ import type { Socket } from 'node:net';
 import type { HttpAddressServer } from './connection.ts';
 import { DECLINED, DONE, OK, Phase } from './http-conf.ts';
 import type { LocationConf, PhaseHandler } from './http-conf.ts';
-import { selectLocation } from './location.ts';
+import { enterLocation, findLocation } from './location.ts';
 import { coreLoc, coreSrv } from './modules/core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { sendSpecialResponse } from './response.ts';
 import { specialPage } from './special-response.ts';
-import { normalizeUri } from './uri.ts';
+import { escapeUri, normalizeUri } from './uri.ts';
 import type { RequestTarget } from './uri.ts';
 import { requestLog } from './request-log.ts';
 import { mapUriToPath } from './modules/core/root.ts';
@@ -50,8 +50,12 @@ async function runHandlers(r: HttpRequest, handlers: PhaseHandler[]): Promise<nu
   return DECLINED;
 }
 
-/** Runs phases from `from` until one takes the request over. */
-export async function runPhases(r: HttpRequest, from: number): Promise<void> {
+/**
+ * Runs phases from `from` until one takes the request over. With
+ * `locationChosen` (a named location) the first REWRITE runs without
+ * looking the location up.
+ */
+export async function runPhases(r: HttpRequest, from: number, locationChosen = false): Promise<void> {
   const phases = r.main.phases;
   if (from <= Phase.POST_READ) {
     const rc = await runHandlers(r, phases[Phase.POST_READ]);
@@ -66,8 +70,11 @@ export async function runPhases(r: HttpRequest, from: number): Promise<void> {
   // FIND_CONFIG and REWRITE repeat while rewrites change the URI
   for (;;) {
     if (from <= Phase.REWRITE) {
-      const rc = findConfig(r);
-      if (rc !== OK) return void (await finalize(r, rc));
+      if (!locationChosen) {
+        const rc = findConfig(r);
+        if (rc !== OK) return void (await finalize(r, rc));
+      }
+      locationChosen = false;
       r.uriChanged = false;
       const rr = await runHandlers(r, phases[Phase.REWRITE]);
       if (rr !== DECLINED && rr !== OK) return void (await finalize(r, rr));
@@ -146,15 +153,19 @@ async function authDelay(r: HttpRequest): Promise<number> {
 
 /** Picks the location for r.uri (ngx_http_core_find_config_handler); returns OK or a status. */
 function findConfig(r: HttpRequest): number {
-  const m = selectLocation(r.server.locations, r.uri, r.server.serverLoc);
-  r.setLocation(m.loc);
-  if (m.captures) r.captures = m.captures;
+  const found = findLocation(r, r.server.locations, r.uri, r.server.serverLoc);
+  enterLocation(r, found.loc);
   if (r.loc.internal && !r.internal) return 404;
   const core = r.level.get(coreLoc);
   const len = Number(r.req.headers['content-length'] ?? 0);
   if (core.clientMaxBodySize && len > core.clientMaxBodySize) {
     requestLog(r).error(`client intended to send too large body: ${len} bytes`);
     return 413;
+  }
+  if (found.autoRedirect) {
+    // `/dir` for a proxied `location /dir/`: 301 to the location's name
+    r.location = escapeUri(found.loc.name) + (r.args ? `?${r.args}` : '');
+    return 301;
   }
   return OK;
 }
@@ -189,10 +200,8 @@ export async function namedLocation(r: HttpRequest, name: string): Promise<numbe
   }
   r.internal = true;
   r.ctx.clear();
-  r.setLocation(loc);
-  const rr = await runHandlers(r, r.main.phases[Phase.REWRITE]);
-  if (rr !== DECLINED && rr !== OK) { await finalize(r, rr); return DONE; }
-  await runPhases(r, Phase.PREACCESS);
+  enterLocation(r, loc);
+  await runPhases(r, Phase.REWRITE, true);
   return DONE;
 }
 
@@ -211,6 +220,8 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
     r.res.destroy();
     return;
   }
+  // nginx's r->err_status: the response goes out with this status, even from an error page's target
+  r.errStatus = rc;
   if (r.main.errorPage && !r.errorPageDone && (await r.main.errorPage(r, rc))) return;
   if (rc >= 200 && rc < 300 && specialPage(rc, 'on', false) === undefined) {
     r.status = rc;

@@ -4,6 +4,8 @@
  * (`(?P<name>`, `(?i)` at the start) and reports failures as nginx does.
  */
 import type { ConfContext } from '../conf/context.ts';
+import type { HttpRequest } from './request.ts';
+import type { VariableRegistry } from './variables.ts';
 
 export interface CompiledRegex {
   regex: RegExp;
@@ -37,4 +39,52 @@ export function compileRegex(cf: ConfContext | undefined, pattern: string, casel
   const captures = new RegExp(`${regex.source}|`, flags).exec('')!.length - 1;
   const names = [...src.matchAll(/\(\?<([A-Za-z_][A-Za-z0-9_]*)>/g)].map((m) => m[1]);
   return { regex, captures, names };
+}
+
+/** A regex of the http configuration: its named groups are variables ($name), as in nginx. */
+export interface HttpRegex extends CompiledRegex {
+  /** The pattern as written, for log lines. */
+  pattern: string;
+  /** Variable index of each named group, in group order. */
+  namedIndexes: NamedIndexes;
+}
+
+/**
+ * Compiles a regex of the http block (location, rewrite, if, map):
+ * ngx_http_regex_compile, which also declares a variable per named group.
+ */
+export function compileHttpRegex(cf: ConfContext, vars: VariableRegistry, pattern: string, caseless = false): HttpRegex {
+  const re = compileRegex(cf, pattern, caseless);
+  const namedIndexes = re.names.map((name) => {
+    const def = vars.lookup(name);
+    if (!def) vars.define({ name, get: () => undefined, changeable: true });
+    else if (!def.changeable && !def.set) throw cf.error(`the duplicate "${name}" variable`);
+    return { name, index: vars.index(name) };
+  });
+  return { ...re, pattern, namedIndexes };
+}
+
+/** Variables named groups set: an index per group name. */
+export type NamedIndexes = ReadonlyArray<{ name: string; index: number }>;
+
+/**
+ * Matches `subject` (ngx_http_regex_exec): on a match the request's
+ * captures ($0..$9) become this match's and named groups set their variables.
+ */
+export function execRegex(r: HttpRequest, re: HttpRegex, subject: string): boolean {
+  const m = re.regex.exec(subject);
+  if (!m) return false;
+  applyMatch(r, m, re.namedIndexes);
+  return true;
+}
+
+/** Records a successful match on the request: captures and named-group variables. */
+export function applyMatch(r: HttpRequest, m: RegExpExecArray, named: NamedIndexes | undefined): void {
+  const caps: string[] = new Array(m.length);
+  for (let i = 0; i < m.length; i++) caps[i] = m[i] ?? '';
+  r.captures = caps;
+  if (named && named.length) {
+    const groups = m.groups!;
+    for (const n of named) r.varCache[n.index] = groups[n.name] ?? '';
+  }
 }

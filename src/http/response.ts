@@ -3,6 +3,7 @@
  * header order, nginx's special pages, and finishing a request.
  */
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import { absoluteLocation } from './redirect.ts';
 import type { HttpRequest } from './request.ts';
 import { closesConnection, NGINX_VER, specialPage, statusLineReason, wireStatus } from './special-response.ts';
 
@@ -46,6 +47,8 @@ function noBody(r: HttpRequest, status: number): boolean {
 export async function sendHeader(r: HttpRequest): Promise<void> {
   if (r.headerSent) return;
   r.headerSent = true;
+  // a response to an error (error_page target) keeps the error's status (nginx's r->err_status)
+  if (r.errStatus) r.status = r.errStatus;
   for (const f of r.main.headerFilters) {
     const p = f(r);
     if (p) await p;
@@ -59,11 +62,24 @@ function writeHead(r: HttpRequest): void {
   const raw: string[] = [];
   raw.push('Server', core.serverTokens === 'off' ? 'nginx' : NGINX_VER);
   raw.push('Date', httpDate());
-  if (r.contentType !== undefined) raw.push('Content-Type', r.contentType);
+  // nginx sends no Content-Type with 204
+  if (r.contentType !== undefined && status !== 204) raw.push('Content-Type', r.contentType);
   const bodyless = noBody(r, status);
   if (r.contentLength !== undefined && status !== 304 && status !== 204) raw.push('Content-Length', String(r.contentLength));
-  if (r.lastModified !== undefined) raw.push('Last-Modified', new Date(r.lastModified).toUTCString());
-  if (r.location !== undefined) raw.push('Location', r.location);
+  // nginx drops Last-Modified from any other status (an error page served from a file)
+  if (r.lastModified !== undefined && (status === 200 || status === 206 || status === 304)) {
+    raw.push('Last-Modified', new Date(r.lastModified).toUTCString());
+  }
+  // a relative Location made absolute goes here; any other stays in header order (nginx's header filter)
+  let location = r.location;
+  if (location !== undefined) {
+    const absolute = absoluteLocation(r, location);
+    if (absolute !== location) {
+      raw.push('Location', absolute);
+      r.location = absolute;
+      location = undefined;
+    }
+  }
   const chunked = r.contentLength === undefined && !bodyless && r.httpVersion !== '1.0'
     && (core.chunkedTransferEncoding ?? true);
   // without a length or chunking, the end of the body is the end of the connection
@@ -71,6 +87,7 @@ function writeHead(r: HttpRequest): void {
   if (chunked) raw.push('Transfer-Encoding', 'chunked');
   raw.push('Connection', keep ? 'keep-alive' : 'close');
   if (keep && core.keepaliveHeader) raw.push('Keep-Alive', `timeout=${Math.floor(core.keepaliveHeader)}`);
+  if (location !== undefined) raw.push('Location', location);
   for (const h of r.headersOut) raw.push(h.name, h.value);
   const res = r.res;
   res.sendDate = false;

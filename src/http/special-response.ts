@@ -25,6 +25,7 @@ export const REASONS: Record<number, string> = {
 /** Titles of pages whose title differs from the status reason (nginx's 494-497 are sent as 400). */
 const PAGE_TITLES: Record<number, string> = {
   401: '401 Authorization Required',
+  302: '302 Found',
   494: '400 Request Header Or Cookie Too Large',
   495: '400 The SSL certificate error',
   496: '400 No required SSL certificate was sent',

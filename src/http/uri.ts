@@ -81,14 +81,36 @@ export function normalizeUri(path: string, mergeSlashes: boolean): string | unde
   return '/' + out.join('/');
 }
 
-/** Escapes a URI for a `Location` header or a redirect (ngx_escape_uri, NGX_ESCAPE_URI). */
-export function escapeUri(uri: string): string {
-  let out = '';
-  for (let i = 0; i < uri.length; i++) {
-    const c = uri.charCodeAt(i);
-    if (c <= 0x20 || c >= 0x7f || c === 0x22 || c === 0x23 || c === 0x25 || c === 0x3f) {
-      out += '%' + c.toString(16).toUpperCase().padStart(2, '0');
-    } else out += uri[i];
+/** Bytes ngx_escape_uri escapes: `%00-%20`, `%7F-%FF` and these (NGX_ESCAPE_URI / NGX_ESCAPE_ARGS). */
+const URI_UNSAFE = '"#%<>?\\^`{|}';
+const ARGS_UNSAFE = URI_UNSAFE + '&+;';
+
+function escapeTable(unsafe: string): Uint8Array {
+  const t = new Uint8Array(256);
+  for (let c = 0; c < 256; c++) t[c] = c <= 0x20 || c >= 0x7f || unsafe.includes(String.fromCharCode(c)) ? 1 : 0;
+  return t;
+}
+const URI_TABLE = escapeTable(URI_UNSAFE);
+const ARGS_TABLE = escapeTable(ARGS_UNSAFE);
+
+function escapeWith(table: Uint8Array, s: string): string {
+  let i = 0;
+  while (i < s.length && !table[s.charCodeAt(i) & 0xff]) i++;
+  if (i === s.length) return s;
+  let out = s.slice(0, i);
+  for (; i < s.length; i++) {
+    const c = s.charCodeAt(i) & 0xff;
+    out += table[c] ? '%' + (c < 16 ? '0' : '') + c.toString(16).toUpperCase() : s[i];
   }
   return out;
+}
+
+/** Escapes a URI for a `Location` header or a redirect (ngx_escape_uri, NGX_ESCAPE_URI). */
+export function escapeUri(uri: string): string {
+  return escapeWith(URI_TABLE, uri);
+}
+
+/** Escapes a value put into a query string (ngx_escape_uri, NGX_ESCAPE_ARGS). */
+export function escapeArgs(s: string): string {
+  return escapeWith(ARGS_TABLE, s);
 }

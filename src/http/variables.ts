@@ -20,7 +20,12 @@ export interface VariableDef {
   set?(r: HttpRequest, value: string, name: string): void;
   /** Recomputed on every use (nginx's NGX_HTTP_VAR_NOCACHEABLE). */
   noCache?: boolean;
+  /** `set` may assign it (nginx's NGX_HTTP_VAR_CHANGEABLE); implied by `set`. */
+  changeable?: boolean;
 }
+
+/** Placeholder for a name used before (or without) its definition. */
+const UNKNOWN: VariableDef = { name: '', get: () => undefined };
 
 interface Indexed {
   def: VariableDef;
@@ -36,7 +41,12 @@ export class VariableRegistry {
 
   define(def: VariableDef): void {
     if (def.prefix) this.prefixes.push(def);
-    else this.defs.set(def.name, def);
+    else {
+      this.defs.set(def.name, def);
+      // a name used before its definition (map, set further down) gets it now
+      const ix = this.indexed.get(def.name);
+      if (ix) ix.def = def;
+    }
   }
 
   /** Whether `name` is defined (directly or through a prefix). */
@@ -53,17 +63,30 @@ export class VariableRegistry {
     return best;
   }
 
-  /** A stable index for `name`, used as the per-request cache slot. */
-  index(name: string): number | undefined {
+  /**
+   * A stable index for `name`, used as the per-request cache slot. As in
+   * nginx, a name may be used before it is defined (a `map` or `set` further
+   * down); unresolved() lists those still unknown when the http block ends.
+   */
+  index(name: string): number {
     let ix = this.indexed.get(name);
     if (!ix) {
-      const def = this.lookup(name);
-      if (!def) return undefined;
-      ix = { def, name, index: this.list.length };
+      ix = { def: this.lookup(name) ?? UNKNOWN, name, index: this.list.length };
       this.indexed.set(name, ix);
       this.list.push(ix);
     }
     return ix.index;
+  }
+
+  /** The first name used but never defined (nginx's `unknown "name" variable`). */
+  unresolved(): string | undefined {
+    for (const ix of this.list) {
+      if (ix.def !== UNKNOWN) continue;
+      const def = this.lookup(ix.name);
+      if (!def) return ix.name;
+      ix.def = def;
+    }
+    return undefined;
   }
 
   get size(): number {
@@ -89,8 +112,8 @@ export class VariableRegistry {
 
   /** Reads a variable by name at run time (Lua's ngx.var, SSI); undefined when unknown. */
   valueByName(r: HttpRequest, name: string): VarValue {
-    const i = this.index(name);
-    return i === undefined ? undefined : this.value(r, i);
+    if (!this.indexed.has(name) && !this.lookup(name)) return undefined;
+    return this.value(r, this.index(name));
   }
 }
 
@@ -135,9 +158,7 @@ export function compileComplex(cf: ConfContext | undefined, vars: VariableRegist
     if (lit) { parts.push(lit); lit = ''; }
     if (/^[0-9]$/.test(name)) parts.push({ capture: Number(name) });
     else {
-      const index = vars.index(name);
-      if (index === undefined) throw confError(cf, `unknown "${name}" variable`);
-      parts.push({ index });
+      parts.push({ index: vars.index(name) });
     }
     i = j;
   }

@@ -14,8 +14,9 @@ import { Cycle } from '../../../core/cycle.ts';
 import type { ListenSpec } from '../../../core/cycle.ts';
 import { HttpMainConf, httpMainOf, isHttpModule } from '../../http-conf.ts';
 import type { HttpModule, ListenConf, LocationConf, LocationMatch, ServerConf } from '../../http-conf.ts';
-import { checkNesting } from '../../location.ts';
-import { compileRegex } from '../../regex.ts';
+import { checkNesting, indexLocations } from '../../location.ts';
+import { errorPageDirectives, sendErrorPage } from './error-page.ts';
+import { compileHttpRegex, compileRegex } from '../../regex.ts';
 
 /** The loaded `http {}` block of a cycle (one per configuration). */
 export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
@@ -66,7 +67,9 @@ function readLocation(cf: ConfContext, node: ConfNode): void {
   let loc: LocationConf;
   if (mod === '~' || mod === '~*') {
     loc = newLocation(name, 'regex', name, level, node);
-    loc.regex = compileRegex(cf, name, mod === '~*').regex;
+    const re = compileHttpRegex(cf, httpMainOf(cf).variables, name, mod === '~*');
+    loc.regex = re.regex;
+    if (re.namedIndexes.length) loc.regexNames = re.namedIndexes;
   } else if (mod === '=') {
     loc = newLocation(name, 'exact', name, level, node);
   } else if (mod === '^~') {
@@ -83,13 +86,45 @@ function readLocation(cf: ConfContext, node: ConfNode): void {
     srv.named.set(name, loc);
   } else {
     const siblings = parent ? parent.children : srv.locations;
-    const dup = siblings.find((s) => s.match !== 'regex' && loc.match !== 'regex'
+    const dup = siblings.find((s) => s.match !== 'regex' && s.match !== 'noname' && loc.match !== 'regex'
       && s.path === loc.path && (s.match === 'exact') === (loc.match === 'exact'));
     if (dup) throw cf.error(`duplicate location "${name}"`);
     loc.parent = parent;
     siblings.push(loc);
   }
   cf.block(node.children ?? [], Ctx.LOCATION, level, 'location', { location: loc });
+}
+
+/**
+ * An anonymous location inside `parent` (nginx's "noname" locations made by
+ * `if` and `limit_except`): a level of its own, merged from the parent's,
+ * never chosen by URI. Its block is read with context bit `ctx`.
+ */
+export function readAnonymousLocation(cf: ConfContext, node: ConfNode, parent: LocationConf, ctx: number, level = new Level(cf.level)): LocationConf {
+  const loc = newLocation(parent.name, 'noname', parent.path, level, node);
+  loc.noname = true;
+  loc.parent = parent;
+  cf.block(node.children ?? [], ctx, level, 'location', { location: loc });
+  return loc;
+}
+
+/** Methods `limit_except` knows (nginx's ngx_methods_names). */
+const KNOWN_METHODS = new Set([
+  'GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'MKCOL', 'COPY', 'MOVE', 'OPTIONS',
+  'PROPFIND', 'PROPPATCH', 'LOCK', 'UNLOCK', 'PATCH',
+]);
+
+function readLimitExcept(cf: ConfContext, node: ConfNode): string | void {
+  const loc = cf.data.location as LocationConf;
+  if (loc.limitExcept) return 'is duplicate';
+  const methods = new Set<string>();
+  for (const m of node.args) {
+    const upper = m.toUpperCase();
+    if (!KNOWN_METHODS.has(upper)) throw cf.error(`invalid method "${m}"`);
+    methods.add(upper);
+  }
+  if (methods.has('GET')) methods.add('HEAD');
+  loc.limitExcept = { methods, loc: readAnonymousLocation(cf, node, loc, Ctx.LMT) };
 }
 
 /** Parses `listen` arguments into a ListenConf (address forms: port, host, host:port, [v6]:port, unix:path). */
@@ -169,8 +204,12 @@ const directives: Directive[] = [
       const http = new HttpMainConf(level, modules);
       for (const m of modules) for (const v of m.variables ?? []) http.variables.define(v);
       cf.block(node.children ?? [], Ctx.HTTP, level, 'http', { http });
+      // as nginx, variables may be used before a map or set defines them
+      const unknown = http.variables.unresolved();
+      if (unknown !== undefined) throw new ConfError(`unknown "${unknown}" variable`);
       level.applyDefaults();
       finishHttp(http);
+      http.errorPage = sendErrorPage;
       for (const m of modules) m.postconfiguration?.(http);
       slot.conf = http;
     },
@@ -186,21 +225,25 @@ const directives: Directive[] = [
     name: 'internal', contexts: Ctx.LOCATION, args: 0,
     handler(cf) { (cf.data.location as LocationConf).internal = true; },
   },
+  { name: 'limit_except', contexts: Ctx.LOCATION, args: [1, Infinity], block: true, handler: readLimitExcept },
 ];
 
 /** Merges levels downward and builds the address → servers table. */
 function finishHttp(http: HttpMainConf): void {
-  const mergeLocations = (parent: Level, list: Iterable<LocationConf>) => {
+  const mergeLocations = (parent: LocationConf | undefined, level: Level, list: Iterable<LocationConf>) => {
     for (const loc of list) {
-      loc.level.mergeFrom(parent);
-      mergeLocations(loc.level, loc.children);
-      if (loc.limitExcept) loc.limitExcept.loc.level.mergeFrom(loc.level);
+      loc.level.mergeFrom(level);
+      // `if` and `limit_except` blocks keep the content handler of their location unless they set one
+      if (loc.noname && parent && !loc.contentHandler) loc.contentHandler = parent.contentHandler;
+      mergeLocations(loc, loc.level, loc.children);
+      if (loc.limitExcept) mergeLocations(loc, loc.level, [loc.limitExcept.loc]);
     }
   };
   for (const srv of http.servers) {
     srv.level.mergeFrom(http.level);
-    mergeLocations(srv.level, srv.locations);
-    mergeLocations(srv.level, srv.named.values());
+    mergeLocations(undefined, srv.level, srv.locations);
+    mergeLocations(undefined, srv.level, srv.named.values());
+    indexLocations(srv.locations);
     for (const lc of srv.listens) {
       let addr = http.addresses.get(lc.spec.key);
       if (!addr) {
@@ -220,7 +263,8 @@ function finishHttp(http: HttpMainConf): void {
   }
 }
 
-export const httpStructureDirectives = directives;
+/** The structure directives, with `error_page` (its handling lives in error-page.ts). */
+export const httpStructureDirectives = [...directives, ...errorPageDirectives];
 
 /** Registers the http listeners with the cycle (nginx binds a wildcard once per port). */
 export function addHttpListeners(cycle: Cycle): void {

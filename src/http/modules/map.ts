@@ -1,0 +1,148 @@
+/**
+ * ngx_http_map_module: `map source $variable { key value; ... }`.
+ *
+ * The source is a string with variables; keys are matched in nginx's
+ * order: exact strings (case-insensitive), then with `hostnames` the
+ * longest `*.example.com` / `.example.com` wildcard, then `example.*`, then
+ * `~` / `~*` regexes in the order written (their captures usable in the
+ * value). The value may contain variables; it is computed when the variable
+ * is first read and cached for the request, unless the map is `volatile`.
+ */
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx } from '../../conf/directive.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { httpMainOf } from '../http-conf.ts';
+import type { HttpModule } from '../http-conf.ts';
+import { compileHttpRegex, execRegex } from '../regex.ts';
+import type { HttpRegex } from '../regex.ts';
+import type { HttpRequest } from '../request.ts';
+import { compileComplex } from '../variables.ts';
+import type { ComplexValue, VariableRegistry } from '../variables.ts';
+
+interface MapTable {
+  source: ComplexValue;
+  hostnames: boolean;
+  exact: Map<string, ComplexValue>;
+  /** `*.example.com` and `.example.com`, stored as the suffix after `*` (`.example.com`), longest first. */
+  head: Array<{ suffix: string; value: ComplexValue; dot: boolean }>;
+  /** `example.*`, stored as `example.`, longest first. */
+  tail: Array<{ prefix: string; value: ComplexValue }>;
+  regexes: Array<{ re: HttpRegex; value: ComplexValue }>;
+  defaultValue: ComplexValue | undefined;
+}
+
+const EMPTY: ComplexValue = { constant: '', source: '', evaluate: () => '' };
+
+/** The value of the map for request `r` (ngx_http_map_variable + ngx_http_map_find). */
+function lookup(r: HttpRequest, map: MapTable): string {
+  let key = map.source.evaluate(r);
+  if (map.hostnames && key.endsWith('.')) key = key.slice(0, -1);
+  const value = find(r, map, key) ?? map.defaultValue ?? EMPTY;
+  return value.constant ?? value.evaluate(r);
+}
+
+function find(r: HttpRequest, map: MapTable, key: string): ComplexValue | undefined {
+  const low = key.toLowerCase();
+  const exact = map.exact.get(low);
+  if (exact) return exact;
+  if (map.hostnames) {
+    for (const w of map.head) {
+      if (low.endsWith(w.suffix) && (low.length > w.suffix.length)) return w.value;
+      if (w.dot && low === w.suffix.slice(1)) return w.value;
+    }
+    for (const w of map.tail) {
+      if (low.startsWith(w.prefix) && low.length > w.prefix.length) return w.value;
+    }
+  }
+  // as nginx, an empty source never matches a regex
+  if (key) for (const x of map.regexes) if (execRegex(r, x.re, key)) return x.value;
+  return undefined;
+}
+
+/** Files a `hostnames` key as exact, leading or trailing wildcard (nginx's ngx_hash_add_key). */
+function addHostKey(cf: ConfContext, map: MapTable, key: string, value: ComplexValue, seen: Set<string>): void {
+  const low = key.toLowerCase();
+  if (seen.has(low)) throw cf.error(`conflicting parameter "${key}"`);
+  seen.add(low);
+  const star = low.indexOf('*');
+  if (low.startsWith('*.') && star === 0 && low.indexOf('*', 1) < 0) {
+    map.head.push({ suffix: low.slice(1), value, dot: false });
+  } else if (low.startsWith('.') && star < 0) {
+    map.head.push({ suffix: low, value, dot: true });
+  } else if (low.endsWith('.*') && star === low.length - 1) {
+    map.tail.push({ prefix: low.slice(0, -1), value });
+  } else if (star >= 0) {
+    throw cf.error(`invalid hostname or wildcard "${key}"`);
+  } else {
+    map.exact.set(low.endsWith('.') ? low.slice(0, -1) : low, value);
+  }
+}
+
+function readMap(cf: ConfContext, node: ConfNode): string | void {
+  const vars: VariableRegistry = httpMainOf(cf).variables;
+  const [sourceText, target] = node.args;
+  const map: MapTable = {
+    source: compileComplex(cf, vars, sourceText),
+    hostnames: false, exact: new Map(), head: [], tail: [], regexes: [], defaultValue: undefined,
+  };
+  if (!target.startsWith('$')) throw cf.error(`invalid variable name "${target}"`);
+  const name = target.slice(1);
+  const existing = vars.lookup(name);
+  if (existing && !existing.prefix && !existing.changeable && !existing.set) throw cf.error(`the duplicate "${name}" variable`);
+
+  let volatile = false;
+  const seen = new Set<string>();
+  for (const entry of node.children ?? []) {
+    const at = (msg: string) => {
+      const saved = cf.node;
+      cf.node = entry;
+      const err = cf.error(msg);
+      cf.node = saved;
+      return err;
+    };
+    if (entry.children) throw at('unexpected "{"');
+    if (entry.args.length === 0 && entry.name === 'hostnames') { map.hostnames = true; continue; }
+    if (entry.args.length === 0 && entry.name === 'volatile') { volatile = true; continue; }
+    if (entry.args.length !== 1) throw at('invalid number of the map parameters');
+    const saved = cf.node;
+    cf.node = entry;
+    try {
+      const value = compileComplex(cf, vars, entry.args[0]);
+      let key = entry.name;
+      if (key === 'default') {
+        if (map.defaultValue) throw cf.error('duplicate default map parameter');
+        map.defaultValue = value;
+        continue;
+      }
+      if (key.startsWith('~')) {
+        const caseless = key[1] === '*';
+        map.regexes.push({ re: compileHttpRegex(cf, vars, key.slice(caseless ? 2 : 1), caseless), value });
+        continue;
+      }
+      if (key.startsWith('\\')) key = key.slice(1);
+      if (map.hostnames) addHostKey(cf, map, key, value, seen);
+      else {
+        const low = key.toLowerCase();
+        if (seen.has(low)) throw cf.error(`conflicting parameter "${key}"`);
+        seen.add(low);
+        map.exact.set(low, value);
+      }
+    } finally {
+      cf.node = saved;
+    }
+  }
+  // the longest wildcard wins
+  map.head.sort((a, b) => b.suffix.length - a.suffix.length);
+  map.tail.sort((a, b) => b.prefix.length - a.prefix.length);
+  vars.define({ name, get: (r) => lookup(r, map), changeable: true, noCache: volatile });
+}
+
+export const mapModule: HttpModule = {
+  name: 'ngx_http_map_module',
+  directives: [
+    { name: 'map', contexts: Ctx.HTTP, args: 2, block: true, handler: readMap },
+    // nginx sizes its hash tables with these; a JavaScript Map needs no tuning
+    { name: 'map_hash_max_size', contexts: Ctx.HTTP, args: 1, handler: () => undefined },
+    { name: 'map_hash_bucket_size', contexts: Ctx.HTTP, args: 1, handler: () => undefined },
+  ],
+};
