@@ -1,11 +1,14 @@
 /**
  * Password hashes of htpasswd files (nginx's ngx_crypt plus what glibc's
  * crypt(3) adds): `$apr1$` and `$1$` (MD5-crypt), `$5$`/`$6$` (SHA-crypt),
- * `{PLAIN}`, `{SHA}`, `{SSHA}`, and traditional DES crypt (through
- * unix-crypt-td-js). `verifyPassword` says whether a password matches.
+ * `{PLAIN}`, `{SHA}`, `{SSHA}`, traditional DES crypt (through
+ * unix-crypt-td-js) and bcrypt `$2a$`/`$2b$`/`$2y$` (through bcryptjs, as
+ * `htpasswd -B` writes; Debian's nginx gets it from libxcrypt).
+ * `verifyPassword` says whether a password matches.
  */
 import crypto from 'node:crypto';
 import { createRequire } from 'node:module';
+import bcrypt from 'bcryptjs';
 
 const requireCjs = createRequire(import.meta.url);
 const desCrypt = requireCjs('unix-crypt-td-js') as (pw: string, salt: string) => string;
@@ -133,8 +136,18 @@ export function cryptPassword(password: Buffer, stored: string): string | undefi
   return undefined;
 }
 
-/** Whether `password` matches the stored hash (compared in constant time). */
-export function verifyPassword(password: Buffer, stored: string): boolean {
+const BCRYPT = /^\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}$/;
+
+/**
+ * Whether `password` matches the stored hash (compared in constant time).
+ * bcrypt runs asynchronously, in slices, so a costly hash does not stall
+ * the worker's other connections.
+ */
+export async function verifyPassword(password: Buffer, stored: string): Promise<boolean> {
+  if (BCRYPT.test(stored)) {
+    // bcrypt reads at most 72 bytes of the password; $2y$ is $2b$ under another name
+    return bcrypt.compare(password.toString('latin1'), stored.replace(/^\$2y\$/, '$2b$'));
+  }
   const computed = cryptPassword(password, stored);
   if (computed === undefined) return false;
   const a = Buffer.from(computed, 'latin1');

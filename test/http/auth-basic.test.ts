@@ -2,7 +2,7 @@
  * auth_basic with every password scheme of an htpasswd file, realms with
  * variables and `off`, nginx's error log lines; allow/deny and satisfy;
  * auth_delay. Answers are compared with Debian's nginx 1.22 (the
- * reference); the hashes were made with `openssl passwd` and perl's crypt.
+ * reference); the hashes were made with `openssl passwd` and libc's crypt.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,6 +18,7 @@ const htpasswd = [
   'sha:{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=',
   'ssha:{SSHA}gVK8WC9YyFT1gMsQHTGCgT3sSv5zYWx0',
   'plain:{PLAIN}secret:comment',
+  'bcrypt:$2y$05$abcdefghijklmnopqrstuuOQiyCxlgf/oeuTqixKmWdcYUh4Hjl0a',
   'locked:!',
   '',
 ].join('\n');
@@ -64,7 +65,7 @@ test('auth_basic password schemes and realms match nginx', async (t) => {
   const none = await same(t, pair, 'GET / HTTP/1.1');
   assert.equal(none.status, 401);
   assert.equal(none.header('www-authenticate'), 'Basic realm="closed localhost"');
-  for (const user of ['md5', 'apr1', 'sha256', 'sha512', 'des', 'sha', 'ssha', 'plain']) {
+  for (const user of ['md5', 'apr1', 'sha256', 'sha512', 'des', 'sha', 'ssha', 'plain', 'bcrypt']) {
     const ok = await same(t, pair, auth('/', user, 'secret'));
     assert.equal(ok.status, 200, user);
     assert.equal(ok.body.toString(), 'SECRET\n');

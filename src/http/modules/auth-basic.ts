@@ -99,7 +99,7 @@ async function authBasicHandler(r: HttpRequest): Promise<number> {
     log.error(`user "${user}" was not found in "${file}"`);
     return askForCredentials(r, realm);
   }
-  if (verifyPassword(creds.password, stored)) return OK;
+  if (await verifyPassword(creds.password, stored)) return OK;
   log.error(`user "${user}": password mismatch`);
   return askForCredentials(r, realm);
 }
