@@ -234,7 +234,7 @@ function headersFilter(r: HttpRequest): void {
   if (conf.trailers && conf.trailers.some((t) => safe || t.always)) expectTrailers(r, conf.trailers, safe);
 }
 
-/** The trailers of this response, evaluated when the body ends. */
+/** Set by the headers filter when trailers are due on this response. */
 const EXPECT_TRAILERS = {};
 
 /** Trailers are sent (nginx's r->expect_trailers): the chunked filter makes the body chunked. */
