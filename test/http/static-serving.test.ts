@@ -66,7 +66,8 @@ http {
   });
   t.after(() => srv.stop());
   // a sparse file: no disk space used, read as zeros
-  fs.truncateSync(fs.openSync(srv.path('html/big.bin'), 'w') && srv.path('html/big.bin'), size);
+  fs.writeFileSync(srv.path('html/big.bin'), '');
+  fs.truncateSync(srv.path('html/big.bin'), size);
   const before = rssKiB(srv.process.pid!);
 
   const sock = net.connect(srv.port(8080), '127.0.0.1');
