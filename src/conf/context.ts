@@ -3,9 +3,9 @@
  * configuration attached to levels (main, http, server, location, ...), and
  * the context a directive handler runs in.
  */
-import path from 'node:path';
 import { ConfError } from './errors.ts';
-import type { ConfNode } from './parser.ts';
+import type { ConfBlock, ConfNode } from './parser.ts';
+import { fullName } from './parser.ts';
 import type { Registry } from './registry.ts';
 import { applyBlock } from './registry.ts';
 
@@ -87,6 +87,9 @@ export interface ConfPaths {
   confFile: string;
 }
 
+/** Receives nginx's `[warn]` lines of a configuration being read (`in file:line` included). */
+export type ConfWarningSink = (warning: ConfError) => void;
+
 /** The state a directive handler sees (nginx's ngx_conf_t). */
 export class ConfContext {
   readonly registry: Registry;
@@ -99,21 +102,38 @@ export class ConfContext {
   readonly levels: Record<string, Level>;
   /** The directive being applied (for error locations). */
   node: ConfNode | undefined;
+  /**
+   * Whether the current block directive's body has been read: nginx reports
+   * what its handler finds after that (e.g. "no servers are inside
+   * upstream") at the closing `}`.
+   */
+  bodyRead = false;
   /** Free-form per-block data for block handlers (the server being built, ...). */
   readonly data: Record<string, unknown>;
+  private readonly onWarning: ConfWarningSink | undefined;
 
-  constructor(registry: Registry, paths: ConfPaths, ctx: number, level: Level, levels: Record<string, Level>, data: Record<string, unknown> = {}) {
+  constructor(registry: Registry, paths: ConfPaths, ctx: number, level: Level, levels: Record<string, Level>, data: Record<string, unknown> = {}, onWarning?: ConfWarningSink) {
     this.registry = registry;
     this.paths = paths;
     this.ctx = ctx;
     this.level = level;
     this.levels = levels;
     this.data = data;
+    this.onWarning = onWarning;
   }
 
-  /** A ConfError at the current directive. */
+  /** A ConfError at the current directive (`in file:line`, nginx's line for it). */
   error(message: string): ConfError {
-    return new ConfError(message, this.node?.file, this.node?.line);
+    const n = this.node;
+    return new ConfError(message, n?.file, this.bodyRead ? n?.endLine ?? n?.line : n?.line);
+  }
+
+  /** Logs nginx's `[warn] message in file:line` for the current directive; reading goes on. */
+  warn(message: string): void {
+    if (!this.onWarning) return;
+    const e = this.error(message);
+    e.level = 'warn';
+    this.onWarning(e);
   }
 
   /** nginx's `invalid value "x" in "name" directive` family, at the current directive. */
@@ -136,19 +156,20 @@ export class ConfContext {
    * Reads a nested block with the given context bit and level, as
    * `http {}`, `server {}` and `location {}` handlers do.
    */
-  block(children: ConfNode[], ctx: number, level: Level, kind: string, data: Record<string, unknown> = {}): ConfContext {
-    const sub = new ConfContext(this.registry, this.paths, ctx, level, { ...this.levels, [kind]: level }, { ...this.data, ...data });
+  block(children: ConfBlock, ctx: number, level: Level, kind: string, data: Record<string, unknown> = {}): ConfContext {
+    const sub = new ConfContext(this.registry, this.paths, ctx, level, { ...this.levels, [kind]: level }, { ...this.data, ...data }, this.onWarning);
     applyBlock(sub, children);
+    this.bodyRead = true;
     return sub;
   }
 
-  /** A path relative to the prefix (pid, logs, root, temp paths). */
+  /** A path relative to the prefix (pid, logs, root, temp paths), joined as nginx does (no `..` folding). */
   prefixPath(p: string): string {
-    return path.resolve(this.paths.prefix, p);
+    return fullName(this.paths.prefix, p);
   }
 
-  /** A path relative to the configuration directory (include, certificates, user files). */
+  /** A path relative to the configuration directory (include, certificates, user files), joined as nginx does. */
   confPath(p: string): string {
-    return path.resolve(this.paths.confPrefix, p);
+    return fullName(this.paths.confPrefix, p);
   }
 }

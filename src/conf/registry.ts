@@ -1,13 +1,13 @@
 /**
  * The directive registry: every module's directive table by name, and the
  * walk that applies a block's directives in order with nginx's checks
- * (unknown, not allowed here, argument count, block or not).
+ * (ngx_conf_handler: unknown, not allowed here, `;` or `{`, argument count).
  */
 import { ConfError } from './errors.ts';
 import type { Directive } from './directive.ts';
-import { argsAllowed } from './directive.ts';
+import { argsAllowed, Ctx } from './directive.ts';
 import type { ConfContext } from './context.ts';
-import type { ConfNode } from './parser.ts';
+import type { ConfBlock, ConfNode } from './parser.ts';
 
 /** What every module exports: its name and directive table (plus kind-specific hooks). */
 export interface ModuleBase {
@@ -35,15 +35,24 @@ export class Registry {
     return this.byName.get(name);
   }
 
+  /** Whether a module of this nginx name is built in. */
+  hasModule(name: string): boolean {
+    return this.modules.some((m) => m.name === name);
+  }
+
   /** Every module of the given kind (filtering by a type guard). */
   of<T extends ModuleBase>(guard: (m: ModuleBase) => m is T): T[] {
     return this.modules.filter(guard);
   }
 }
 
-/** Applies `nodes` in order in the context `cf` (ngx_conf_handler). */
-export function applyBlock(cf: ConfContext, nodes: ConfNode[]): void {
+/**
+ * Applies `nodes` in order in the context `cf`; then raises the syntax error
+ * that cut this list short, if any (see parser.ts), as nginx would have here.
+ */
+export function applyBlock(cf: ConfContext, nodes: ConfBlock): void {
   for (const node of nodes) applyDirective(cf, node);
+  if (nodes.syntaxError) throw nodes.syntaxError;
 }
 
 export function applyDirective(cf: ConfContext, node: ConfNode): void {
@@ -53,15 +62,21 @@ export function applyDirective(cf: ConfContext, node: ConfNode): void {
   for (const d of candidates) {
     if (!(d.contexts & cf.ctx)) continue;
     if (!d.block && node.children) throw at(`directive "${node.name}" is not terminated by ";"`);
-    if (d.block && !node.children) throw at(`directive "${node.name}" has no opening "{"`);
+    if (d.block && !node.children && !node.luaBlock) throw at(`directive "${node.name}" has no opening "{"`);
     if (!argsAllowed(d.args, node.args.length)) throw at(`invalid number of arguments in "${node.name}" directive`);
-    const saved = cf.node;
+    // once a main-level block (events, http, ...) is read, nginx's module list is fixed
+    if (cf.ctx === Ctx.MAIN && node.children) cf.data.modulesUsed = true;
+    const savedNode = cf.node;
+    const savedBodyRead = cf.bodyRead;
     cf.node = node;
+    // a Lua block's handler runs after its body was read, so at its `}`
+    cf.bodyRead = node.luaBlock === true;
     try {
       const rv = d.handler(cf, node);
-      if (typeof rv === 'string') throw at(`"${node.name}" directive ${rv}`);
+      if (typeof rv === 'string') throw cf.error(`"${node.name}" directive ${rv}`);
     } finally {
-      cf.node = saved;
+      cf.node = savedNode;
+      cf.bodyRead = savedBodyRead;
     }
     return;
   }

@@ -1,56 +1,113 @@
 /**
- * nginx's value parsers: sizes (`8k`, `1m`), times (`10s`, `1h 30m`, `500ms`),
- * flags (`on`/`off`), and the "is duplicate" rule for single-valued directives.
+ * nginx's value parsers and the exact words nginx uses when a value is
+ * wrong. A handler that calls these reports what nginx reports:
+ *
+ *   flagArg     on|off (any case)   invalid value "x" in "name" directive, it must be "on" or "off"
+ *   numberArg   ngx_atoi            "name" directive invalid number
+ *   sizeArg     N, Nk, Nm           "name" directive invalid value     (ngx_parse_size: no g)
+ *   offsetArg   N, Nk, Nm, Ng       "name" directive invalid value     (ngx_parse_offset)
+ *   msecArg     1h 30m, 500ms, 10   "name" directive invalid value     (ngx_parse_time, ms; no y/M)
+ *   secArg      1y 2M 3w, 10        "name" directive invalid value     (ngx_parse_time, s; no ms)
+ *   bufsArg     N size              "name" directive invalid value     (ngx_conf_set_bufs_slot)
+ *   enumArg     one of a list       invalid value "x"                  (no directive name)
+ *   bitmaskArgs several of a list   invalid value "x"; a repeat warns  duplicate value "x"
+ *   setOnce     a second time       "name" directive is duplicate      (`once` checks before parsing, as nginx)
+ *
+ * All end with ` in file:line` (the directive's `;`). nginx's words differ
+ * by directive outside these slots (e.g. `invalid number "x"` for
+ * worker_connections): copy those from nginx's source into the handler.
+ * A bare number is seconds for both time kinds, `1h30` is 1h 30s.
  */
 import type { ConfContext } from './context.ts';
 
-/** ngx_parse_size: bytes, k/K, m/M, g/G. Returns NaN when invalid. */
-export function parseSize(s: string): number {
-  const m = /^(\d+)([kKmMgG]?)$/.exec(s);
-  if (!m) return NaN;
-  const n = Number(m[1]);
-  switch (m[2].toLowerCase()) {
-    case 'k': return n * 1024;
-    case 'm': return n * 1024 * 1024;
-    case 'g': return n * 1024 * 1024 * 1024;
-    default: return n;
-  }
+const MAX_INT = 2n ** 63n - 1n;
+
+/** ngx_atoi (also ngx_atosz, ngx_atoof): decimal digits only, no sign; NaN when invalid or past 2^63-1. */
+export function parseNumber(s: string): number {
+  if (!/^[0-9]+$/.test(s)) return NaN;
+  if (s.length > 18 && BigInt(s) > MAX_INT) return NaN;
+  return Number(s);
 }
 
-const TIME_UNITS: Record<string, number> = {
-  ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000, M: 2_592_000_000, y: 31_536_000_000,
+function scaled(s: string, units: Record<string, number>): number {
+  if (s.length === 0) return NaN;
+  const scale = units[s[s.length - 1]];
+  const digits = scale ? s.slice(0, -1) : s;
+  const n = parseNumber(digits);
+  if (Number.isNaN(n) || (scale && BigInt(digits) > MAX_INT / BigInt(scale))) return NaN;
+  return n * (scale ?? 1);
+}
+
+const SIZE_UNITS: Record<string, number> = { k: 1024, K: 1024, m: 1 << 20, M: 1 << 20 };
+const OFFSET_UNITS: Record<string, number> = { ...SIZE_UNITS, g: 1 << 30, G: 1 << 30 };
+
+/** ngx_parse_size: bytes, `k`/`K`, `m`/`M`. NaN when invalid. */
+export function parseSize(s: string): number {
+  return scaled(s, SIZE_UNITS);
+}
+
+/** ngx_parse_offset: bytes, `k`, `m`, `g` (either case). NaN when invalid. */
+export function parseOffset(s: string): number {
+  return scaled(s, OFFSET_UNITS);
+}
+
+const YEAR = 1, MONTH = 2, WEEK = 3, DAY = 4, HOUR = 5, MIN = 6, SEC = 7, MSEC = 8, LAST = 9;
+const UNIT: Record<string, [step: number, seconds: number]> = {
+  y: [YEAR, 31_536_000], M: [MONTH, 2_592_000], w: [WEEK, 604_800], d: [DAY, 86_400], h: [HOUR, 3600], m: [MIN, 60], s: [SEC, 1],
 };
 
 /**
- * ngx_parse_time in milliseconds: `30`, `30s`, `1h 30m`, `500ms`. A bare
- * number means seconds. Returns NaN when invalid.
+ * ngx_parse_time: `1h 30m`, `500ms`, `10` (seconds). In milliseconds, or in
+ * seconds with `inSeconds` (then `ms` is refused; in milliseconds `y` and `M`
+ * are). Units must come largest first, each once. NaN when invalid.
  */
-export function parseTime(s: string): number {
-  const re = /(\d+)\s*(ms|[smhdwMy]?)\s*/gy;
+export function parseTime(s: string, inSeconds = false): number {
+  let step = inSeconds ? 0 : MONTH;
+  let valid = false;
+  let value = 0;
   let total = 0;
-  let matched = 0;
-  let m: RegExpExecArray | null;
-  while ((m = re.exec(s)) !== null) {
-    total += Number(m[1]) * TIME_UNITS[m[2] || 's'];
-    matched = re.lastIndex;
-    if (matched === s.length) break;
+  const toMs = inSeconds ? 1 : 1000;
+  let i = 0;
+  while (i < s.length) {
+    const c = s.charCodeAt(i);
+    if (c >= 48 && c <= 57) {
+      value = value * 10 + (c - 48);
+      valid = true;
+      i++;
+      continue;
+    }
+    const ch = s[i++];
+    let scale: number;
+    if (ch === 'm' && s[i] === 's') {
+      if (inSeconds || step >= MSEC) return NaN;
+      i++;
+      step = MSEC;
+      scale = 1;
+    } else if (ch === ' ') {
+      if (step >= SEC) return NaN;
+      step = LAST;
+      scale = toMs;
+    } else {
+      const unit = UNIT[ch];
+      // `y` may only come first; every other unit must be smaller than the last
+      if (!unit || (unit[0] === YEAR ? step > 0 : step >= unit[0])) return NaN;
+      step = unit[0];
+      scale = unit[1] * toMs;
+    }
+    total += value * scale;
+    value = 0;
+    while (s[i] === ' ') i++;
   }
-  return matched === s.length && s.length > 0 ? total : NaN;
+  if (!valid) return NaN;
+  total += value * toMs;
+  return total > Number(MAX_INT) ? NaN : total;
 }
 
-/** Argument `i` of the current directive as a size, or nginx's `invalid value` error. */
-export function sizeArg(cf: ConfContext, value: string): number {
-  const n = parseSize(value);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
+function invalidValue(cf: ConfContext): Error {
+  return cf.error(`"${cf.node?.name}" directive invalid value`);
 }
 
-export function timeArg(cf: ConfContext, value: string): number {
-  const n = parseTime(value);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
-}
-
+/** `on`/`off` in any case (ngx_conf_set_flag_slot). */
 export function flagArg(cf: ConfContext, value: string): boolean {
   const v = value.toLowerCase();
   if (v === 'on') return true;
@@ -58,8 +115,86 @@ export function flagArg(cf: ConfContext, value: string): boolean {
   throw cf.error(`invalid value "${value}" in "${cf.node?.name}" directive, it must be "on" or "off"`);
 }
 
+/** A number (ngx_conf_set_num_slot). */
+export function numberArg(cf: ConfContext, value: string): number {
+  const n = parseNumber(value);
+  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid number`);
+  return n;
+}
+
+/** A size in bytes (ngx_conf_set_size_slot). */
+export function sizeArg(cf: ConfContext, value: string): number {
+  const n = parseSize(value);
+  if (Number.isNaN(n)) throw invalidValue(cf);
+  return n;
+}
+
+/** A file size or offset in bytes, `g` allowed (ngx_conf_set_off_slot). */
+export function offsetArg(cf: ConfContext, value: string): number {
+  const n = parseOffset(value);
+  if (Number.isNaN(n)) throw invalidValue(cf);
+  return n;
+}
+
+/** A time in milliseconds (ngx_conf_set_msec_slot). */
+export function msecArg(cf: ConfContext, value: string): number {
+  const n = parseTime(value);
+  if (Number.isNaN(n)) throw invalidValue(cf);
+  return n;
+}
+
+/** The older name of msecArg. */
+export const timeArg = msecArg;
+
+/** A time in seconds (ngx_conf_set_sec_slot). */
+export function secArg(cf: ConfContext, value: string): number {
+  const n = parseTime(value, true);
+  if (Number.isNaN(n)) throw invalidValue(cf);
+  return n;
+}
+
+/** `number size`, both above zero (ngx_conf_set_bufs_slot). */
+export function bufsArg(cf: ConfContext, count: string, size: string): { count: number; size: number } {
+  const n = parseNumber(count);
+  const sz = parseSize(size);
+  if (!(n > 0) || !(sz > 0)) throw invalidValue(cf);
+  return { count: n, size: sz };
+}
+
+/** One of `values` (ngx_conf_set_enum_slot; exact case). */
+export function enumArg<T extends string>(cf: ConfContext, value: string, values: readonly T[]): T {
+  if ((values as readonly string[]).includes(value)) return value as T;
+  throw cf.error(`invalid value "${value}"`);
+}
+
+/** Several of `values` (ngx_conf_set_bitmask_slot): a repeat only warns. */
+export function bitmaskArgs<T extends string>(cf: ConfContext, args: string[], values: readonly T[]): Set<T> {
+  const out = new Set<T>();
+  for (const v of args) {
+    if (!(values as readonly string[]).includes(v)) throw cf.error(`invalid value "${v}"`);
+    if (out.has(v as T)) cf.warn(`duplicate value "${v}"`);
+    out.add(v as T);
+  }
+  return out;
+}
+
+/** nginx's `"name" directive is duplicate`, for handlers that check themselves. */
+export function duplicate(cf: ConfContext): Error {
+  return cf.error(`"${cf.node?.name}" directive is duplicate`);
+}
+
 /** Sets `obj[key]` once; a second time is nginx's `"name" directive is duplicate`. */
 export function setOnce<T extends object, K extends keyof T>(cf: ConfContext, obj: T, key: K, value: T[K]): void {
-  if (obj[key] !== undefined) throw cf.error(`"${cf.node?.name}" directive is duplicate`);
+  if (obj[key] !== undefined) throw duplicate(cf);
   obj[key] = value;
+}
+
+/**
+ * setOnce that parses only when the value is still unset: nginx reports
+ * "is duplicate" before looking at the value, e.g.
+ * `once(cf, conf, 'timeout', () => msecArg(cf, node.args[0]))`.
+ */
+export function once<T extends object, K extends keyof T>(cf: ConfContext, obj: T, key: K, parse: () => T[K]): void {
+  if (obj[key] !== undefined) throw duplicate(cf);
+  obj[key] = parse();
 }

@@ -4,12 +4,11 @@
  * listen on. The master loads one to check a configuration; each worker
  * loads its own from the same file snapshot to serve it.
  */
-import path from 'node:path';
 import { ConfContext, Level } from '../conf/context.ts';
-import type { ConfPaths } from '../conf/context.ts';
+import type { ConfPaths, ConfWarningSink } from '../conf/context.ts';
 import { Ctx } from '../conf/directive.ts';
 import { ConfError } from '../conf/errors.ts';
-import { parseConfig } from '../conf/parser.ts';
+import { fullName, parseConfig } from '../conf/parser.ts';
 import type { ConfFile } from '../conf/parser.ts';
 import { applyBlock, Registry } from '../conf/registry.ts';
 import type { ModuleBase } from '../conf/registry.ts';
@@ -36,6 +35,8 @@ export type ConnectionHandler = (socket: Socket) => void;
 export interface CycleModule extends ModuleBase {
   /** After the whole configuration was applied: merge, check, build tables. Runs in master and workers. */
   initCycle?(cycle: Cycle): void;
+  /** After every initCycle (and `-t`'s "syntax is ok"): nginx's core init_conf checks, e.g. `no "events" section`. */
+  initConf?(cycle: Cycle): void;
   /** In a worker, once per cycle: create the runtime that serves connections. */
   initWorker?(cycle: Cycle, worker: WorkerRuntime): void | Promise<void>;
 }
@@ -46,6 +47,8 @@ export interface WorkerRuntime {
   onConnection(key: string, handler: ConnectionHandler): void;
   /** Called when this cycle stops serving: graceful (reload, QUIT) or not. */
   onShutdown(fn: (graceful: boolean) => void): void;
+  /** Called once this cycle is done in this worker (its last connection closed, or it was never committed): release files. */
+  onClose(fn: () => void): void;
   readonly workerId: number;
 }
 
@@ -55,6 +58,10 @@ export interface CycleOptions {
   globals?: string;
   /** Read files from a snapshot instead of the disk (workers, reload). */
   readFile?: (file: string) => string;
+  /** Called once the configuration is read and applied, before initConf (`-t` prints "syntax is ok" here). */
+  onSyntaxOk?: () => void;
+  /** Receives the `[warn]` lines of reading (leave unset where the master already reported them). */
+  onWarning?: ConfWarningSink;
 }
 
 export class Cycle {
@@ -63,6 +70,8 @@ export class Cycle {
   readonly main = new Level();
   readonly files: ConfFile[];
   readonly listeners = new Map<string, ListenSpec>();
+  /** Log files the configuration writes, in the order their directives were read (nginx's open_files); `-t` opens each. */
+  readonly openFiles: string[] = [];
   readonly options: CycleOptions;
 
   private constructor(registry: Registry, options: CycleOptions, files: ConfFile[]) {
@@ -80,10 +89,12 @@ export class Cycle {
       readFile: options.readFile,
     });
     const cycle = new Cycle(registry, options, parsed.files);
-    const cf = new ConfContext(registry, options.paths, Ctx.MAIN, cycle.main, { main: cycle.main }, { cycle });
+    const cf = new ConfContext(registry, options.paths, Ctx.MAIN, cycle.main, { main: cycle.main }, { cycle }, options.onWarning);
     applyBlock(cf, parsed.nodes);
     if (parsed.error) throw parsed.error;
     for (const m of modules as CycleModule[]) m.initCycle?.(cycle);
+    options.onSyntaxOk?.();
+    for (const m of modules as CycleModule[]) m.initConf?.(cycle);
     return cycle;
   }
 
@@ -95,6 +106,11 @@ export class Cycle {
     }
     this.listeners.set(spec.key, spec);
     return spec;
+  }
+
+  /** Registers a log file a directive names (ngx_conf_open_file), once per path. */
+  registerOpenFile(file: string): void {
+    if (!this.openFiles.includes(file)) this.openFiles.push(file);
   }
 
   /** The cycle being configured, from a directive handler's context. */
@@ -110,9 +126,9 @@ export class Cycle {
   }
 }
 
-/** Resolves nginx's -p and -c into the paths a cycle needs. */
+/** Resolves nginx's -p and -c into the paths a cycle needs, joined as nginx joins them (no `..` folding). */
 export function resolvePaths(prefix: string, confFile: string): ConfPaths {
   const p = prefix.endsWith('/') ? prefix : prefix + '/';
-  const file = path.resolve(p, confFile);
-  return { prefix: p, confPrefix: path.dirname(file) + '/', confFile: file };
+  const file = fullName(p, confFile);
+  return { prefix: p, confPrefix: file.slice(0, file.lastIndexOf('/') + 1), confFile: file };
 }

@@ -1,15 +1,22 @@
 /**
- * ngx_core_module and ngx_events_module: the main-context directives
- * (worker_processes, pid, error_log, daemon, env, ...) and `events {}`.
+ * The main context as nginx reads it: ngx_core_module (worker_processes,
+ * pid, daemon, user, env, load_module, ...), ngx_errlog_module (error_log),
+ * ngx_events_module with ngx_event_core_module (`events {}`), and the main
+ * directives of the regex, openssl and thread pool modules. Values and
+ * messages follow nginx 1.22; what Gatehouse accepts without acting on it is
+ * listed in docs/directives.md.
  */
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { defineSlot } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
-import { flagArg, setOnce, timeArg } from '../../conf/values.ts';
+import { ConfError, sysErrorText } from '../../conf/errors.ts';
+import { enumArg, flagArg, msecArg, numberArg, offsetArg, once, parseNumber, parseSize } from '../../conf/values.ts';
+import { Cycle } from '../cycle.ts';
 import type { CycleModule } from '../cycle.ts';
-import type { Cycle } from '../cycle.ts';
 import { LogLevel } from '../error-log.ts';
 import type { ErrorLogSpec } from '../error-log.ts';
 
@@ -18,138 +25,364 @@ export interface CoreConf {
   daemon?: boolean;
   masterProcess?: boolean;
   pid?: string;
+  lockFile?: string;
   workerShutdownTimeout?: number;
+  timerResolution?: number;
+  debugPoints?: string;
+  workerPriority?: number;
+  workerCpuAffinity?: string[];
+  workingDirectory?: string;
+  /** `user name [group]` as written (Gatehouse does not change users). */
   user?: string;
+  group?: string;
   /** `env NAME` keeps NAME from the environment; `env NAME=value` sets it. */
   env: Array<{ name: string; value?: string }>;
   errorLogs: ErrorLogSpec[];
-  workerConnections?: number;
   workerRlimitNofile?: number;
+  workerRlimitCore?: number;
+  pcreJit?: boolean;
+  /** Set by the `events` block. */
+  events?: EventsConf;
+}
+
+export interface EventsConf {
+  workerConnections?: number;
+  use?: string;
+  multiAccept?: boolean;
+  acceptMutex?: boolean;
+  acceptMutexDelay?: number;
+  epollEvents?: number;
+  workerAioRequests?: number;
 }
 
 export const coreConf = defineSlot<CoreConf>('core', () => ({ env: [], errorLogs: [] }));
 
-/** Parses `error_log file [level]` (shared by the main, http and stream contexts). */
+/** nginx's DEFAULT_CONNECTIONS. */
+const DEFAULT_CONNECTIONS = 512;
+/** NGX_MAX_ERROR_STR and the other terms of the smallest `memory:` buffer nginx accepts. */
+const MEMORY_LOG_OVERHEAD = 'MEMLOG  :\n'.length + 1 + 20 + 20 + 2048;
+
+const ERROR_LEVELS = ['emerg', 'alert', 'crit', 'error', 'warn', 'notice', 'info', 'debug'] as const;
+const DEBUG_LEVELS = ['debug_core', 'debug_alloc', 'debug_mutex', 'debug_event', 'debug_http', 'debug_mail', 'debug_stream'];
+const EVENT_METHODS = ['epoll', 'poll', 'select'];
+
+/**
+ * Parses `error_log file|stderr|syslog:...|memory:size [level ...]`
+ * (ngx_log_set_log; shared by the main, http and stream contexts). `syslog:`
+ * goes to stderr and `memory:` is dropped (see docs/directives.md).
+ */
 export function parseErrorLog(cf: ConfContext, args: string[]): ErrorLogSpec {
-  const file = args[0];
-  let level: number = LogLevel.error;
-  if (args.length > 1) {
-    const name = args[1];
-    if (!(name in LogLevel) || name === 'stderr') throw cf.error(`invalid log level "${name}"`);
-    level = LogLevel[name as keyof typeof LogLevel];
-    if (args.length > 2) throw cf.error(`invalid number of arguments in "error_log" directive`);
+  const target = args[0];
+  let file: string;
+  if (target === 'stderr' || target === '') {
+    file = 'stderr';
+  } else if (target.startsWith('memory:')) {
+    const size = parseSize(target.slice(7));
+    const needed = MEMORY_LOG_OVERHEAD + (cf.node?.file === 'command line' ? 0 : cf.node?.file.length ?? 0);
+    if (!(size >= needed)) throw cf.error(`invalid buffer size "${target.slice(7)}"`);
+    // nginx keeps these lines in a buffer only a debugger reads
+    file = '/dev/null';
+  } else if (target.startsWith('syslog:')) {
+    checkSyslog(cf, target.slice(7));
+    file = 'stderr';
+  } else {
+    file = cf.prefixPath(target);
   }
-  let target: string;
-  if (file === 'stderr') target = 'stderr';
-  else if (file.startsWith('syslog:') || file.startsWith('memory:')) target = 'stderr';
-  else target = cf.prefixPath(file);
-  return { file: target, level };
+  const level = parseLogLevels(cf, args.slice(1));
+  if (file !== 'stderr' && file !== '/dev/null') Cycle.of(cf).registerOpenFile(file);
+  return { file, level };
 }
 
-function ignored(name: string, contexts: number, args: Directive['args']): Directive {
-  return { name, contexts, args, handler: () => undefined };
+/** ngx_log_set_levels: one level, or debug_* masks (any of them means debug here). */
+function parseLogLevels(cf: ConfContext, names: string[]): number {
+  if (names.length === 0) return LogLevel.error;
+  let level = 0;
+  let debugMask = false;
+  for (const name of names) {
+    const n = (ERROR_LEVELS as readonly string[]).indexOf(name);
+    if (n >= 0) {
+      if (level !== 0 || debugMask) throw cf.error(`duplicate log level "${name}"`);
+      level = n + 1;
+    } else if (DEBUG_LEVELS.includes(name)) {
+      if (level !== 0) throw cf.error(`invalid log level "${name}"`);
+      debugMask = true;
+    } else {
+      throw cf.error(`invalid log level "${name}"`);
+    }
+  }
+  return debugMask ? LogLevel.debug : level;
+}
+
+const SYSLOG_FACILITIES = ['kern', 'user', 'mail', 'daemon', 'auth', 'intern', 'lpr', 'news', 'uucp', 'clock', 'authpriv',
+  'ftp', 'ntp', 'audit', 'alert', 'cron', 'local0', 'local1', 'local2', 'local3', 'local4', 'local5', 'local6', 'local7'];
+
+/** ngx_syslog_process_conf's checks of `syslog:server=...,facility=...,severity=...,tag=...,nohostname`. */
+export function checkSyslog(cf: ConfContext, spec: string): void {
+  const seen = new Set<string>();
+  for (const p of spec.split(',')) {
+    const eq = p.indexOf('=');
+    const key = eq > 0 ? p.slice(0, eq) : p;
+    const value = p.slice(eq + 1);
+    if (key === 'nohostname' && eq < 0) continue;
+    if (!['server', 'facility', 'severity', 'tag'].includes(key) || eq < 0) throw cf.error(`unknown syslog parameter "${p}"`);
+    if (seen.has(key)) throw cf.error(`duplicate syslog "${key}"`);
+    seen.add(key);
+    if (key === 'server' && value === '') throw cf.error(`no host in syslog server "${value}"`);
+    if (key === 'facility' && !SYSLOG_FACILITIES.includes(value)) throw cf.error(`unknown syslog facility "${value}"`);
+    if (key === 'severity' && !(ERROR_LEVELS as readonly string[]).includes(value)) throw cf.error(`unknown syslog severity "${value}"`);
+    if (key === 'tag') {
+      if (value.length > 32) throw cf.error('syslog tag length exceeds 32');
+      if (!/^[0-9A-Za-z_]*$/.test(value)) throw cf.error('syslog "tag" only allows alphanumeric characters and underscore');
+    }
+  }
+  if (!seen.has('server')) throw cf.error('no syslog server specified');
+}
+
+/** getpwnam()/getgrnam() from the local files (Gatehouse has no NSS). */
+function inSystemFile(file: string, name: string): boolean {
+  try {
+    return fs.readFileSync(file, 'latin1').split('\n').some((l) => l.startsWith(`${name}:`));
+  } catch {
+    return false;
+  }
+}
+
+/** The module names a `load_module` file stands for when its own name is not one of ours. */
+function builtIn(cf: ConfContext, name: string): boolean {
+  const names = cf.registry.modules.map((m) => m.name);
+  if (names.includes(name)) return true;
+  if (name === 'ngx_stream_module') return names.some((n) => n.startsWith('ngx_stream_'));
+  if (name === 'ngx_mail_module') return names.some((n) => n.startsWith('ngx_mail_'));
+  if (name === 'ndk_http_module') return names.includes('ngx_http_lua_module');
+  return false;
+}
+
+function str(key: 'pid' | 'lockFile' | 'workingDirectory'): Directive['handler'] {
+  return (cf, n) => { once(cf, cf.get(coreConf), key, () => n.args[0]); };
+}
+
+function flag(key: 'daemon' | 'masterProcess' | 'pcreJit'): Directive['handler'] {
+  return (cf, n) => { once(cf, cf.get(coreConf), key, () => flagArg(cf, n.args[0])); };
+}
+
+function events(cf: ConfContext): EventsConf {
+  return cf.get(coreConf).events as EventsConf;
 }
 
 const directives: Directive[] = [
+  { name: 'daemon', contexts: Ctx.MAIN, args: 'flag', handler: flag('daemon') },
+  { name: 'master_process', contexts: Ctx.MAIN, args: 'flag', handler: flag('masterProcess') },
+  {
+    name: 'timer_resolution', contexts: Ctx.MAIN, args: 1,
+    handler(cf, n) { once(cf, cf.get(coreConf), 'timerResolution', () => msecArg(cf, n.args[0])); },
+  },
+  { name: 'pid', contexts: Ctx.MAIN, args: 1, handler: str('pid') },
+  { name: 'lock_file', contexts: Ctx.MAIN, args: 1, handler: str('lockFile') },
   {
     name: 'worker_processes', contexts: Ctx.MAIN, args: 1,
     handler(cf, n) {
+      const c = cf.get(coreConf);
+      if (c.workerProcesses !== undefined) return 'is duplicate';
       const v = n.args[0];
-      const count = v === 'auto' ? os.availableParallelism() : Number(v);
-      if (!/^\d+$/.test(v) && v !== 'auto') return 'invalid value';
-      setOnce(cf, cf.get(coreConf), 'workerProcesses', count);
+      const count = v === 'auto' ? os.availableParallelism() : parseNumber(v);
+      if (Number.isNaN(count)) return 'invalid value';
+      c.workerProcesses = count;
     },
   },
   {
-    name: 'daemon', contexts: Ctx.MAIN, args: 'flag',
-    handler(cf, n) { setOnce(cf, cf.get(coreConf), 'daemon', flagArg(cf, n.args[0])); },
-  },
-  {
-    name: 'master_process', contexts: Ctx.MAIN, args: 'flag',
-    handler(cf, n) { setOnce(cf, cf.get(coreConf), 'masterProcess', flagArg(cf, n.args[0])); },
-  },
-  {
-    name: 'pid', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { setOnce(cf, cf.get(coreConf), 'pid', n.args[0] === 'off' ? '' : cf.prefixPath(n.args[0])); },
-  },
-  {
-    name: 'worker_shutdown_timeout', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { setOnce(cf, cf.get(coreConf), 'workerShutdownTimeout', timeArg(cf, n.args[0])); },
+    name: 'debug_points', contexts: Ctx.MAIN, args: 1,
+    handler(cf, n) { once(cf, cf.get(coreConf), 'debugPoints', () => enumArg(cf, n.args[0], ['stop', 'abort'])); },
   },
   {
     name: 'user', contexts: Ctx.MAIN, args: [1, 2],
-    handler(cf, n) { setOnce(cf, cf.get(coreConf), 'user', n.args.join(' ')); },
-  },
-  {
-    name: 'env', contexts: Ctx.MAIN, args: 1,
     handler(cf, n) {
-      const [name, ...rest] = n.args[0].split('=');
-      cf.get(coreConf).env.push(rest.length ? { name, value: rest.join('=') } : { name });
+      const c = cf.get(coreConf);
+      if (c.user !== undefined) return 'is duplicate';
+      if (process.geteuid?.() !== 0) {
+        cf.warn('the "user" directive makes sense only if the master process runs with super-user privileges, ignored');
+        return;
+      }
+      const [user, group = user] = n.args;
+      if (!inSystemFile('/etc/passwd', user)) throw cf.error(`getpwnam("${user}") failed`);
+      c.user = user;
+      if (!inSystemFile('/etc/group', group)) throw cf.error(`getgrnam("${group}") failed`);
+      c.group = group;
     },
   },
   {
-    name: 'error_log', contexts: Ctx.MAIN, args: [1, 2],
-    handler(cf, n) { cf.get(coreConf).errorLogs.push(parseErrorLog(cf, n.args)); },
+    name: 'worker_priority', contexts: Ctx.MAIN, args: 1,
+    handler(cf, n) {
+      const c = cf.get(coreConf);
+      // nginx's unset value is 0, so `worker_priority 0` may be repeated
+      if (c.workerPriority) return 'is duplicate';
+      const m = /^([-+]?)(.*)$/s.exec(n.args[0]) as RegExpExecArray;
+      const v = parseNumber(m[2]);
+      if (Number.isNaN(v)) return 'invalid number';
+      c.workerPriority = m[1] === '-' ? -v : v;
+    },
+  },
+  {
+    name: 'worker_cpu_affinity', contexts: Ctx.MAIN, args: [1, Infinity],
+    handler(cf, n) {
+      const c = cf.get(coreConf);
+      if (c.workerCpuAffinity) return 'is duplicate';
+      const masks = n.args[0] === 'auto' ? n.args.slice(1) : n.args;
+      if (n.args[0] === 'auto' && n.args.length > 2) throw cf.error('invalid number of arguments in "worker_cpu_affinity" directive');
+      for (const mask of masks) {
+        if (mask.length > 1024) throw cf.error('"worker_cpu_affinity" supports up to 1024 CPUs only');
+        // nginx checks from the last character on
+        const bad = [...mask].reverse().find((ch) => ch !== ' ' && ch !== '0' && ch !== '1');
+        if (bad !== undefined) throw cf.error(`invalid character "${bad}" in "worker_cpu_affinity"`);
+      }
+      c.workerCpuAffinity = n.args;
+    },
   },
   {
     name: 'worker_rlimit_nofile', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { setOnce(cf, cf.get(coreConf), 'workerRlimitNofile', Number(n.args[0])); },
+    handler(cf, n) { once(cf, cf.get(coreConf), 'workerRlimitNofile', () => numberArg(cf, n.args[0])); },
+  },
+  {
+    name: 'worker_rlimit_core', contexts: Ctx.MAIN, args: 1,
+    handler(cf, n) { once(cf, cf.get(coreConf), 'workerRlimitCore', () => offsetArg(cf, n.args[0])); },
+  },
+  {
+    name: 'worker_shutdown_timeout', contexts: Ctx.MAIN, args: 1,
+    handler(cf, n) { once(cf, cf.get(coreConf), 'workerShutdownTimeout', () => msecArg(cf, n.args[0])); },
+  },
+  { name: 'working_directory', contexts: Ctx.MAIN, args: 1, handler: str('workingDirectory') },
+  {
+    name: 'env', contexts: Ctx.MAIN, args: 1,
+    handler(cf, n) {
+      const v = n.args[0];
+      const eq = v.indexOf('=');
+      cf.get(coreConf).env.push(eq < 0 ? { name: v } : { name: v.slice(0, eq), value: v.slice(eq + 1) });
+    },
   },
   {
     name: 'load_module', contexts: Ctx.MAIN, args: 1,
-    // every module is built in; nginx's dynamic module files are accepted and ignored
-    handler() { return undefined; },
+    handler(cf, n) {
+      if (cf.data.modulesUsed) return 'is specified too late';
+      // every module is built in: a file naming one of ours is accepted, anything else is not there
+      const name = path.basename(n.args[0]).replace(/\.so$/, '');
+      if (!builtIn(cf, name)) throw cf.error(`module "${name}" is not built into gatehouse`);
+    },
   },
+  {
+    name: 'error_log', contexts: Ctx.MAIN, args: [1, Infinity],
+    handler(cf, n) { cf.get(coreConf).errorLogs.push(parseErrorLog(cf, n.args)); },
+  },
+  { name: 'pcre_jit', contexts: Ctx.MAIN, args: 'flag', handler: flag('pcreJit') },
+  { name: 'ssl_engine', contexts: Ctx.MAIN, args: 1, handler() { /* accepted; Node's OpenSSL picks engines itself */ } },
+  { name: 'thread_pool', contexts: Ctx.MAIN, args: [2, 3], handler() { /* accepted: no thread pools */ } },
+
   {
     name: 'events', contexts: Ctx.MAIN, args: 0, block: true,
     handler(cf, n) {
-      if (cf.data.eventsSeen) return 'is duplicate';
-      cf.data.eventsSeen = true;
+      const c = cf.get(coreConf);
+      if (c.events) return 'is duplicate';
+      c.events = {};
       cf.block(n.children ?? [], Ctx.EVENTS, cf.level, 'events');
     },
   },
   {
     name: 'worker_connections', contexts: Ctx.EVENTS, args: 1,
     handler(cf, n) {
-      const v = Number(n.args[0]);
-      if (!Number.isInteger(v)) return 'invalid number';
-      setOnce(cf, cf.get(coreConf), 'workerConnections', v);
+      const e = events(cf);
+      if (e.workerConnections !== undefined) return 'is duplicate';
+      const v = parseNumber(n.args[0]);
+      if (Number.isNaN(v)) throw cf.error(`invalid number "${n.args[0]}"`);
+      e.workerConnections = v;
     },
   },
-  ignored('use', Ctx.EVENTS, 1),
-  ignored('multi_accept', Ctx.EVENTS, 'flag'),
-  ignored('accept_mutex', Ctx.EVENTS, 'flag'),
-  ignored('accept_mutex_delay', Ctx.EVENTS, 1),
-  ignored('debug_connection', Ctx.EVENTS, 1),
-  ignored('worker_aio_requests', Ctx.EVENTS, 1),
-  ignored('pcre_jit', Ctx.MAIN, 'flag'),
-  ignored('timer_resolution', Ctx.MAIN, 1),
-  ignored('worker_priority', Ctx.MAIN, 1),
-  ignored('worker_cpu_affinity', Ctx.MAIN, [1, Infinity]),
-  ignored('worker_rlimit_core', Ctx.MAIN, 1),
-  ignored('working_directory', Ctx.MAIN, 1),
-  ignored('lock_file', Ctx.MAIN, 1),
-  ignored('thread_pool', Ctx.MAIN, [2, 3]),
-  ignored('ssl_engine', Ctx.MAIN, 1),
+  {
+    name: 'use', contexts: Ctx.EVENTS, args: 1,
+    handler(cf, n) {
+      const e = events(cf);
+      if (e.use !== undefined) return 'is duplicate';
+      if (!EVENT_METHODS.includes(n.args[0])) throw cf.error(`invalid event type "${n.args[0]}"`);
+      e.use = n.args[0];
+    },
+  },
+  {
+    name: 'multi_accept', contexts: Ctx.EVENTS, args: 'flag',
+    handler(cf, n) { once(cf, events(cf), 'multiAccept', () => flagArg(cf, n.args[0])); },
+  },
+  {
+    name: 'accept_mutex', contexts: Ctx.EVENTS, args: 'flag',
+    handler(cf, n) { once(cf, events(cf), 'acceptMutex', () => flagArg(cf, n.args[0])); },
+  },
+  {
+    name: 'accept_mutex_delay', contexts: Ctx.EVENTS, args: 1,
+    handler(cf, n) { once(cf, events(cf), 'acceptMutexDelay', () => msecArg(cf, n.args[0])); },
+  },
+  { name: 'debug_connection', contexts: Ctx.EVENTS, args: 1, handler() { /* accepted: no per-client debug log */ } },
+  {
+    name: 'epoll_events', contexts: Ctx.EVENTS, args: 1,
+    handler(cf, n) { once(cf, events(cf), 'epollEvents', () => numberArg(cf, n.args[0])); },
+  },
+  {
+    name: 'worker_aio_requests', contexts: Ctx.EVENTS, args: 1,
+    handler(cf, n) { once(cf, events(cf), 'workerAioRequests', () => numberArg(cf, n.args[0])); },
+  },
 ];
+
+/**
+ * nginx's checks once the configuration is read (the core modules'
+ * init_conf, after `-t` says "syntax is ok"): an `events` block is required,
+ * and every listening socket needs a connection.
+ */
+function initConf(cycle: Cycle): void {
+  const c = cycle.main.get(coreConf);
+  if (!c.events) throw new ConfError('no "events" section in configuration');
+  const connections = c.events.workerConnections ?? DEFAULT_CONNECTIONS;
+  const listening = cycle.listeners.size;
+  if (connections < listening + 1) {
+    throw new ConfError(`${connections} worker_connections are not enough for ${listening} listening sockets`);
+  }
+}
 
 export const coreModule: CycleModule = {
   name: 'ngx_core_module',
   directives,
+  initConf,
 };
 
 /** The core settings with nginx's defaults applied. */
-export function coreSettings(cycle: Cycle): Required<Omit<CoreConf, 'user' | 'workerRlimitNofile'>> & CoreConf {
+export function coreSettings(cycle: Cycle): Required<Pick<CoreConf, 'workerProcesses' | 'daemon' | 'masterProcess' | 'pid' | 'workerShutdownTimeout' | 'env' | 'errorLogs'>> & CoreConf & { workerConnections: number } {
   const c = cycle.main.get(coreConf);
   return {
     ...c,
     workerProcesses: c.workerProcesses ?? 1,
     daemon: c.daemon ?? true,
     masterProcess: c.masterProcess ?? true,
-    pid: c.pid ?? cycle.paths.prefix + 'logs/nginx.pid',
+    // nginx's compiled-in default is logs/nginx.pid under the prefix
+    pid: fullPath(cycle, c.pid ?? 'logs/nginx.pid'),
     workerShutdownTimeout: c.workerShutdownTimeout ?? 0,
-    workerConnections: c.workerConnections ?? 512,
+    workerConnections: c.events?.workerConnections ?? DEFAULT_CONNECTIONS,
     env: c.env,
     errorLogs: c.errorLogs,
   };
+}
+
+function fullPath(cycle: Cycle, p: string): string {
+  return p.startsWith('/') ? p : cycle.paths.prefix + p;
+}
+
+/**
+ * What `-t` opens after "syntax is ok", as ngx_init_cycle() does in test
+ * mode: the pid file (created empty if missing, and left, as nginx leaves
+ * it), then every log file in the order its directive was read (created).
+ */
+export function testCycleFiles(cycle: Cycle): void {
+  const pid = coreSettings(cycle).pid;
+  tryOpen(pid, fs.constants.O_RDWR | fs.constants.O_CREAT);
+  for (const file of cycle.openFiles) tryOpen(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT);
+}
+
+function tryOpen(file: string, flags: number): void {
+  try {
+    fs.closeSync(fs.openSync(Buffer.from(file, 'latin1'), flags, 0o644));
+  } catch (err) {
+    throw new ConfError(`open() "${file}" failed ${sysErrorText(err)}`);
+  }
 }
