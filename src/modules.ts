@@ -16,12 +16,16 @@ import { notModifiedModule } from './http/modules/not-modified.ts';
 import { chunkedTrailersModule, headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
+import { upstreamModule } from './http/modules/upstream.ts';
+import { proxyModule } from './http/modules/proxy/index.ts';
 
 export const modules: CycleModule[] = [
   coreModule,
   httpCoreModule,
   rewriteModule,
   mapModule,
+  upstreamModule,
+  proxyModule,
   // Handlers and filters run in the order installed, so these are listed in
   // the order nginx runs them (nginx prepends filters, so its module list is
   // the reverse): index before static, allow/deny before auth_basic, and the

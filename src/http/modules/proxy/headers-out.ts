@@ -1,0 +1,71 @@
+/**
+ * Turning the upstream's response head into the client's
+ * (ngx_http_upstream_process_headers and the copy handlers of
+ * ngx_http_upstream_headers_in): hidden fields dropped, Content-Type,
+ * Content-Length and Last-Modified taken over by the response itself,
+ * Location and Refresh passed through proxy_redirect, hop-by-hop fields
+ * (Connection, Keep-Alive, Transfer-Encoding) never passed, every other
+ * field copied in order.
+ */
+import type { HttpRequest } from '../../request.ts';
+import type { DerivedConf } from './conf.ts';
+import { rewriteRedirect } from './redirect.ts';
+import type { ResponseHead } from './response-head.ts';
+
+/** Fields the upstream module never copies to the client. */
+const NOT_COPIED = new Set(['content-length', 'connection', 'keep-alive', 'transfer-encoding']);
+
+/** Copies the upstream head to `r`'s response. */
+export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf): void {
+  const { names, lnames, values } = head.headers;
+  const hidden = d.hidden;
+  const status = head.status;
+  for (let i = 0; i < names.length; i++) {
+    const lname = lnames[i];
+    if (hidden.has(lname) || NOT_COPIED.has(lname)) continue;
+    const value = values[i];
+    switch (lname) {
+      case 'content-type':
+        r.contentType = value;
+        continue;
+      case 'last-modified': {
+        const t = Date.parse(value);
+        if (!Number.isNaN(t) && /GMT$/.test(value)) {
+          // nginx rewrites a valid date in its own place and only for these statuses
+          if (status === 200 || status === 206 || status === 304) r.lastModified = t;
+          continue;
+        }
+        break;
+      }
+      case 'location':
+        if (d.redirects) {
+          const v = rewriteRedirect(r, d.redirects, value, 0);
+          if (v !== undefined) {
+            // a rewritten relative Location becomes nginx's own (made absolute by the header filter)
+            if (v.startsWith('/')) r.location = v;
+            else r.addHeader(names[i], v);
+            continue;
+          }
+        }
+        break;
+      case 'refresh':
+        if (d.redirects) {
+          const at = value.toLowerCase().indexOf('url=');
+          if (at >= 0) {
+            const v = rewriteRedirect(r, d.redirects, value, at + 4);
+            if (v !== undefined) { r.addHeader(names[i], v); continue; }
+          }
+        }
+        break;
+    }
+    r.addHeader(names[i], value);
+  }
+  r.status = status;
+  r.contentLength = head.contentLength >= 0 && !head.chunked ? head.contentLength : undefined;
+}
+
+/** The reason phrase from the upstream's status line (`200 OK` → `OK`), or undefined when it has none. */
+export function statusReason(head: ResponseHead): string | undefined {
+  const line = head.statusLine;
+  return line.length > 4 ? line.slice(4) : undefined;
+}

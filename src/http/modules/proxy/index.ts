@@ -1,0 +1,213 @@
+/**
+ * ngx_http_proxy_module: `proxy_pass` and friends. The content handler reads
+ * the client's body as configured, works out the target and the request
+ * head from the location's compiled plan, and starts the upstream exchange
+ * (upstream-request.ts); the variables `$proxy_host`, `$proxy_port` and
+ * `$proxy_add_x_forwarded_for` live here too.
+ */
+import { ConfError } from '../../../conf/errors.ts';
+import { RoundRobinPicker } from '../../../upstream/round-robin.ts';
+import type { HttpMainConf, HttpModule, LocationConf } from '../../http-conf.ts';
+import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix, streamRequestBody } from '../../request-body.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog } from '../../request-log.ts';
+import type { VariableDef } from '../../variables.ts';
+import { coreSrv } from '../core/settings.ts';
+import { beginUpstream } from '../upstream.ts';
+import { proxyLoc } from './conf.ts';
+import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import { proxyDirectives, setProxyContentHandler } from './directives.ts';
+import { defaultRule } from './redirect.ts';
+import type { RedirectRule } from './redirect.ts';
+import { buildHead, compileHeaderPlan } from './request-head.ts';
+import type { HeaderPlan } from './request-head.ts';
+import { FileSender, MemorySender, StreamSender } from './send-body.ts';
+import type { BodySender } from './send-body.ts';
+import { resolveTarget } from './resolve.ts';
+import type { ResolvedTarget } from './target.ts';
+import { evalTarget, upstreamUri } from './target.ts';
+import { tlsFor } from './tls.ts';
+import { UpstreamRequest } from './upstream-request.ts';
+
+/** The per-request proxy state, for `$proxy_host` and `$proxy_port`. */
+const PROXY_CTX = {};
+
+const HIDDEN_BY_DEFAULT = ['date', 'server', 'x-pad', 'x-accel-expires', 'x-accel-redirect', 'x-accel-limit-rate', 'x-accel-buffering', 'x-accel-charset'];
+
+const plans = new WeakMap<object, HeaderPlan>();
+const defaultPlans = new WeakMap<HttpMainConf, HeaderPlan>();
+
+/** Computes a location's derived values once (nginx does this in merge_loc_conf). */
+function finishConf(main: HttpMainConf, c: ProxyLocConf, parent: DerivedConf | undefined, where: { file: string; line: number } | undefined): DerivedConf {
+  const fail = (msg: string) => new ConfError(msg, where?.file, where?.line);
+  const bufs = c.buffers!;
+  if (bufs.num < 2) throw fail('there must be at least 2 "proxy_buffers"');
+  const size = Math.max(c.bufferSize!, bufs.size);
+  const busy = c.busyBuffersSize ?? 2 * size;
+  if (busy < size) throw fail('"proxy_busy_buffers_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
+  if (busy > (bufs.num - 1) * bufs.size) throw fail('"proxy_busy_buffers_size" must be less than the size of all "proxy_buffers" minus one buffer');
+  const write = c.tempFileWriteSize ?? 2 * size;
+  if (write < size) throw fail('"proxy_temp_file_write_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
+  if (c.maxTempFileSize !== 0 && c.maxTempFileSize! < size) {
+    throw fail('"proxy_max_temp_file_size" must be equal to zero to disable temporary files usage or must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
+  }
+  let plan: HeaderPlan | undefined;
+  if (c.setHeaders) {
+    plan = plans.get(c.setHeaders);
+    if (!plan) plans.set(c.setHeaders, (plan = compileHeaderPlan(main.variables, c.setHeaders)));
+  } else {
+    plan = defaultPlans.get(main);
+    if (!plan) defaultPlans.set(main, (plan = compileHeaderPlan(main.variables, undefined)));
+  }
+  const hidden = new Set(HIDDEN_BY_DEFAULT);
+  for (const h of c.hideHeaders ?? []) hidden.add(h.toLowerCase());
+  for (const h of c.passHeaders ?? []) hidden.delete(h.toLowerCase());
+  let redirects: RedirectRule[] | undefined;
+  if (c.redirect === false) redirects = undefined;
+  else if (c.redirect) redirects = c.redirect.map((rule) => (rule.isDefault && c.target ? defaultRule(c.target) : rule));
+  else if (parent && parent.redirects) redirects = parent.redirects;
+  else if (c.ownTarget && c.target && !c.target.dynamic) redirects = [defaultRule(c.target)];
+  const d: DerivedConf = {
+    busyBuffersSize: busy, tempFileWriteSize: write, tempPath: c.tempPath ?? c.defaultTempPath ?? defaultTempPath('proxy_temp'),
+    headerPlan: plan, hidden, redirects,
+  };
+  c.derived = d;
+  return d;
+}
+
+/** Finishes every location of the http block, parents before children. */
+function finishAll(http: HttpMainConf): void {
+  const walk = (list: Iterable<LocationConf>, parent: DerivedConf) => {
+    for (const loc of list) {
+      const d = finishConf(http, loc.level.get(proxyLoc), parent, loc);
+      walk(loc.children, d);
+      if (loc.limitExcept) walk([loc.limitExcept.loc], d);
+    }
+  };
+  const top = finishConf(http, http.level.get(proxyLoc), undefined, undefined);
+  for (const srv of http.servers) {
+    const sd = finishConf(http, srv.level.get(proxyLoc), top, srv);
+    walk(srv.locations, sd);
+    walk(srv.named.values(), sd);
+  }
+}
+
+function derivedOf(r: HttpRequest, c: ProxyLocConf): DerivedConf {
+  return c.derived ?? finishConf(r.main, c, undefined, undefined);
+}
+
+async function proxyHandler(r: HttpRequest): Promise<number> {
+  const conf = r.level.get(proxyLoc);
+  const target = conf.target;
+  if (!target) return 404;
+  const d = derivedOf(r, conf);
+  let rt: ResolvedTarget | string = target;
+  if (target.dynamic) {
+    const resolved = evalTarget(target, r);
+    if (typeof resolved === 'string') {
+      requestLog(r).error(resolved);
+      return 500;
+    }
+    rt = resolved;
+  }
+  r.ctx.set(PROXY_CTX, rt);
+  const passBody = conf.passRequestBody!;
+  const http11 = conf.httpVersion === '1.1';
+  const chunkedIn = isChunked(r);
+  let streaming = !conf.requestBuffering && !conf.setBody && passBody && (!chunkedIn || http11) && hasRequestBody(r);
+  if (streaming && !r.req.complete) {
+    // node:http finishes parsing what came with the head within this turn of the event loop
+    await new Promise(setImmediate);
+  }
+  // a body that already arrived whole (with the head) goes as a buffered one, as nginx sends a preread body
+  if (r.req.complete) streaming = false;
+  let sender: BodySender;
+  let bodyLength = -1;
+  let chunkedOut = false;
+  const late: { target?: UpstreamRequest } = {};
+  const bodyTarget = {
+    bodySent: () => late.target?.bodySent(),
+    bodyFailed: (status: number) => late.target?.bodyFailed(status),
+  };
+  if (conf.setBody) {
+    if (hasRequestBody(r)) {
+      const rb = await readRequestBody(r);
+      if (typeof rb === 'number') return rb;
+    }
+    const body = Buffer.from(conf.setBody.evaluate(r), 'latin1');
+    bodyLength = body.length;
+    sender = new MemorySender([body], bodyTarget);
+  } else if (streaming) {
+    const s = new StreamSender(bodyTarget, chunkedIn);
+    s.controls = streamRequestBody(r, s);
+    if (chunkedIn) chunkedOut = true;
+    else bodyLength = Number(r.req.headers['content-length']);
+    sender = s;
+  } else if (hasRequestBody(r)) {
+    const rb = await readRequestBody(r);
+    if (typeof rb === 'number') return rb;
+    bodyLength = rb.length;
+    if (!passBody) sender = new MemorySender([], bodyTarget);
+    else if (rb.file !== undefined) sender = new FileSender(rb, bodyTarget);
+    else sender = new MemorySender(rb.bufs, bodyTarget);
+  } else {
+    const cl = r.req.headers['content-length'];
+    if (cl !== undefined) bodyLength = Number(cl);
+    sender = new MemorySender([], bodyTarget);
+  }
+  const place = await resolveTarget(r, rt, conf);
+  if (typeof place === 'number') return place;
+  const method = conf.method ? conf.method.evaluate(r) : r.method;
+  const uri = upstreamUri(r, rt.uri, target.location, target.dynamic !== undefined);
+  if (uri === '') {
+    requestLog(r).error('zero length URI to proxy');
+    return 500;
+  }
+  const head = buildHead(r, d.headerPlan, {
+    method, uri, http11, hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
+    passRequestHeaders: conf.passRequestHeaders!,
+    underscores: r.server.level.get(coreSrv).underscoresInHeaders === true,
+  });
+  return new Promise<number>((settle) => {
+    const u = new UpstreamRequest(r, conf, d, {
+      head, sender, group: place.group, picker: new RoundRobinPicker(place.peers),
+      tls: rt.https ? tlsFor(r, conf, rt) : undefined,
+      schema: rt.schema, uri, record: beginUpstream(r), settle, method,
+    });
+    late.target = u;
+    u.start();
+  });
+}
+
+setProxyContentHandler(proxyHandler);
+
+function proxyVars(r: HttpRequest): ResolvedTarget | undefined {
+  return (r.ctx.get(PROXY_CTX) as ResolvedTarget | undefined) ?? r.level.get(proxyLoc).target;
+}
+
+const variables: VariableDef[] = [
+  { name: 'proxy_host', noCache: true, get: (r) => proxyVars(r)?.hostHeader },
+  { name: 'proxy_port', noCache: true, get: (r) => proxyVars(r)?.port },
+  {
+    name: 'proxy_add_x_forwarded_for', noCache: true,
+    get(r) {
+      const raw = r.req.rawHeaders;
+      let xff: string | undefined;
+      for (let i = 0; i < raw.length; i += 2) {
+        if (raw[i].length === 15 && raw[i].toLowerCase() === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1] : `${xff}, ${raw[i + 1]}`;
+      }
+      return xff === undefined ? r.conn.remoteAddress : `${xff}, ${r.conn.remoteAddress}`;
+    },
+  },
+  ...requestBodyVariables,
+];
+
+export const proxyModule: HttpModule = {
+  name: 'ngx_http_proxy_module',
+  directives: proxyDirectives,
+  variables,
+  postconfiguration: finishAll,
+  initWorker(cycle) {
+    setTempPrefix(cycle.paths.prefix);
+  },
+};

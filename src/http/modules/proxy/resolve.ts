@@ -1,0 +1,69 @@
+/**
+ * Where a proxied request goes (ngx_http_upstream_init_request): the
+ * group of a static target; for a target with variables, an `upstream {}`
+ * (or proxy_pass-made group) of that name and port, else the address itself
+ * when it is an IP or unix socket, else the name resolved with `resolver`.
+ */
+import net from 'node:net';
+import { parseTime } from '../../../conf/values.ts';
+import { addressName } from '../../../upstream/address.ts';
+import { resolvedPeerList } from '../../../upstream/group.ts';
+import type { PeerList, UpstreamGroup } from '../../../upstream/group.ts';
+import { parseResolverArgs, ResolveError, Resolver } from '../../../upstream/resolver.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog } from '../../request-log.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { findUpstream } from '../upstream.ts';
+import type { ProxyLocConf } from './conf.ts';
+import type { ResolvedTarget } from './target.ts';
+
+export interface Placement {
+  group: UpstreamGroup | undefined;
+  peers: PeerList;
+}
+
+/** One resolver per `resolver` line, per worker. */
+const resolvers = new WeakMap<string[], Resolver>();
+
+function resolverFor(r: HttpRequest): Resolver | undefined {
+  const core = r.level.get(coreLoc) as { resolverArgs?: string[]; resolver?: string[]; resolverTimeout?: number };
+  const args = core.resolverArgs ?? core.resolver;
+  if (!args || args.length === 0) return undefined;
+  let res = resolvers.get(args);
+  if (!res) {
+    const conf = parseResolverArgs(args, parseTime);
+    if (typeof conf === 'string' || conf.servers.length === 0) return undefined;
+    res = new Resolver(conf, core.resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout);
+    resolvers.set(args, res);
+  }
+  return res;
+}
+
+export async function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: ProxyLocConf): Promise<Placement | number> {
+  const target = conf.target!;
+  if (!target.dynamic) return { group: target.group, peers: target.group!.primary };
+  const host = t.connectHost!;
+  const group = findUpstream(r.main, host, t.noPort ? undefined : t.connectPort);
+  if (group) return { group, peers: group.primary };
+  if (t.unix) return { group: undefined, peers: resolvedPeerList([{ name: 'unix:' + host, path: host }], 'unix:' + host) };
+  const port = t.connectPort!;
+  if (net.isIP(host)) {
+    return { group: undefined, peers: resolvedPeerList([{ name: addressName(host, port), host, port }], t.hostHeader) };
+  }
+  const resolver = resolverFor(r);
+  if (!resolver) {
+    requestLog(r).error(`no resolver defined to resolve ${host}`);
+    return 502;
+  }
+  try {
+    const ips = await resolver.resolve(host);
+    return {
+      group: undefined,
+      peers: resolvedPeerList(ips.map((ip) => ({ name: addressName(ip, port), host: ip, port })), host),
+    };
+  } catch (err) {
+    const e = err as ResolveError;
+    requestLog(r).error(`${host} could not be resolved (${e.code}: ${e.message})`);
+    return 502;
+  }
+}

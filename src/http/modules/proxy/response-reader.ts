@@ -1,0 +1,292 @@
+/**
+ * Reading the upstream response for one try: collecting and checking the
+ * head (at most `proxy_buffer_size` bytes), then — once it is accepted —
+ * sending the client's head and decoding the body (Content-Length, chunked,
+ * or until close) into the relay. Handles the end cases as nginx does:
+ * more data than Content-Length (warned, cut), data after the last chunk,
+ * an invalid chunked body or a premature close (the client's response is
+ * cut short and its connection closed).
+ */
+import { internalRedirect, namedLocation } from '../../phases.ts';
+import { sendHeader } from '../../response.ts';
+import { errorPageConf } from '../core/error-page.ts';
+import type { HeaderList } from '../upstream.ts';
+import { upstreamRecord } from '../upstream.ts';
+import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
+import { IGN } from './conf.ts';
+import { copyHeaders, statusReason } from './headers-out.ts';
+import { BodyRelay } from './relay.ts';
+import type { RelaySource } from './relay.ts';
+import { parseResponseHead } from './response-head.ts';
+import type { ResponseHead } from './response-head.ts';
+import { startUpgrade } from './upgrade.ts';
+import type { UpstreamRequest } from './upstream-request.ts';
+
+/** Offset just after the blank line ending the head in `b`, or -1. */
+function headEnd(b: Buffer): number {
+  let i = b.indexOf(10);
+  while (i >= 0) {
+    const n = b[i + 1];
+    if (n === 10) return i + 2;
+    if (n === 13 && b[i + 2] === 10) return i + 3;
+    if (n === undefined || (n === 13 && b[i + 2] === undefined)) return -1;
+    i = b.indexOf(10, i + 1);
+  }
+  return -1;
+}
+
+export class ResponseReader implements RelaySource {
+  private readonly u: UpstreamRequest;
+  private buf: Buffer | undefined;
+  private head: ResponseHead | undefined;
+  /** The head was accepted and the body is being relayed. */
+  inBody = false;
+  /** Body bytes read, framing included (`$upstream_response_length`). */
+  bodyBytes = 0;
+  private decoder: ChunkedDecoder | undefined;
+  private remaining = -1;
+  private keepalive = false;
+  private relay: BodyRelay | undefined;
+  /** Bytes that arrived while the client's head was being sent. */
+  private held: Buffer[] | undefined;
+  private upstreamEnded = false;
+  private complete = false;
+  private readonly out: Buffer[] = [];
+
+  constructor(u: UpstreamRequest) {
+    this.u = u;
+  }
+
+  data(chunk: Buffer): void {
+    if (this.held) { this.held.push(chunk); return; }
+    if (this.inBody) { this.body(chunk); return; }
+    if (this.complete) return;
+    const b = this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
+    const limit = this.u.conf.bufferSize!;
+    let end = headEnd(b);
+    if (end < 0) {
+      // HTTP/0.9 is known from the first bytes
+      if (!startsLikeStatusLine(b)) end = 0;
+      else if (b.length >= limit) {
+        this.u.log('error', 'upstream sent too big header');
+        this.u.invalidHeader();
+        return;
+      } else return;
+    }
+    if (end > limit) {
+      this.u.log('error', 'upstream sent too big header');
+      this.u.invalidHeader();
+      return;
+    }
+    const text = b.toString('latin1', 0, end);
+    const head = parseResponseHead(text, (m) => this.u.log('warn', m));
+    if (head === undefined) return;
+    if ('error' in head) {
+      this.u.log('error', head.error);
+      this.u.invalidHeader();
+      return;
+    }
+    if (head.http09) this.u.log('error', 'upstream sent no valid HTTP/1.0 header');
+    this.accept(head, b);
+  }
+
+  end(): void {
+    if (this.held) { this.upstreamEnded = true; return; }
+    if (this.inBody) {
+      if (this.complete) return;
+      if (this.remaining === -1 && !this.decoder) {
+        this.finishBody(false);
+        return;
+      }
+      this.u.log('error', 'upstream prematurely closed connection', 'reading upstream');
+      this.fail();
+      return;
+    }
+    if (this.complete) return;
+    this.u.prematureClose();
+  }
+
+  /** The upstream failed while the body was being relayed: cut the client's response short. */
+  fail(): void {
+    if (this.complete) return;
+    this.complete = true;
+    this.u.upstreamDone(false);
+    this.relay?.fail();
+  }
+
+  abort(): void {
+    this.complete = true;
+    this.relay?.abort();
+  }
+
+  private accept(head: ResponseHead, b: Buffer): void {
+    const u = this.u;
+    const r = u.r;
+    if (u.headerReceived(head.status)) return;
+    this.head = head;
+    const rec = upstreamRecord(r)!;
+    rec.headers = head.headers;
+    if (u.conf.interceptErrors && head.status >= 300 && r.level.get(errorPageConf).pages?.has(head.status)) {
+      if (head.status === 401) copyNamed(r, head.headers, 'www-authenticate');
+      u.finalize(head.status);
+      return;
+    }
+    const xar = indexOf(head.headers, 'x-accel-redirect');
+    if (xar >= 0 && !(u.conf.ignoreHeaders! & IGN['X-Accel-Redirect'])) {
+      this.accelRedirect(head, head.headers.values[xar]);
+      return;
+    }
+    const upgrade = head.status === 101 && r.req.headers.upgrade !== undefined;
+    copyHeaders(r, head, u.d);
+    const reason = statusReason(head);
+    if (reason !== undefined || head.statusLine) (r as { statusReason?: string }).statusReason = reason ?? '';
+    const noBody = head.status === 204 || head.status === 304 || u.isHead || head.status < 200;
+    if (noBody) this.remaining = 0;
+    else if (head.chunked) this.decoder = new ChunkedDecoder(u.conf.passTrailers === true);
+    else this.remaining = head.contentLength;
+    if (this.remaining === 0) this.keepalive = !head.connectionClose;
+    let buffering = u.conf.buffering!;
+    const xab = indexOf(head.headers, 'x-accel-buffering');
+    if (xab >= 0 && !(u.conf.ignoreHeaders! & IGN['X-Accel-Buffering'])) {
+      const v = head.headers.values[xab].toLowerCase();
+      if (v === 'no') buffering = false;
+      else if (v === 'yes') buffering = true;
+    }
+    this.relay = new BodyRelay(r, this, {
+      buffering, bufferSize: u.conf.bufferSize!, buffers: u.conf.buffers!, maxTempFileSize: u.conf.maxTempFileSize!,
+      tempFileWriteSize: u.d.tempFileWriteSize, tempPath: u.d.tempPath, length: this.remaining, chunked: head.chunked,
+    });
+    const rest = head.http09 ? b : b.subarray(head.bodyStart);
+    this.buf = undefined;
+    this.held = rest.length ? [rest] : [];
+    u.conn?.socket.pause();
+    u.headerSent();
+    sendHeader(r).then(() => {
+      const held = this.held!;
+      this.held = undefined;
+      if (upgrade) {
+        startUpgrade(u, held);
+        return;
+      }
+      this.inBody = true;
+      u.resumeUpstream();
+      if (r.method === 'HEAD' && this.remaining !== 0) {
+        // the client wants no body; the upstream's is not read
+        this.complete = true;
+        u.upstreamDone(false);
+        this.relay!.end();
+        return;
+      }
+      for (const c of held) this.body(c);
+      if (this.remaining === 0 && !this.complete) this.finishBody(this.keepalive);
+      else if (this.upstreamEnded) this.end();
+    }, (err: Error) => {
+      u.log('error', `sending response header failed: ${err.message}`);
+      u.finalize(500);
+      r.res.destroy();
+    });
+  }
+
+  private body(chunk: Buffer): void {
+    if (this.complete) return;
+    this.bodyBytes += chunk.length;
+    const relay = this.relay!;
+    const dec = this.decoder;
+    if (dec) {
+      const out = this.out;
+      const rc = dec.feed(chunk, 0, out);
+      for (let i = 0; i < out.length; i++) relay.push(out[i]);
+      out.length = 0;
+      if (rc === CHUNKED_AGAIN) return;
+      if (rc === CHUNKED_ERROR) {
+        this.u.log('error', 'upstream sent invalid chunked response', 'reading upstream');
+        this.fail();
+        return;
+      }
+      let keep = !this.head!.connectionClose;
+      if (rc < chunk.length) {
+        this.u.log('warn', 'upstream sent data after final chunk', 'reading upstream');
+        keep = false;
+      }
+      if (dec.trailerText) upstreamRecord(this.u.r)!.trailers = parseTrailers(dec.trailerText);
+      this.finishBody(keep);
+      return;
+    }
+    if (this.remaining === -1) {
+      relay.push(chunk);
+      return;
+    }
+    if (chunk.length > this.remaining) {
+      this.u.log('warn', 'upstream sent more data than specified in "Content-Length" header', 'reading upstream');
+      if (this.remaining > 0) relay.push(chunk.subarray(0, this.remaining));
+      this.remaining = 0;
+      this.finishBody(false);
+      return;
+    }
+    relay.push(chunk);
+    this.remaining -= chunk.length;
+    if (this.remaining === 0) this.finishBody(!this.head!.connectionClose);
+  }
+
+  private finishBody(keepalive: boolean): void {
+    if (this.complete) return;
+    this.complete = true;
+    this.u.upstreamDone(keepalive);
+    this.relay!.end();
+  }
+
+  /** X-Accel-Redirect: an internal redirect (or named location) with a few of the upstream's fields kept. */
+  private accelRedirect(head: ResponseHead, target: string): void {
+    const u = this.u;
+    const r = u.r;
+    u.upstreamDone(false);
+    u.finalize(0);
+    u.headerSent();
+    const keep = ['content-type', 'set-cookie', 'content-disposition', 'cache-control', 'expires', 'accept-ranges'];
+    const h = head.headers;
+    for (let i = 0; i < h.names.length; i++) {
+      if (!keep.includes(h.lnames[i])) continue;
+      if (h.lnames[i] === 'content-type') r.contentType = h.values[i];
+      else r.addHeader(h.names[i], h.values[i]);
+    }
+    if (target.startsWith('@')) {
+      void namedLocation(r, target);
+      return;
+    }
+    const q = target.indexOf('?');
+    const uri = q >= 0 ? target.slice(0, q) : target;
+    if (r.method !== 'HEAD') r.method = 'GET';
+    void internalRedirect(r, uri, q >= 0 ? target.slice(q + 1) : '');
+  }
+
+  pauseUpstream(): void { this.u.pauseUpstream(); }
+  resumeUpstream(): void { this.u.resumeUpstream(); }
+  relayDone(): void { this.u.relayDone(); }
+}
+
+function startsLikeStatusLine(b: Buffer): boolean {
+  const p = 'HTTP/';
+  for (let i = 0; i < 5 && i < b.length; i++) if (b[i] !== p.charCodeAt(i)) return false;
+  return true;
+}
+
+function indexOf(h: HeaderList, lname: string): number {
+  return h.lnames.indexOf(lname);
+}
+
+function copyNamed(r: UpstreamRequest['r'], h: HeaderList, lname: string): void {
+  for (let i = 0; i < h.lnames.length; i++) if (h.lnames[i] === lname) r.addHeader(h.names[i], h.values[i]);
+}
+
+function parseTrailers(text: string): HeaderList {
+  const list: HeaderList = { names: [], lnames: [], values: [] };
+  for (const line of text.split('\n')) {
+    const c = line.indexOf(':');
+    if (c <= 0) continue;
+    const name = line.slice(0, c);
+    list.names.push(name);
+    list.lnames.push(name.toLowerCase());
+    list.values.push(line.slice(c + 1).trim());
+  }
+  return list;
+}

@@ -1,0 +1,163 @@
+/**
+ * Writing the request body upstream after the head: a buffered body from
+ * memory or its temporary file (resent as is on a retry), `proxy_set_body`,
+ * or, with `proxy_request_buffering off`, the client's body as it arrives —
+ * chunked to an HTTP/1.1 upstream when the client sent it chunked. Writes
+ * wait for the upstream to drain, and the client is paused meanwhile.
+ */
+import fs from 'node:fs';
+import type { UpstreamConnection } from '../../../upstream/connection.ts';
+import type { BodyConsumer, RequestBody } from '../../request-body.ts';
+
+/** The side that owns the upstream exchange. */
+export interface BodyTarget {
+  /** Every body byte was handed to the socket. */
+  bodySent(): void;
+  /** Reading the client's body failed (unbuffered): 408, 413, 400 or 499. */
+  bodyFailed(status: number): void;
+}
+
+export interface BodySender {
+  /** Writes the body (the head was just written). */
+  start(conn: UpstreamConnection): void;
+  /** The upstream socket drained. */
+  drain(): void;
+  /** Whether a retry may send the body again. */
+  readonly replayable: boolean;
+}
+
+/** A body already in memory (or none): one cork with the head. */
+export class MemorySender implements BodySender {
+  readonly replayable = true;
+  private readonly bufs: Buffer[];
+  private readonly target: BodyTarget;
+  private waiting = false;
+
+  constructor(bufs: Buffer[], target: BodyTarget) {
+    this.bufs = bufs;
+    this.target = target;
+  }
+
+  start(conn: UpstreamConnection): void {
+    let ok = true;
+    for (const b of this.bufs) ok = conn.socket.write(b);
+    if (ok) this.target.bodySent();
+    else this.waiting = true;
+  }
+
+  drain(): void {
+    if (!this.waiting) return;
+    this.waiting = false;
+    this.target.bodySent();
+  }
+}
+
+const FILE_CHUNK = 65536;
+
+/** A buffered body in a temporary file, read in chunks as the upstream takes them. */
+export class FileSender implements BodySender {
+  readonly replayable = true;
+  private readonly body: RequestBody;
+  private readonly target: BodyTarget;
+  private conn: UpstreamConnection | undefined;
+  private pos = 0;
+  private fd = -1;
+
+  constructor(body: RequestBody, target: BodyTarget) {
+    this.body = body;
+    this.target = target;
+  }
+
+  start(conn: UpstreamConnection): void {
+    this.conn = conn;
+    this.pos = 0;
+    if (this.fd < 0) this.fd = fs.openSync(this.body.file!, 'r');
+    this.pump();
+  }
+
+  drain(): void {
+    if (this.conn) this.pump();
+  }
+
+  private pump(): void {
+    const conn = this.conn!;
+    while (this.pos < this.body.length) {
+      const n = Math.min(FILE_CHUNK, this.body.length - this.pos);
+      const b = Buffer.allocUnsafe(n);
+      const got = fs.readSync(this.fd, b, 0, n, this.pos);
+      if (got <= 0) break;
+      this.pos += got;
+      if (!conn.socket.write(got === n ? b : b.subarray(0, got))) return;
+    }
+    this.conn = undefined;
+    try { fs.closeSync(this.fd); } catch { /* closed */ }
+    this.fd = -1;
+    this.target.bodySent();
+  }
+}
+
+/** The client's body as it arrives (proxy_request_buffering off). */
+export class StreamSender implements BodySender, BodyConsumer {
+  readonly replayable = false;
+  private readonly target: BodyTarget;
+  private readonly chunked: boolean;
+  private conn: UpstreamConnection | undefined;
+  /** Data that arrived before the upstream connection was ready. */
+  private early: Buffer[] = [];
+  private ended = false;
+  private failed = 0;
+  controls: { pause(): void; resume(): void } | undefined;
+
+  constructor(target: BodyTarget, chunked: boolean) {
+    this.target = target;
+    this.chunked = chunked;
+  }
+
+  start(conn: UpstreamConnection): void {
+    this.conn = conn;
+    for (const b of this.early) this.writeData(b);
+    this.early = [];
+    if (this.failed) { this.target.bodyFailed(this.failed); return; }
+    if (this.ended) this.finish();
+  }
+
+  drain(): void {
+    this.controls?.resume();
+  }
+
+  bodyData(chunk: Buffer): void {
+    if (!this.conn) {
+      this.early.push(chunk);
+      return;
+    }
+    this.writeData(chunk);
+  }
+
+  bodyEnd(): void {
+    this.ended = true;
+    if (this.conn) this.finish();
+  }
+
+  bodyError(status: number): void {
+    this.failed = status;
+    if (this.conn) this.target.bodyFailed(status);
+  }
+
+  private writeData(chunk: Buffer): void {
+    const s = this.conn!.socket;
+    let ok: boolean;
+    if (this.chunked) {
+      s.write(chunk.length.toString(16) + '\r\n', 'latin1');
+      s.write(chunk);
+      ok = s.write('\r\n', 'latin1');
+    } else {
+      ok = s.write(chunk);
+    }
+    if (!ok) this.controls?.pause();
+  }
+
+  private finish(): void {
+    if (this.chunked) this.conn!.socket.write('0\r\n\r\n', 'latin1');
+    this.target.bodySent();
+  }
+}

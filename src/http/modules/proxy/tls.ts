@@ -1,0 +1,132 @@
+/**
+ * HTTPS upstreams: the node:tls client options a location's `proxy_ssl_*`
+ * directives ask for (SNI, client certificate, protocols, ciphers, trusted
+ * CAs), session reuse per peer, and the checks nginx makes after the
+ * handshake (`proxy_ssl_verify`: chain and name) with its log messages.
+ */
+import fs from 'node:fs';
+import tls from 'node:tls';
+import net from 'node:net';
+import type { HttpRequest } from '../../request.ts';
+import type { ProxyLocConf } from './conf.ts';
+import type { ResolvedTarget } from './target.ts';
+
+const files = new Map<string, Buffer>();
+
+function readCached(path: string): Buffer {
+  let b = files.get(path);
+  if (!b) {
+    b = fs.readFileSync(path);
+    files.set(path, b);
+  }
+  return b;
+}
+
+const VERSIONS: Record<string, tls.SecureVersion> = {
+  TLSv1: 'TLSv1', 'TLSv1.1': 'TLSv1.1', 'TLSv1.2': 'TLSv1.2', 'TLSv1.3': 'TLSv1.3',
+};
+
+/** Sessions kept for reuse, by peer and name (nginx keeps one per peer). */
+const sessions = new Map<string, Buffer>();
+
+export interface UpstreamTls {
+  options: tls.ConnectionOptions;
+  /** The name checked with proxy_ssl_verify (proxy_ssl_name or the proxy_pass host). */
+  name: string;
+  verify: boolean;
+  /** Key for session reuse, or undefined when proxy_ssl_session_reuse is off. */
+  sessionKey: string | undefined;
+}
+
+/** The TLS settings for a request to `t` from a location configured with `c`. */
+export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): UpstreamTls {
+  const s = c.ssl ?? {};
+  let name = s.name ? s.name.evaluate(r) : (t as { groupName?: string }).groupName ?? t.host;
+  // nginx drops a port from the name and sends no SNI for an IP address
+  const colon = name.lastIndexOf(':');
+  if (colon > 0 && !name.endsWith(']') && !net.isIPv6(name)) name = name.slice(0, colon);
+  const options: tls.ConnectionOptions = { rejectUnauthorized: false, ALPNProtocols: undefined };
+  if (s.serverName && !net.isIP(name.replace(/^\[|\]$/g, ''))) options.servername = name;
+  else options.servername = '';
+  if (s.trustedCertificate) options.ca = readCached(s.trustedCertificate);
+  if (s.certificate) {
+    const cert = s.certificate.evaluate(r);
+    const key = s.certificateKey ? s.certificateKey.evaluate(r) : cert;
+    if (cert) {
+      options.cert = readCached(cert);
+      options.key = readCached(key);
+      if (s.passwordFile) options.passphrase = fs.readFileSync(s.passwordFile, 'latin1').split('\n')[0];
+    }
+  }
+  if (s.protocols?.length) {
+    const vs = s.protocols.map((p) => VERSIONS[p]).filter(Boolean);
+    const order = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
+    vs.sort((a, b) => order.indexOf(a) - order.indexOf(b));
+    if (vs.length) {
+      options.minVersion = vs[0];
+      options.maxVersion = vs[vs.length - 1];
+    }
+  }
+  if (s.ciphers && s.ciphers !== 'DEFAULT') options.ciphers = s.ciphers;
+  const sessionKey = s.sessionReuse === false ? undefined : name;
+  return { options, name, verify: s.verify === true, sessionKey };
+}
+
+/** Options for connecting to one peer, with a saved session when there is one. */
+export function peerOptions(t: UpstreamTls, peerName: string): tls.ConnectionOptions {
+  if (!t.sessionKey) return t.options;
+  const session = sessions.get(peerName + '|' + t.sessionKey);
+  return session ? { ...t.options, session } : t.options;
+}
+
+/** Remembers the sessions a connection gets, for the next connection to that peer. */
+export function keepSessions(t: UpstreamTls, peerName: string, socket: tls.TLSSocket): void {
+  if (!t.sessionKey) return;
+  const key = peerName + '|' + t.sessionKey;
+  socket.on('session', (session: Buffer) => sessions.set(key, session));
+}
+
+/**
+ * nginx's checks after the handshake with proxy_ssl_verify on; returns its
+ * error message or undefined when the peer is acceptable.
+ */
+export function verifyPeer(t: UpstreamTls, socket: tls.TLSSocket, depth: number): string | undefined {
+  if (!t.verify) return undefined;
+  if (!socket.authorized) {
+    const err = socket.authorizationError as unknown as string | Error | undefined;
+    const text = typeof err === 'string' ? err : err?.message ?? 'unknown';
+    const code = VERIFY_CODES[text] ?? [0, text.toLowerCase().replace(/_/g, ' ')];
+    return `upstream SSL certificate verify error: (${code[0]}:${code[1]})`;
+  }
+  const chain = chainLength(socket);
+  if (chain - 1 > depth) return `upstream SSL certificate verify error: (22:certificate chain too long)`;
+  const cert = socket.getPeerCertificate();
+  if (tls.checkServerIdentity(t.name, cert) !== undefined) return `upstream SSL certificate does not match "${t.name}"`;
+  return undefined;
+}
+
+function chainLength(socket: tls.TLSSocket): number {
+  let n = 0;
+  const seen = new Set<string>();
+  let c: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
+  while (c && c.raw && !seen.has(c.fingerprint256)) {
+    seen.add(c.fingerprint256);
+    n++;
+    if (c.issuerCertificate === c) break;
+    c = c.issuerCertificate;
+  }
+  return n;
+}
+
+/** OpenSSL verify codes and texts for node's authorizationError names. */
+const VERIFY_CODES: Record<string, [number, string]> = {
+  UNABLE_TO_GET_ISSUER_CERT: [2, 'unable to get issuer certificate'],
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: [20, 'unable to get local issuer certificate'],
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: [21, 'unable to verify the first certificate'],
+  DEPTH_ZERO_SELF_SIGNED_CERT: [18, 'self-signed certificate'],
+  SELF_SIGNED_CERT_IN_CHAIN: [19, 'self-signed certificate in certificate chain'],
+  CERT_HAS_EXPIRED: [10, 'certificate has expired'],
+  CERT_NOT_YET_VALID: [9, 'certificate is not yet valid'],
+  CERT_REVOKED: [23, 'certificate revoked'],
+  CERT_CHAIN_TOO_LONG: [22, 'certificate chain too long'],
+};

@@ -1,0 +1,403 @@
+/**
+ * One proxied request's exchange with its upstream (nginx's
+ * ngx_http_upstream_t): pick a peer, connect (or reuse a kept-alive
+ * connection), send the head and body, read and check the response head,
+ * retry on the next peer as `proxy_next_upstream` allows, then hand the head
+ * to the client and relay the body. Socket events reach this object through
+ * the connection's single set of listeners; nothing here allocates closures
+ * per event.
+ */
+import { performance } from 'node:perf_hooks';
+import type tls from 'node:tls';
+import { sysErrorText } from '../../../conf/errors.ts';
+import { UpstreamConnection } from '../../../upstream/connection.ts';
+import type { ConnectionUser } from '../../../upstream/connection.ts';
+import type { UpstreamGroup } from '../../../upstream/group.ts';
+import { PEER_FAILED, PEER_NEXT, PEER_OK, RoundRobinPicker } from '../../../upstream/round-robin.ts';
+import { DONE } from '../../http-conf.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog, UPSTREAM_CONTEXT } from '../../request-log.ts';
+import { newState } from '../upstream.ts';
+import type { UpstreamRecord, UpstreamState } from '../upstream.ts';
+import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import { FT } from './conf.ts';
+import { ResponseReader } from './response-reader.ts';
+import type { BodySender, BodyTarget } from './send-body.ts';
+import { keepSessions, peerOptions, verifyPeer } from './tls.ts';
+import type { UpstreamTls } from './tls.ts';
+import type { Tunnel } from './upgrade.ts';
+
+const IDLE = 0;
+const CONNECTING = 1;
+const SENDING = 2;
+const READING = 3;
+const DONE_STATE = 4;
+
+const ACTIONS = ['', 'connecting to upstream', 'sending request to upstream', 'reading response header from upstream', ''];
+
+/** Statuses proxy_next_upstream can retry on, with their condition bit. */
+const NEXT_STATUS: Record<number, number> = {
+  500: FT.HTTP_500, 502: FT.HTTP_502, 503: FT.HTTP_503, 504: FT.HTTP_504,
+  403: FT.HTTP_403, 404: FT.HTTP_404, 429: FT.HTTP_429,
+};
+
+const NON_IDEMPOTENT = new Set(['POST', 'LOCK', 'PATCH']);
+
+/** What the request settles with: DONE once the response head went out, or an error status. */
+export type Settle = (rc: number) => void;
+
+export class UpstreamRequest implements ConnectionUser, BodyTarget {
+  readonly r: HttpRequest;
+  readonly conf: ProxyLocConf;
+  readonly d: DerivedConf;
+  readonly head: string;
+  readonly sender: BodySender;
+  readonly group: UpstreamGroup | undefined;
+  readonly picker: RoundRobinPicker;
+  readonly tls: UpstreamTls | undefined;
+  /** `http://127.0.0.1:8081` style prefix and the URI, for log lines. */
+  readonly schema: string;
+  readonly uri: string;
+  readonly isHead: boolean;
+  private readonly settle: Settle;
+  private readonly record: UpstreamRecord;
+  private state: UpstreamState | undefined;
+  conn: UpstreamConnection | undefined;
+  private phase = IDLE;
+  private cached = false;
+  /** nginx's u->request_sent: some of the request reached a socket. */
+  requestSent = false;
+  requestBodySent = false;
+  private tryStart = 0;
+  private readonly firstStart = performance.now();
+  private reader: ResponseReader | undefined;
+  settled = false;
+  private finished = false;
+  /** Set once the connection became a tunnel (101). */
+  tunnel: Tunnel | undefined;
+
+  constructor(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, opts: {
+    head: string; sender: BodySender; group: UpstreamGroup | undefined; picker: RoundRobinPicker;
+    tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; settle: Settle; method: string;
+  }) {
+    this.r = r;
+    this.conf = conf;
+    this.d = d;
+    this.head = opts.head;
+    this.sender = opts.sender;
+    this.group = opts.group;
+    this.picker = opts.picker;
+    this.tls = opts.tls;
+    this.schema = opts.schema;
+    this.uri = opts.uri;
+    this.record = opts.record;
+    this.settle = opts.settle;
+    this.isHead = opts.method === 'HEAD';
+    const limit = conf.nextUpstreamTries ?? 0;
+    if (limit && this.picker.tries > limit) this.picker.tries = limit;
+    r.res.once('close', this.onClientClose);
+  }
+
+  start(): void {
+    this.connect();
+  }
+
+  /** Where the current try stands, for log lines (`while connecting to upstream`). */
+  get action(): string {
+    return ACTIONS[this.phase];
+  }
+
+  log(level: 'error' | 'warn' | 'info', msg: string, action = this.action): void {
+    requestLog(this.r)[level](action ? `${msg} while ${action}` : msg);
+  }
+
+  private setLogUpstream(peerName: string): void {
+    const sep = peerName.startsWith('unix:') ? ':' : '';
+    this.r.ctx.set(UPSTREAM_CONTEXT, this.schema + peerName + sep + this.uri);
+  }
+
+  private connect(): void {
+    const now = performance.now();
+    if (this.state && this.state.responseTime === -1) this.state.responseTime = now - this.tryStart;
+    const state = newState(undefined);
+    this.state = state;
+    this.record.states.push(state);
+    this.tryStart = now;
+    this.phase = CONNECTING;
+    this.requestSent = false;
+    this.requestBodySent = false;
+    this.cached = false;
+    const peer = this.picker.get();
+    if (!peer) {
+      state.peer = this.group?.name ?? '';
+      this.setLogUpstream(state.peer);
+      this.log('error', 'no live upstreams');
+      this.next(FT.NOLIVE, false);
+      return;
+    }
+    state.peer = peer.name;
+    this.setLogUpstream(peer.name);
+    const pooled = this.group?.pool?.take(peer);
+    if (pooled) {
+      this.cached = true;
+      pooled.adopt(this);
+      pooled.requests++;
+      this.conn = pooled;
+      this.onConnect(pooled);
+      return;
+    }
+    const conn = UpstreamConnection.open(peer, {
+      timeoutMs: this.conf.connectTimeout!,
+      tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
+      keepAlive: this.conf.socketKeepalive,
+    }, this);
+    if (this.tls) keepSessions(this.tls, peer.name, conn.socket as tls.TLSSocket);
+    conn.requests++;
+    this.conn = conn;
+  }
+
+  onConnect(conn: UpstreamConnection): void {
+    if (conn !== this.conn || !this.state) return;
+    if (this.tls && !this.cached) {
+      const bad = verifyPeer(this.tls, conn.socket as tls.TLSSocket, this.conf.ssl?.verifyDepth ?? 1);
+      if (bad) {
+        this.log('error', bad, 'SSL handshaking to upstream');
+        this.next(FT.ERROR, true);
+        return;
+      }
+    }
+    if (this.state.connectTime === -1) this.state.connectTime = performance.now() - this.tryStart;
+    this.phase = SENDING;
+    this.requestSent = true;
+    this.reader = new ResponseReader(this);
+    conn.setTimeout(this.conf.sendTimeout!);
+    const s = conn.socket;
+    s.cork();
+    s.write(this.head, 'latin1');
+    this.sender.start(conn);
+    s.uncork();
+  }
+
+  /** BodyTarget: the whole request is on its way; now the response head is awaited. */
+  bodySent(): void {
+    this.requestBodySent = true;
+    if (this.phase === SENDING) this.phase = READING;
+    if (this.conn && this.phase === READING) this.conn.setTimeout(this.conf.readTimeout!);
+  }
+
+  bodyFailed(status: number): void {
+    this.finalize(status);
+  }
+
+  onDrain(): void {
+    if (this.tunnel) this.tunnel.upstreamDrained();
+    else this.sender.drain();
+  }
+
+  onData(conn: UpstreamConnection, chunk: Buffer): void {
+    if (conn !== this.conn) return;
+    this.state!.bytesReceived += chunk.length;
+    if (this.tunnel) this.tunnel.fromUpstream(chunk);
+    else if (this.reader) this.reader.data(chunk);
+  }
+
+  onEnd(conn: UpstreamConnection): void {
+    if (conn !== this.conn) return;
+    if (this.tunnel) this.tunnel.end();
+    else if (this.reader) this.reader.end();
+  }
+
+  onError(conn: UpstreamConnection, err: NodeJS.ErrnoException): void {
+    if (conn !== this.conn) return;
+    if (this.tunnel) { this.tunnel.end(); return; }
+    const phase = this.phase;
+    if (phase === CONNECTING && this.tls && conn.tcpConnected && err.errno === undefined) {
+      this.log('error', `SSL_do_handshake() failed (SSL: ${err.message})`, 'SSL handshaking to upstream');
+      this.next(FT.ERROR, true);
+      return;
+    }
+    if (this.reader?.inBody) {
+      this.log('error', `recv() failed ${sysErrorText(err)}`, 'reading upstream');
+      this.reader.fail();
+      return;
+    }
+    if (phase === CONNECTING) {
+      const path = conn.peer.addr.path;
+      this.log('error', path !== undefined && err.code !== 'ECONNREFUSED'
+        ? `connect() to ${conn.peer.name} failed ${sysErrorText(err)}`
+        : `connect() failed ${sysErrorText(err)}`);
+    } else if (phase === SENDING && err.code === 'EPIPE') {
+      this.log('error', `writev() failed ${sysErrorText(err)}`);
+    } else {
+      this.log('error', `recv() failed ${sysErrorText(err)}`);
+    }
+    this.next(FT.ERROR, true);
+  }
+
+  onTimeout(conn: UpstreamConnection): void {
+    if (conn !== this.conn || this.tunnel) return;
+    if (this.reader?.inBody) {
+      this.log('error', 'upstream timed out (110: Connection timed out)', 'reading upstream');
+      this.reader.fail();
+      return;
+    }
+    this.next(FT.TIMEOUT, true);
+  }
+
+  /** Records the header time and decides about retrying on the status (ngx_http_upstream_test_next). */
+  headerReceived(status: number): boolean {
+    const state = this.state!;
+    state.headerTime = performance.now() - this.tryStart;
+    if (state.status === 0) state.status = status;
+    const mask = NEXT_STATUS[status];
+    if (mask === undefined) return false;
+    const full = this.requestSent && NON_IDEMPOTENT.has(this.r.method) ? mask | FT.NON_IDEMPOTENT : mask;
+    const timeout = this.conf.nextUpstreamTimeout!;
+    if (this.picker.tries > 1 && (this.conf.nextUpstream! & full) === full
+      && !(this.requestSent && !this.sender.replayable)
+      && !(timeout && performance.now() - this.firstStart >= timeout)) {
+      this.next(mask, false);
+      return true;
+    }
+    return false;
+  }
+
+  /** The response is invalid (bad header, too big header, bad chunked before the head was sent). */
+  invalidHeader(): void {
+    this.next(FT.INVALID_HEADER, false);
+  }
+
+  /** The upstream closed before sending a complete head. */
+  prematureClose(): void {
+    this.log('error', 'upstream prematurely closed connection');
+    this.next(FT.ERROR, false);
+  }
+
+  /** ngx_http_upstream_next: end this try and try another peer, or fail. */
+  next(ft: number, fromSocket: boolean): void {
+    if (this.finished) return;
+    void fromSocket;
+    const state = this.state!;
+    if (this.picker.current) {
+      if (this.conn) state.bytesSent = this.conn.sent;
+      const disabled = this.picker.free(ft === FT.HTTP_403 || ft === FT.HTTP_404 ? PEER_NEXT : PEER_FAILED);
+      if (disabled) this.log('warn', 'upstream server temporarily disabled');
+    }
+    if (ft === FT.TIMEOUT) this.log('error', 'upstream timed out (110: Connection timed out)');
+    if (this.cached && ft === FT.ERROR) this.picker.tries++;
+    let status: number;
+    switch (ft) {
+      case FT.TIMEOUT: case FT.HTTP_504: status = 504; break;
+      case FT.HTTP_500: status = 500; break;
+      case FT.HTTP_503: status = 503; break;
+      case FT.HTTP_403: status = 403; break;
+      case FT.HTTP_404: status = 404; break;
+      case FT.HTTP_429: status = 429; break;
+      default: status = 502;
+    }
+    if (this.r.finished || this.r.res.destroyed) { this.finalize(499); return; }
+    state.status = status;
+    if (this.requestSent && NON_IDEMPOTENT.has(this.r.method)) ft |= FT.NON_IDEMPOTENT;
+    const timeout = this.conf.nextUpstreamTimeout!;
+    if (this.picker.tries === 0 || (this.conf.nextUpstream! & ft) !== ft
+      || (this.requestSent && !this.sender.replayable)
+      || (timeout && performance.now() - this.firstStart >= timeout)) {
+      this.finalize(status);
+      return;
+    }
+    this.closeConnection();
+    this.connect();
+  }
+
+  private closeConnection(): void {
+    const c = this.conn;
+    this.conn = undefined;
+    this.reader = undefined;
+    if (c) c.destroy();
+  }
+
+  /** The response head is being sent to the client: from now on no retry. */
+  headerSent(): void {
+    if (!this.settled) {
+      this.settled = true;
+      this.settle(DONE);
+    }
+  }
+
+  pauseUpstream(): void {
+    const c = this.conn;
+    if (!c) return;
+    c.socket.pause();
+    // no proxy_read_timeout while we are the ones not reading
+    c.setTimeout(0);
+  }
+
+  resumeUpstream(): void {
+    const c = this.conn;
+    if (!c) return;
+    c.setTimeout(this.conf.readTimeout!);
+    c.socket.resume();
+  }
+
+  /** The upstream response is complete; `keepalive` says whether the connection may be reused. */
+  upstreamDone(keepalive: boolean): void {
+    const c = this.conn;
+    this.closeTry(PEER_OK);
+    this.conn = undefined;
+    if (!c) return;
+    const pool = this.group?.pool;
+    if (keepalive && this.requestBodySent && pool && pool.accepts(c)) pool.put(c);
+    else c.destroy();
+  }
+
+  /** Fills the try's final figures and frees the peer (ngx_http_upstream_finalize_request). */
+  private closeTry(peerState: number): void {
+    const s = this.state;
+    if (s && s.responseTime === -1) {
+      s.responseTime = performance.now() - this.tryStart;
+      if (this.reader) s.responseLength = this.reader.bodyBytes;
+      if (this.conn) s.bytesSent = this.conn.sent;
+    }
+    if (this.picker.current) this.picker.free(peerState);
+  }
+
+  /** Ends the exchange with `rc`: an error status before the head went out, else closes the upstream side. */
+  finalize(rc: number): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.phase = DONE_STATE;
+    this.closeTry(PEER_OK);
+    this.r.res.off('close', this.onClientClose);
+    const c = this.conn;
+    this.conn = undefined;
+    if (c) c.destroy();
+    this.reader?.abort();
+    if (!this.settled) {
+      this.settled = true;
+      this.settle(rc);
+    }
+  }
+
+  /** The tunnel of an upgraded connection closed. */
+  tunnelClosed(): void {
+    const c = this.conn;
+    this.closeTry(PEER_OK);
+    this.conn = undefined;
+    c?.destroy();
+    this.relayDone();
+  }
+
+  /** The relay finished writing (ok) or the client went away. */
+  relayDone(): void {
+    this.finished = true;
+    this.r.res.off('close', this.onClientClose);
+  }
+
+  private onClientClose = (): void => {
+    if (this.finished || this.r.res.writableFinished) return;
+    if (this.conf.ignoreClientAbort && !this.settled) return;
+    this.log('info', 'client prematurely closed connection', this.reader?.inBody ? 'sending to client' : this.action);
+    if (!this.r.res.headersSent) this.r.status = 499;
+    this.finalize(499);
+  };
+}

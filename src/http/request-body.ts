@@ -1,0 +1,302 @@
+/**
+ * Reading the client's request body, for every module that needs it
+ * (nginx's ngx_http_request_body.c): sends `100 Continue` when the body is
+ * first read, enforces `client_max_body_size` on chunked bodies (413) and
+ * `client_body_timeout` between reads (408), keeps bodies up to
+ * `client_body_buffer_size` in memory and writes larger ones to a temporary
+ * file in `client_body_temp_path` (always, with `client_body_in_file_only`).
+ * A body is read once per request; internal redirects see the same body.
+ * Unbuffered readers (`proxy_request_buffering off`) get the chunks as they
+ * arrive, with backpressure.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { threadId } from 'node:worker_threads';
+import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import type { HttpRequest } from './request.ts';
+import { requestLog } from './request-log.ts';
+import type { VariableDef } from './variables.ts';
+
+export interface RequestBody {
+  /** The body in memory, in order (empty when it is in `file`). */
+  bufs: Buffer[];
+  length: number;
+  /** The temporary file holding the body, if it was written to one. */
+  file: string | undefined;
+}
+
+/** Receives an unbuffered body as it arrives. */
+export interface BodyConsumer {
+  bodyData(chunk: Buffer): void;
+  bodyEnd(): void;
+  /** Reading failed: 408 (timeout), 413 (too large), 400 (bad framing) or 499 (client closed). */
+  bodyError(status: number): void;
+}
+
+interface BodyState {
+  continueSent?: boolean;
+  body?: RequestBody;
+  reading?: Promise<RequestBody | number>;
+  /** The body was handed to an unbuffered reader and cannot be read again. */
+  streamed?: boolean;
+}
+
+const states = new WeakMap<HttpRequest, BodyState>();
+
+/** Whether the request announces a body (Content-Length > 0 or chunked). */
+export function hasRequestBody(r: HttpRequest): boolean {
+  const h = r.req.headers;
+  if (h['transfer-encoding'] !== undefined) return true;
+  const cl = h['content-length'];
+  return cl !== undefined && cl !== '0';
+}
+
+/** Whether the body is sent chunked. */
+export function isChunked(r: HttpRequest): boolean {
+  return r.req.headers['transfer-encoding'] !== undefined;
+}
+
+/** The body read so far by readRequestBody, if any. */
+export function requestBodyOf(r: HttpRequest): RequestBody | undefined {
+  return states.get(r)?.body;
+}
+
+/** Sends `HTTP/1.1 100 Continue` when the client asked for it (ngx_http_test_expect), once. */
+function sendContinue(r: HttpRequest, st: BodyState): void {
+  const expect = r.req.headers.expect;
+  if (expect === undefined || r.httpVersion === '1.0' || st.continueSent) return;
+  st.continueSent = true;
+  if (expect.toLowerCase() === '100-continue' && !r.res.headersSent) r.res.writeContinue();
+}
+
+let tempCounter = Math.floor(Math.random() * 1e6) + threadId * 1e7;
+const madeDirs = new Set<string>();
+
+/** Creates a temp file `dir/NNNNNNNNNN` (nginx's ngx_create_temp_file); returns path and fd. */
+export function createTempFile(dir: string): { path: string; fd: number } {
+  if (!madeDirs.has(dir)) {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    madeDirs.add(dir);
+  }
+  for (;;) {
+    const name = path.join(dir, String(++tempCounter % 1e10).padStart(10, '0'));
+    try {
+      return { path: name, fd: fs.openSync(name, 'wx+', 0o600) };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+}
+
+let prefix = process.cwd();
+
+/** nginx's prefix, where default temp paths live (set when a worker starts a configuration). */
+export function setTempPrefix(p: string): void {
+  prefix = p;
+}
+
+/** A default temp path (`client_body_temp`, `proxy_temp`) under the prefix. */
+export function defaultTempPath(name: string): string {
+  return path.join(prefix, name);
+}
+
+function tempDir(r: HttpRequest): string {
+  return r.level.get(coreLoc).clientBodyTempPath ?? defaultTempPath('client_body_temp');
+}
+
+/** Reads the client body with nginx's limits, calling the consumer's methods; returns controls for backpressure. */
+class BodyReader {
+  private readonly r: HttpRequest;
+  private readonly consumer: BodyConsumer;
+  private readonly max: number;
+  private readonly chunked: boolean;
+  private received = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private done = false;
+
+  constructor(r: HttpRequest, consumer: BodyConsumer) {
+    this.r = r;
+    this.consumer = consumer;
+    const core = r.level.get(coreLoc);
+    this.max = core.clientMaxBodySize ?? CORE_LOC_DEFAULTS.clientMaxBodySize;
+    this.chunked = isChunked(r);
+    const timeout = core.clientBodyTimeout ?? CORE_LOC_DEFAULTS.clientBodyTimeout;
+    const req = r.req;
+    if (req.readableEnded) {
+      // nothing left to read
+      queueMicrotask(() => this.onEnd());
+      return;
+    }
+    this.timer = setTimeout(this.onTimeout, timeout);
+    req.on('data', this.onData);
+    req.on('end', this.onEnd);
+    req.on('aborted', this.onAborted);
+    req.on('error', this.onAborted);
+    req.resume();
+  }
+
+  pause(): void {
+    if (this.done) return;
+    this.r.req.pause();
+    // no client_body_timeout while we are the ones not reading
+    clearTimeout(this.timer);
+  }
+
+  resume(): void {
+    if (this.done) return;
+    this.timer?.refresh();
+    this.r.req.resume();
+  }
+
+  private finish(): void {
+    this.done = true;
+    clearTimeout(this.timer);
+    const req = this.r.req;
+    req.off('data', this.onData);
+    req.off('end', this.onEnd);
+    req.off('aborted', this.onAborted);
+    req.off('error', this.onAborted);
+  }
+
+  private onData = (chunk: Buffer): void => {
+    if (this.done) return;
+    this.timer?.refresh();
+    this.received += chunk.length;
+    if (this.chunked && this.max && this.received > this.max) {
+      requestLog(this.r).error(`client intended to send too large chunked body: ${this.received - chunk.length}+${chunk.length} bytes`);
+      this.finish();
+      this.consumer.bodyError(413);
+      return;
+    }
+    this.consumer.bodyData(chunk);
+  };
+
+  private onEnd = (): void => {
+    if (this.done) return;
+    this.finish();
+    this.consumer.bodyEnd();
+  };
+
+  private onAborted = (): void => {
+    if (this.done) return;
+    this.finish();
+    requestLog(this.r).info('client prematurely closed connection while reading client request body');
+    this.consumer.bodyError(499);
+  };
+
+  private onTimeout = (): void => {
+    if (this.done) return;
+    this.finish();
+    requestLog(this.r).info('client timed out (110: Connection timed out) while reading client request body');
+    this.consumer.bodyError(408);
+  };
+}
+
+/** Collects a whole body in memory or a temp file (the buffered reader behind readRequestBody). */
+class BodyCollector implements BodyConsumer {
+  private readonly r: HttpRequest;
+  private readonly limit: number;
+  private readonly inFile: boolean;
+  private readonly body: RequestBody = { bufs: [], length: 0, file: undefined };
+  private fd = -1;
+  private readonly resolve: (v: RequestBody | number) => void;
+
+  constructor(r: HttpRequest, resolve: (v: RequestBody | number) => void) {
+    this.r = r;
+    this.resolve = resolve;
+    const core = r.level.get(coreLoc);
+    const size = core.clientBodyBufferSize ?? CORE_LOC_DEFAULTS.clientBodyBufferSize;
+    const declared = Number(r.req.headers['content-length'] ?? -1);
+    // nginx sizes its buffer to the whole body when it is under 1.25 × client_body_buffer_size
+    this.limit = !isChunked(r) && declared >= 0 && declared < size + (size >> 2) ? declared : size;
+    const only = core.clientBodyInFileOnly ?? 'off';
+    this.inFile = only !== 'off';
+  }
+
+  bodyData(chunk: Buffer): void {
+    const b = this.body;
+    b.length += chunk.length;
+    if (this.fd < 0 && !this.inFile && b.length <= this.limit) {
+      b.bufs.push(chunk);
+      return;
+    }
+    if (this.fd < 0 && !this.openFile()) return;
+    for (const buf of b.bufs) fs.writeSync(this.fd, buf);
+    b.bufs.length = 0;
+    fs.writeSync(this.fd, chunk);
+  }
+
+  private openFile(): boolean {
+    try {
+      const t = createTempFile(tempDir(this.r));
+      this.fd = t.fd;
+      this.body.file = t.path;
+      if (!this.inFile) requestLog(this.r).warn(`a client request body is buffered to a temporary file ${t.path}`);
+      const keep = this.r.level.get(coreLoc).clientBodyInFileOnly === 'on';
+      this.r.res.once('close', () => {
+        try { fs.closeSync(this.fd); } catch { /* closed */ }
+        if (!keep) fs.unlink(t.path, () => undefined);
+      });
+      return true;
+    } catch (err) {
+      requestLog(this.r).crit(`open() "${tempDir(this.r)}" failed (${(err as Error).message})`);
+      this.resolve(500);
+      return false;
+    }
+  }
+
+  bodyEnd(): void {
+    if (this.inFile && this.fd < 0 && !this.openFile()) return;
+    if (this.fd >= 0) for (const buf of this.body.bufs.splice(0)) fs.writeSync(this.fd, buf);
+    this.resolve(this.body);
+  }
+
+  bodyError(status: number): void {
+    this.resolve(status);
+  }
+}
+
+/**
+ * Reads the whole request body (ngx_http_read_client_request_body). Resolves
+ * with the body, or with an HTTP status when reading failed. Reading twice
+ * gives the same body.
+ */
+export function readRequestBody(r: HttpRequest): Promise<RequestBody | number> {
+  let st = states.get(r);
+  if (!st) states.set(r, (st = {}));
+  if (st.body) return Promise.resolve(st.body);
+  if (st.reading) return st.reading;
+  if (st.streamed) return Promise.resolve({ bufs: [], length: 0, file: undefined });
+  sendContinue(r, st);
+  const state = st;
+  state.reading = new Promise<RequestBody | number>((resolve) => {
+    const done = (v: RequestBody | number) => {
+      state.reading = undefined;
+      if (typeof v !== 'number') state.body = v;
+      resolve(v);
+    };
+    new BodyReader(r, new BodyCollector(r, done));
+  });
+  return state.reading;
+}
+
+/** Starts passing the body to `consumer` as it arrives; returns pause/resume controls. */
+export function streamRequestBody(r: HttpRequest, consumer: BodyConsumer): { pause(): void; resume(): void } {
+  let st = states.get(r);
+  if (!st) states.set(r, (st = {}));
+  st.streamed = true;
+  sendContinue(r, st);
+  return new BodyReader(r, consumer);
+}
+
+function bodyText(r: HttpRequest): string | undefined {
+  const b = states.get(r)?.body;
+  if (!b || b.file !== undefined || b.bufs.length === 0) return undefined;
+  return b.bufs.length === 1 ? b.bufs[0].toString('latin1') : Buffer.concat(b.bufs).toString('latin1');
+}
+
+/** `$request_body` and `$request_body_file` (ngx_http_variables.c). */
+export const requestBodyVariables: VariableDef[] = [
+  { name: 'request_body', noCache: true, get: bodyText },
+  { name: 'request_body_file', noCache: true, get: (r) => states.get(r)?.body?.file },
+];

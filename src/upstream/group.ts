@@ -1,0 +1,142 @@
+/**
+ * Upstream groups and their peers (nginx's ngx_http_upstream_srv_conf_t and
+ * ngx_http_upstream_rr_peers_t), independent of the protocol that uses them
+ * so TCP stream proxying can share them. A group is built once per
+ * configuration in each worker, so its run-time state (weights, failures,
+ * connection counts, idle keepalive connections) is per worker, as in nginx
+ * without a `zone`.
+ */
+import type { PeerAddress } from './address.ts';
+import type { KeepalivePool } from './keepalive.ts';
+
+/** One `server` line of an `upstream {}` block. */
+export interface ServerSpec {
+  /** The address as written (`backend:8080`), nginx's peer->server. */
+  name: string;
+  addrs: PeerAddress[];
+  weight: number;
+  maxFails: number;
+  /** Seconds, as nginx keeps it. */
+  failTimeout: number;
+  maxConns: number;
+  backup: boolean;
+  down: boolean;
+}
+
+/** One address of one server, with the round-robin state nginx keeps per peer. */
+export class Peer {
+  readonly addr: PeerAddress;
+  /** `$upstream_addr` text. */
+  readonly name: string;
+  /** The `server` text it came from. */
+  readonly server: string;
+  readonly weight: number;
+  readonly maxFails: number;
+  readonly failTimeout: number;
+  readonly maxConns: number;
+  down: boolean;
+
+  currentWeight = 0;
+  effectiveWeight: number;
+  /** Active connections to this peer from this worker (for max_conns). */
+  conns = 0;
+  fails = 0;
+  /** Times in seconds (nginx's ngx_time()). */
+  accessed = 0;
+  checked = 0;
+
+  constructor(addr: PeerAddress, spec: Pick<ServerSpec, 'name' | 'weight' | 'maxFails' | 'failTimeout' | 'maxConns' | 'down'>) {
+    this.addr = addr;
+    this.name = addr.name;
+    this.server = spec.name;
+    this.weight = spec.weight;
+    this.effectiveWeight = spec.weight;
+    this.maxFails = spec.maxFails;
+    this.failTimeout = spec.failTimeout;
+    this.maxConns = spec.maxConns;
+    this.down = spec.down;
+  }
+}
+
+/** The primary or backup peers of a group (ngx_http_upstream_rr_peers_t). */
+export class PeerList {
+  readonly peers: Peer[];
+  readonly single: boolean;
+  readonly weighted: boolean;
+  readonly totalWeight: number;
+  /** Peers not marked down: how many tries a request gets from this list. */
+  readonly tries: number;
+  next: PeerList | undefined;
+
+  constructor(peers: Peer[], single?: boolean) {
+    this.peers = peers;
+    this.single = single ?? peers.length === 1;
+    let w = 0;
+    let t = 0;
+    for (const p of peers) {
+      w += p.weight;
+      if (!p.down) t++;
+    }
+    this.totalWeight = w;
+    this.weighted = w !== peers.length;
+    this.tries = t;
+  }
+}
+
+/** Upstream keepalive settings (`keepalive`, `keepalive_requests`, `keepalive_time`, `keepalive_timeout`). */
+export interface KeepaliveConf {
+  max: number;
+  requests: number;
+  timeMs: number;
+  timeoutMs: number;
+}
+
+export class UpstreamGroup {
+  /** The upstream's name (`backend`), or the host of an implicit group. */
+  readonly name: string;
+  /** Port of an implicit group (proxy_pass http://host:port), else undefined. */
+  readonly port: number | undefined;
+  /** Defined by `upstream {}` (false: implicit, from proxy_pass). */
+  readonly explicit: boolean;
+  /** An implicit group for a unix socket (`name` is its path). */
+  readonly unix: boolean;
+  readonly servers: ServerSpec[] = [];
+  primary: PeerList = new PeerList([]);
+  keepalive: KeepaliveConf | undefined;
+  /** Idle connections of this worker (created when the worker starts). */
+  pool: KeepalivePool | undefined;
+  readonly file: string;
+  readonly line: number;
+
+  constructor(name: string, port: number | undefined, explicit: boolean, unix: boolean, file: string, line: number) {
+    this.name = name;
+    this.port = port;
+    this.explicit = explicit;
+    this.unix = unix;
+    this.file = file;
+    this.line = line;
+  }
+
+  /** Builds the peer lists from the servers (ngx_http_upstream_init_round_robin). */
+  init(): void {
+    const primary: Peer[] = [];
+    const backup: Peer[] = [];
+    for (const s of this.servers) {
+      for (const a of s.addrs) (s.backup ? backup : primary).push(new Peer(a, s));
+    }
+    this.primary = new PeerList(primary, primary.length === 1 && backup.length === 0);
+    if (backup.length) this.primary.next = new PeerList(backup, false);
+  }
+
+  /** How many peers a request may try (ngx_http_upstream_tries). */
+  get tries(): number {
+    return this.primary.tries + (this.primary.next?.tries ?? 0);
+  }
+}
+
+/** Peers for an address resolved at run time (proxy_pass with variables): nginx's defaults, max_fails 1, fail_timeout 10. */
+export function resolvedPeerList(addrs: PeerAddress[], serverName: string): PeerList {
+  return new PeerList(addrs.map((a) => new Peer(a, {
+    name: serverName, weight: 1, maxFails: 1, failTimeout: 10, maxConns: 0, down: false,
+  })));
+}
