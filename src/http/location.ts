@@ -146,11 +146,10 @@ export function checkNesting(parent: LocationConf | undefined, child: LocationCo
 
 /**
  * Makes `loc` the request's location (ngx_http_update_location_config): a
- * method that `limit_except` does not allow gets the limit_except block's
- * level, so its access rules apply.
+ * method that `limit_except` does not allow gets the limit_except block
+ * instead (its access rules, its proxy_pass), as nginx does.
  */
 export function enterLocation(r: HttpRequest, loc: LocationConf): void {
-  r.setLocation(loc);
   const lmt = loc.limitExcept;
-  if (lmt && !lmt.methods.has(r.method)) r.level = lmt.loc.level;
+  r.setLocation(lmt && !lmt.methods.has(r.method) ? lmt.loc : loc);
 }

@@ -155,7 +155,7 @@ async function authDelay(r: HttpRequest): Promise<number> {
 function findConfig(r: HttpRequest): number {
   const found = findLocation(r, r.server.locations, r.uri, r.server.serverLoc);
   enterLocation(r, found.loc);
-  if (r.loc.internal && !r.internal) return 404;
+  if (found.loc.internal && !r.internal) return 404;
   const core = r.level.get(coreLoc);
   const len = Number(r.req.headers['content-length'] ?? 0);
   if (core.clientMaxBodySize && len > core.clientMaxBodySize) {
@@ -220,6 +220,8 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
     r.res.destroy();
     return;
   }
+  // nginx's r->err_status: the response goes out with this status, even from an error page's target
+  r.errStatus = rc;
   // nginx's r->err_status: the response goes out with this status, even from an error page's target
   r.errStatus = rc;
   if (r.main.errorPage && !r.errorPageDone && (await r.main.errorPage(r, rc))) return;

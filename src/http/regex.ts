@@ -4,8 +4,7 @@
  * (`(?P<name>`, `(?i)` at the start) and reports failures as nginx does.
  */
 import type { ConfContext } from '../conf/context.ts';
-import type { HttpRequest } from './request.ts';
-import type { VariableRegistry } from './variables.ts';
+import type { VariableHost, VariableRegistry } from './variables.ts';
 
 export interface CompiledRegex {
   regex: RegExp;
@@ -53,7 +52,7 @@ export interface HttpRegex extends CompiledRegex {
  * Compiles a regex of the http block (location, rewrite, if, map):
  * ngx_http_regex_compile, which also declares a variable per named group.
  */
-export function compileHttpRegex(cf: ConfContext, vars: VariableRegistry, pattern: string, caseless = false): HttpRegex {
+export function compileHttpRegex<R extends VariableHost>(cf: ConfContext, vars: VariableRegistry<R>, pattern: string, caseless = false): HttpRegex {
   const re = compileRegex(cf, pattern, caseless);
   const namedIndexes = re.names.map((name) => {
     const def = vars.lookup(name);
@@ -71,7 +70,7 @@ export type NamedIndexes = ReadonlyArray<{ name: string; index: number }>;
  * Matches `subject` (ngx_http_regex_exec): on a match the request's
  * captures ($0..$9) become this match's and named groups set their variables.
  */
-export function execRegex(r: HttpRequest, re: HttpRegex, subject: string): boolean {
+export function execRegex(r: VariableHost, re: HttpRegex, subject: string): boolean {
   const m = re.regex.exec(subject);
   if (!m) return false;
   applyMatch(r, m, re.namedIndexes);
@@ -79,7 +78,7 @@ export function execRegex(r: HttpRequest, re: HttpRegex, subject: string): boole
 }
 
 /** Records a successful match on the request: captures and named-group variables. */
-export function applyMatch(r: HttpRequest, m: RegExpExecArray, named: NamedIndexes | undefined): void {
+export function applyMatch(r: VariableHost, m: RegExpExecArray, named: NamedIndexes | undefined): void {
   const caps: string[] = new Array(m.length);
   for (let i = 0; i < m.length; i++) caps[i] = m[i] ?? '';
   r.captures = caps;

@@ -71,6 +71,12 @@ export class HttpRequest {
    * the rewritten URI as is instead of replacing the location's prefix.
    */
   validLocation = true;
+  /**
+   * nginx's r->valid_location: cleared when `rewrite ... break` (or `break`
+   * after a rewrite) changed the URI; proxy_pass with a URI part then sends
+   * the rewritten URI as is instead of replacing the location's prefix.
+   */
+  validLocation = true;
   /** Remaining internal redirects before nginx's "rewrite or internal redirection cycle". */
   uriChanges = 11;
   /** `error_page` already handled once (recursive_error_pages off). */

@@ -10,14 +10,25 @@ import type { HttpRequest } from './request.ts';
 /** A variable's value; `undefined` is nginx's "not found" (logged as `-`). */
 export type VarValue = string | undefined;
 
-export interface VariableDef {
+/**
+ * What variables are evaluated for: an http request, or a stream session
+ * (src/stream), which keep the same per-connection cache and captures.
+ */
+export interface VariableHost {
+  /** Values by variable index, cached where nginx caches them. */
+  varCache: VarValue[];
+  /** Regex captures ($0..$9) of the last matching regex. */
+  captures: string[] | undefined;
+}
+
+export interface VariableDef<R extends VariableHost = HttpRequest> {
   /** Full name, or the prefix (`http_`, `arg_`, ...) when `prefix` is set. */
   name: string;
   prefix?: boolean;
   /** Computes the value; `name` is the full variable name (for prefixes). */
-  get(r: HttpRequest, name: string): VarValue;
+  get(r: R, name: string): VarValue;
   /** Writable variables (`$args`, `$limit_rate`); otherwise `set` makes a user variable. */
-  set?(r: HttpRequest, value: string, name: string): void;
+  set?(r: R, value: string, name: string): void;
   /** Recomputed on every use (nginx's NGX_HTTP_VAR_NOCACHEABLE). */
   noCache?: boolean;
   /** `set` may assign it (nginx's NGX_HTTP_VAR_CHANGEABLE); implied by `set`. */
@@ -25,21 +36,21 @@ export interface VariableDef {
 }
 
 /** Placeholder for a name used before (or without) its definition. */
-const UNKNOWN: VariableDef = { name: '', get: () => undefined };
+const UNKNOWN: VariableDef<VariableHost> = { name: '', get: () => undefined };
 
-interface Indexed {
-  def: VariableDef;
+interface Indexed<R extends VariableHost> {
+  def: VariableDef<R>;
   name: string;
   index: number;
 }
 
-export class VariableRegistry {
-  private readonly defs = new Map<string, VariableDef>();
-  private readonly prefixes: VariableDef[] = [];
-  private readonly indexed = new Map<string, Indexed>();
-  private readonly list: Indexed[] = [];
+export class VariableRegistry<R extends VariableHost = HttpRequest> {
+  private readonly defs = new Map<string, VariableDef<R>>();
+  private readonly prefixes: VariableDef<R>[] = [];
+  private readonly indexed = new Map<string, Indexed<R>>();
+  private readonly list: Indexed<R>[] = [];
 
-  define(def: VariableDef): void {
+  define(def: VariableDef<R>): void {
     if (def.prefix) this.prefixes.push(def);
     else {
       this.defs.set(def.name, def);
@@ -55,10 +66,10 @@ export class VariableRegistry {
   }
 
   /** The definition that handles `name`, or undefined. */
-  lookup(name: string): VariableDef | undefined {
+  lookup(name: string): VariableDef<R> | undefined {
     const d = this.defs.get(name);
     if (d) return d;
-    let best: VariableDef | undefined;
+    let best: VariableDef<R> | undefined;
     for (const p of this.prefixes) if (name.startsWith(p.name) && (!best || p.name.length > best.name.length)) best = p;
     return best;
   }
@@ -94,7 +105,7 @@ export class VariableRegistry {
   }
 
   /** The value of variable `index` for request `r`, cached where nginx caches it. */
-  value(r: HttpRequest, index: number): VarValue {
+  value(r: R, index: number): VarValue {
     const ix = this.list[index];
     const cache = r.varCache;
     if (!ix.def.noCache && index in cache) return cache[index];
@@ -104,14 +115,14 @@ export class VariableRegistry {
   }
 
   /** Sets variable `index` for request `r` (the `set` directive). */
-  assign(r: HttpRequest, index: number, value: string): void {
+  assign(r: R, index: number, value: string): void {
     const ix = this.list[index];
     if (ix.def.set) ix.def.set(r, value, ix.name);
     else r.varCache[index] = value;
   }
 
   /** Reads a variable by name at run time (Lua's ngx.var, SSI); undefined when unknown. */
-  valueByName(r: HttpRequest, name: string): VarValue {
+  valueByName(r: R, name: string): VarValue {
     if (!this.indexed.has(name) && !this.lookup(name)) return undefined;
     return this.value(r, this.index(name));
   }
@@ -121,11 +132,11 @@ export class VariableRegistry {
 type Part = string | { index: number } | { capture: number };
 
 /** A string with variables, compiled once: nginx's ngx_http_complex_value_t. */
-export interface ComplexValue {
+export interface ComplexValue<R extends VariableHost = HttpRequest> {
   /** The text when it has no variables. */
   readonly constant: string | undefined;
   readonly source: string;
-  evaluate(r: HttpRequest): string;
+  evaluate(r: R): string;
 }
 
 const NAME = /[A-Za-z0-9_]/;
@@ -134,7 +145,7 @@ const NAME = /[A-Za-z0-9_]/;
  * Compiles `text` into a ComplexValue. Unknown variables are nginx's
  * configuration error `unknown "name" variable`.
  */
-export function compileComplex(cf: ConfContext | undefined, vars: VariableRegistry, text: string): ComplexValue {
+export function compileComplex<R extends VariableHost = HttpRequest>(cf: ConfContext | undefined, vars: VariableRegistry<R>, text: string): ComplexValue<R> {
   const parts: Part[] = [];
   let lit = '';
   let i = 0;
@@ -170,12 +181,12 @@ function confError(cf: ConfContext | undefined, msg: string): Error {
   return cf ? cf.error(msg) : new Error(msg);
 }
 
-function makeComplex(vars: VariableRegistry, source: string, parts: Part[]): ComplexValue {
+function makeComplex<R extends VariableHost>(vars: VariableRegistry<R>, source: string, parts: Part[]): ComplexValue<R> {
   if (parts.every((p) => typeof p === 'string')) {
     const constant = parts.join('');
     return { constant, source, evaluate: () => constant };
   }
-  const evalPart = (r: HttpRequest, p: Part): string => {
+  const evalPart = (r: R, p: Part): string => {
     if (typeof p === 'string') return p;
     if ('index' in p) return vars.value(r, p.index) ?? '';
     return r.captures?.[p.capture] ?? '';

@@ -15,33 +15,33 @@ import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import { compileHttpRegex, execRegex } from '../regex.ts';
 import type { HttpRegex } from '../regex.ts';
-import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../variables.ts';
-import type { ComplexValue, VariableRegistry } from '../variables.ts';
+import type { ComplexValue, VariableHost, VariableRegistry } from '../variables.ts';
 
-interface MapTable {
-  source: ComplexValue;
+/** A map's table; `R` is what its values are computed for (an http request, or a stream session). */
+interface MapTable<R extends VariableHost> {
+  source: ComplexValue<R>;
   hostnames: boolean;
-  exact: Map<string, ComplexValue>;
+  exact: Map<string, ComplexValue<R>>;
   /** `*.example.com` and `.example.com`, stored as the suffix after `*` (`.example.com`), longest first. */
-  head: Array<{ suffix: string; value: ComplexValue; dot: boolean }>;
+  head: Array<{ suffix: string; value: ComplexValue<R>; dot: boolean }>;
   /** `example.*`, stored as `example.`, longest first. */
-  tail: Array<{ prefix: string; value: ComplexValue }>;
-  regexes: Array<{ re: HttpRegex; value: ComplexValue }>;
-  defaultValue: ComplexValue | undefined;
+  tail: Array<{ prefix: string; value: ComplexValue<R> }>;
+  regexes: Array<{ re: HttpRegex; value: ComplexValue<R> }>;
+  defaultValue: ComplexValue<R> | undefined;
 }
 
-const EMPTY: ComplexValue = { constant: '', source: '', evaluate: () => '' };
+const EMPTY: ComplexValue<VariableHost> = { constant: '', source: '', evaluate: () => '' };
 
 /** The value of the map for request `r` (ngx_http_map_variable + ngx_http_map_find). */
-function lookup(r: HttpRequest, map: MapTable): string {
+function lookup<R extends VariableHost>(r: R, map: MapTable<R>): string {
   let key = map.source.evaluate(r);
   if (map.hostnames && key.endsWith('.')) key = key.slice(0, -1);
   const value = find(r, map, key) ?? map.defaultValue ?? EMPTY;
   return value.constant ?? value.evaluate(r);
 }
 
-function find(r: HttpRequest, map: MapTable, key: string): ComplexValue | undefined {
+function find<R extends VariableHost>(r: R, map: MapTable<R>, key: string): ComplexValue<R> | undefined {
   const low = key.toLowerCase();
   const exact = map.exact.get(low);
   if (exact) return exact;
@@ -60,7 +60,7 @@ function find(r: HttpRequest, map: MapTable, key: string): ComplexValue | undefi
 }
 
 /** Files a `hostnames` key as exact, leading or trailing wildcard (nginx's ngx_hash_add_key). */
-function addHostKey(cf: ConfContext, map: MapTable, key: string, value: ComplexValue, seen: Set<string>): void {
+function addHostKey<R extends VariableHost>(cf: ConfContext, map: MapTable<R>, key: string, value: ComplexValue<R>, seen: Set<string>): void {
   const low = key.toLowerCase();
   if (seen.has(low)) throw cf.error(`conflicting parameter "${key}"`);
   seen.add(low);
@@ -78,10 +78,13 @@ function addHostKey(cf: ConfContext, map: MapTable, key: string, value: ComplexV
   }
 }
 
-function readMap(cf: ConfContext, node: ConfNode): string | void {
-  const vars: VariableRegistry = httpMainOf(cf).variables;
+/**
+ * Reads a `map` block into a variable of `vars`; shared with the stream
+ * map module (ngx_stream_map_module reads and matches maps the same way).
+ */
+export function readMap<R extends VariableHost>(cf: ConfContext, node: ConfNode, vars: VariableRegistry<R>): void {
   const [sourceText, target] = node.args;
-  const map: MapTable = {
+  const map: MapTable<R> = {
     source: compileComplex(cf, vars, sourceText),
     hostnames: false, exact: new Map(), head: [], tail: [], regexes: [], defaultValue: undefined,
   };
@@ -140,7 +143,7 @@ function readMap(cf: ConfContext, node: ConfNode): string | void {
 export const mapModule: HttpModule = {
   name: 'ngx_http_map_module',
   directives: [
-    { name: 'map', contexts: Ctx.HTTP, args: 2, block: true, handler: readMap },
+    { name: 'map', contexts: Ctx.HTTP, args: 2, block: true, handler: (cf, node) => readMap(cf, node, httpMainOf(cf).variables) },
     // nginx sizes its hash tables with these; a JavaScript Map needs no tuning
     { name: 'map_hash_max_size', contexts: Ctx.HTTP, args: 1, handler: () => undefined },
     { name: 'map_hash_bucket_size', contexts: Ctx.HTTP, args: 1, handler: () => undefined },

@@ -102,8 +102,10 @@ function readSet(cf: ConfContext, node: ConfNode): string | void {
   const def = vars.lookup(name);
   if (def && !def.prefix) {
     if (!def.changeable && !def.set) throw cf.error(`the duplicate "${name}" variable`);
+  } else if (def) {
+    // $http_x, $arg_x, ...: a variable of its own that reads as before until set
+    vars.define({ name, get: (r) => def.get(r, name), changeable: true, noCache: def.noCache });
   } else {
-    // a new variable; a prefix one ($http_x, $arg_x) becomes a variable of its own, as in nginx
     vars.define({ name, get: uninitialized(name), changeable: true });
   }
   const index = vars.index(name);
