@@ -38,7 +38,8 @@ export function defineSlot<T>(name: string, create: () => T, merge?: (parent: T,
 export function inheritUnset<T extends object>(parent: T, child: T): void {
   const c = child as Record<string, unknown>;
   const p = parent as Record<string, unknown>;
-  for (const k of Object.keys(p)) if (c[k] === undefined) c[k] = p[k];
+  // for-in allocates no key array; every level of every server and location merges here
+  for (const k in p) if (c[k] === undefined) c[k] = p[k];
 }
 
 /** One configuration level (main, http, server, location, if, ...). */

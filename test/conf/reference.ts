@@ -8,7 +8,9 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { gatehouseBinary, nginxBinary } from '../kit/server.ts';
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { gatehouseBinary, nginxBinary, nginxSkip } from '../kit/server.ts';
 
 export interface ConfCase {
   name: string;
@@ -82,5 +84,32 @@ function run(file: string, args: string[]): Promise<{ code: number; stdout: stri
       const code = err ? (typeof err.code === 'number' ? err.code : err.signal ? 128 : 1) : 0;
       resolve({ code, stdout, stderr });
     });
+  });
+}
+
+/**
+ * One test per case: nginx and Gatehouse must show the same outcome; a
+ * gatehouseOnly case is checked against its stated output instead.
+ */
+export function compareWithNginx(title: string, cases: ConfCase[]): void {
+  test(`${title}: case names are unique`, () => {
+    assert.equal(new Set(cases.map((c) => c.name)).size, cases.length);
+  });
+  test(title, { concurrency: 2 }, async (t) => {
+    for (const c of cases) {
+      const only = c.gatehouseOnly;
+      if (only) {
+        void t.test(`${c.name} (gatehouse only: ${only.reason})`, async () => {
+          const got = await runCase('gatehouse', c);
+          assert.equal(got.stderr, only.stderr);
+          assert.equal(got.code, only.code);
+        });
+        continue;
+      }
+      void t.test(c.name, { skip: nginxSkip }, async () => {
+        const [want, got] = await Promise.all([runCase('nginx', c), runCase('gatehouse', c)]);
+        assert.deepEqual(got, want);
+      });
+    }
   });
 }

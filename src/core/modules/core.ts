@@ -7,6 +7,7 @@
  * listed in docs/directives.md.
  */
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { defineSlot } from '../../conf/context.ts';
@@ -145,6 +146,38 @@ function inSystemFile(file: string, name: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** Whether `addr/bits` (ngx_ptocidr) has address bits beyond its mask. */
+function hostBitsSet(cidr: string): boolean {
+  const [addr, bits, extra] = cidr.split('/');
+  if (bits === undefined || extra !== undefined || !/^\d+$/.test(bits)) return false;
+  const v4 = net.isIPv4(addr);
+  if (!v4 && !net.isIPv6(addr)) return false;
+  const width = v4 ? 32 : 128;
+  if (Number(bits) > width) return false;
+  const value = v4
+    ? addr.split('.').reduce((a, o) => (a << 8n) | BigInt(o), 0n)
+    : ipv6Value(addr);
+  const hostMask = (1n << BigInt(width - Number(bits))) - 1n;
+  return (value & hostMask) !== 0n;
+}
+
+function ipv6Value(addr: string): bigint {
+  const [head, tail = ''] = addr.split('::');
+  const words = (p: string) => (p ? p.split(':') : []);
+  let parts = words(head);
+  let rest = words(tail);
+  // an embedded IPv4 address is two words
+  const last = (addr.includes('::') ? rest : parts).at(-1);
+  if (last?.includes('.')) {
+    const o = last.split('.').map(Number);
+    const w = [((o[0] << 8) | o[1]).toString(16), ((o[2] << 8) | o[3]).toString(16)];
+    if (addr.includes('::')) rest = [...rest.slice(0, -1), ...w];
+    else parts = [...parts.slice(0, -1), ...w];
+  }
+  const all = [...parts, ...Array(8 - parts.length - rest.length).fill('0'), ...rest];
+  return all.reduce((a, w) => (a << 16n) | BigInt(`0x${w}`), 0n);
 }
 
 /** The module names a `load_module` file stands for when its own name is not one of ours. */
@@ -315,7 +348,11 @@ const directives: Directive[] = [
     name: 'accept_mutex_delay', contexts: Ctx.EVENTS, args: 1,
     handler(cf, n) { once(cf, events(cf), 'acceptMutexDelay', () => msecArg(cf, n.args[0])); },
   },
-  { name: 'debug_connection', contexts: Ctx.EVENTS, args: 1, handler() { /* accepted: no per-client debug log */ } },
+  {
+    name: 'debug_connection', contexts: Ctx.EVENTS, args: 1,
+    // accepted without effect (no per-client debug log); addresses are checked, host names are not resolved
+    handler(cf, n) { if (hostBitsSet(n.args[0])) cf.warn(`low address bits of ${n.args[0]} are meaningless`); },
+  },
   {
     name: 'epoll_events', contexts: Ctx.EVENTS, args: 1,
     handler(cf, n) { once(cf, events(cf), 'epollEvents', () => numberArg(cf, n.args[0])); },
