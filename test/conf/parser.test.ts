@@ -1,7 +1,7 @@
 // Unit tests of the configuration reader below the CLI: raw Lua blocks,
 // where errors land (the syntax error kept for after the directives read
 // before it, block errors at the closing brace), value parsers and glob.
-// The main evidence for exactness is reference.test.ts (against nginx).
+// The main evidence for exactness is reference-syntax.test.ts and reference-main.test.ts (against nginx).
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
