@@ -4,17 +4,21 @@
  * APISIX-style gateway (see src/gateway).
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Cycle, resolvePaths } from '../core/cycle.ts';
 import { ErrorLog, LogLevel } from '../core/error-log.ts';
-import { coreSettings } from '../core/modules/core.ts';
-import { describeStartError, Master } from '../core/master.ts';
+import { coreSettings, testCycleFiles } from '../core/modules/core.ts';
+import { Master, startBanner } from '../core/master.ts';
+import { openCycleLog } from '../core/cycle-log.ts';
+import { BindFailed, checkBindable } from '../core/bind-check.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
+import { fullName } from '../conf/parser.ts';
 import { modules } from '../modules.ts';
 import { NGINX_VER } from '../http/special-response.ts';
 import { WITH, WITHOUT } from './features.ts';
-import { daemonize, isDaemonChild, reportDaemonReady } from './daemon.ts';
+import { daemonize, daemonReportSent, receiveSnapshot, reportDaemonReady, takeDaemonChild } from './daemon.ts';
 
 const ROOT = path.resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const GATEHOUSE_VERSION = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version as string;
@@ -101,40 +105,51 @@ Options:
   -e filename   : set error log file (default: logs/error.log)
   -c filename   : set configuration file (default: conf/nginx.conf)
   -g directives : set global directives out of configuration file
+
 `;
 }
 
 function err(line: string): void {
-  fs.writeSync(2, `${NAME}: ${line}\n`);
+  // messages quote configuration bytes (latin1 strings): write them back as the same bytes
+  fs.writeSync(2, Buffer.from(`${NAME}: ${line}\n`, 'latin1'));
 }
 
 const SIGNALS: Record<string, NodeJS.Signals> = { stop: 'SIGTERM', quit: 'SIGQUIT', reopen: 'SIGUSR1', reload: 'SIGHUP' };
 
-function sendSignal(cycle: Cycle, name: string): number {
+/** `-s`: signals the master named by the configuration's pid file (ngx_signal_process). */
+function sendSignal(cycle: Cycle, name: string, log: ErrorLog): number {
+  log.notice('signal process started');
   const pidFile = coreSettings(cycle).pid;
   let text: string;
   try {
     text = fs.readFileSync(pidFile, 'latin1');
   } catch (e) {
-    err(`[error] open() "${pidFile}" failed ${sysErrorText(e)}`);
+    log.error(`open() "${pidFile}" failed ${sysErrorText(e)}`);
     return 1;
   }
-  const pid = Number(text.trim());
-  if (!/^\d+$/.test(text.trim()) || pid <= 0) {
-    err(`[error] invalid PID number "${text.trim()}" in "${pidFile}"`);
+  const value = text.replace(/[\r\n]+$/, '');
+  if (!/^\d+$/.test(value) || Number(value) <= 0) {
+    log.error(`invalid PID number "${value}" in "${pidFile}"`);
     return 1;
   }
+  const sig = SIGNALS[name];
   try {
-    process.kill(pid, SIGNALS[name]);
+    process.kill(Number(value), sig);
   } catch (e) {
-    err(`[alert] kill(${pid}, ${os_signal_number(SIGNALS[name])}) failed ${sysErrorText(e)}`);
+    log.alert(`kill(${value}, ${os.constants.signals[sig]}) failed ${sysErrorText(e)}`);
     return 1;
   }
   return 0;
 }
 
-function os_signal_number(sig: NodeJS.Signals): number {
-  return { SIGTERM: 15, SIGQUIT: 3, SIGUSR1: 10, SIGHUP: 1 }[sig as string] ?? 0;
+/** The log used before the configuration is loaded: -e (or logs/error.log) at notice, echoed to stderr. */
+function openStartupLog(file: string): ErrorLog {
+  try {
+    return new ErrorLog([{ file, level: LogLevel.notice }], true);
+  } catch (e) {
+    err(`[alert] could not open error log file: open() "${file}" failed ${sysErrorText(e)}`);
+    return new ErrorLog([{ file: 'stderr', level: LogLevel.notice }], true);
+  }
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -154,28 +169,51 @@ export async function main(argv: string[]): Promise<number> {
     fs.writeSync(2, versionText(o.version === 2) + (o.help ? helpText() : ''));
     return 0;
   }
-  const prefix = path.resolve(o.prefix ?? ROOT) + '/';
+  const daemonChild = takeDaemonChild();
+  // nginx joins -p, -c and -e as given (a relative prefix stays relative in messages)
+  const prefix = o.prefix === undefined ? ROOT + '/' : o.prefix === '' || o.prefix.endsWith('/') ? o.prefix : o.prefix + '/';
   const paths = resolvePaths(prefix, o.conf ?? 'conf/nginx.conf');
-  const defaultErrorLog = o.errorLog === 'stderr' ? 'stderr' : path.resolve(prefix, o.errorLog ?? 'logs/error.log');
-  // like nginx, configuration errors go to stderr and to the error log known so far
+  const defaultErrorLog = o.errorLog === 'stderr' ? 'stderr' : fullName(prefix, o.errorLog ?? 'logs/error.log');
+  // like nginx, errors before the configuration's own log is open go to stderr and to -e
   const startupLog = openStartupLog(defaultErrorLog);
-
-  let cycle: Cycle;
   try {
-    cycle = Cycle.load(modules, { paths, globals: o.globals });
+    return await runWith(o, argv, { paths, defaultErrorLog, startupLog, daemonChild });
   } catch (e) {
     if (!(e instanceof ConfError)) throw e;
-    startupLog?.log(LogLevel.emerg, e.text);
-    err(`[emerg] ${e.text}`);
+    startupLog.log(LogLevel[e.level as keyof typeof LogLevel] ?? LogLevel.emerg, e.text);
     if (o.test) err(`configuration file ${paths.confFile} test failed`);
+    reportDaemonReady(e.text);
     return 1;
+  } finally {
+    startupLog.close();
   }
+}
+
+interface StartContext {
+  paths: ReturnType<typeof resolvePaths>;
+  defaultErrorLog: string;
+  startupLog: ErrorLog;
+  daemonChild: boolean;
+}
+
+/** Everything after option parsing; a ConfError means "log it and exit 1". */
+async function runWith(o: Options, argv: string[], ctx: StartContext): Promise<number> {
+  const { paths, defaultErrorLog, startupLog } = ctx;
+  // the background copy of `daemon on` loads exactly what its parent checked
+  const snapshot = ctx.daemonChild ? await receiveSnapshot() : undefined;
+  const cycle = Cycle.load(modules, {
+    paths,
+    globals: o.globals,
+    readFile: snapshot ? (file) => snapshot[file] ?? fs.readFileSync(file, 'latin1') : undefined,
+    onSyntaxOk: o.test && !o.quiet ? () => err(`the configuration file ${paths.confFile} syntax is ok`) : undefined,
+    // the background copy of `daemon on` reads what its parent already reported
+    onWarning: ctx.daemonChild ? undefined : (w) => startupLog.log(LogLevel.warn, w.text),
+  });
 
   if (o.test) {
-    if (!o.quiet) {
-      err(`the configuration file ${paths.confFile} syntax is ok`);
-      err(`configuration file ${paths.confFile} test is successful`);
-    }
+    testCycleFiles(cycle);
+    openCycleLog(cycle, defaultErrorLog).close();
+    if (!o.quiet) err(`configuration file ${paths.confFile} test is successful`);
     if (o.dump) {
       let out = '';
       for (const f of cycle.files) out += `# configuration file ${f.name}:\n${f.text}\n`;
@@ -183,37 +221,30 @@ export async function main(argv: string[]): Promise<number> {
     }
     return 0;
   }
-  if (o.signal) return sendSignal(cycle, o.signal);
+  if (o.signal) return sendSignal(cycle, o.signal, startupLog);
 
-  const core = coreSettings(cycle);
-  if (core.daemon && !isDaemonChild()) return daemonize(argv);
+  if (coreSettings(cycle).daemon && !ctx.daemonChild) {
+    // what would stop the start is reported here, before going to the background
+    openCycleLog(cycle, defaultErrorLog).close();
+    try {
+      await checkBindable(cycle.listeners.values(), startupLog);
+    } catch (e) {
+      if (e instanceof BindFailed) return 1;
+      throw e;
+    }
+    return daemonize(argv, cycle.snapshot());
+  }
 
   const master = new Master(cycle, {
     paths, globals: o.globals, defaultErrorLog,
-    onReady: () => reportDaemonReady(),
+    banner: startBanner(`${NAME}/${GATEHOUSE_VERSION} (${NGINX_VER})`),
+    onReady: ctx.daemonChild ? reportDaemonReady : undefined,
   });
-  try {
-    await master.run();
-  } catch (e) {
-    const text = describeStartError(e);
-    startupLog?.log(LogLevel.emerg, text);
-    err(`[emerg] ${text}`);
-    reportDaemonReady(text);
-    return 1;
-  }
-  startupLog?.close();
-  return -1;
-}
-
-function openStartupLog(file: string): ErrorLog | undefined {
-  if (file === 'stderr') return undefined;
-  try {
-    return new ErrorLog([{ file, level: LogLevel.error }]);
-  } catch (e) {
-    err(`[alert] could not open error log file: open() "${file}" failed ${sysErrorText(e)}`);
-    return undefined;
-  }
+  return (await master.run()) ? -1 : 1;
 }
 
 const code = await main(process.argv.slice(2));
-if (code >= 0) process.exit(code);
+if (code >= 0) {
+  await daemonReportSent();
+  process.exit(code);
+}

@@ -1,17 +1,20 @@
 /**
- * The master (main thread): starts `worker_processes` worker threads, writes
- * the pid file once they listen, and handles nginx's signals — HUP reloads
- * (a bad configuration is logged and the old one keeps serving), USR1
- * reopens logs, QUIT stops gracefully, TERM/INT stop fast. A worker that dies
- * is replaced.
+ * The master (main thread): checks that the listening addresses are free,
+ * starts `worker_processes` worker threads, writes the pid file once they
+ * listen, and handles nginx's signals — HUP reloads (a bad configuration is
+ * logged and the old one keeps serving), USR1 reopens logs, QUIT stops
+ * gracefully, TERM/INT stop fast. A worker that dies is replaced.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { Cycle } from './cycle.ts';
-import type { CycleOptions } from './cycle.ts';
-import { ErrorLog, LogLevel, setMainErrorLog } from './error-log.ts';
+import type { CycleOptions, ListenSpec } from './cycle.ts';
+import { ErrorLog, setMainErrorLog } from './error-log.ts';
+import { openCycleLog } from './cycle-log.ts';
+import { BindFailed, checkBindable } from './bind-check.ts';
 import { coreSettings } from './modules/core.ts';
-import { createSharedCounters } from './shared.ts';
+import { allSharedZones, createSharedCounters } from './shared.ts';
 import type { MasterMessage, WorkerMessage, WorkerStart } from './messages.ts';
 import { modules } from '../modules.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
@@ -19,18 +22,37 @@ import { reopenAll } from './reopen.ts';
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url);
 
+/** A worker that dies this soon after starting is respawned after a pause, not in a tight loop. */
+const RESPAWN_PAUSE_MS = 1000;
+/** TERM: workers still running after this are terminated. */
+const FAST_STOP_MS = 1000;
+
 interface WorkerSlot {
+  /** Our index (worker 0 binds unix sockets). */
   id: number;
   worker: Worker;
+  /** The thread id, shown as `PID#TID` in its log lines and as its number in ours. */
+  tid: number;
+  startedAt: number;
   /** Set while the master is stopping this worker on purpose. */
   retiring: boolean;
+  /** The uncaught exception that killed it, if any. */
+  failure?: string;
 }
 
 export interface MasterOptions extends CycleOptions {
   /** The error log before the configuration names one (-e, or logs/error.log). */
   defaultErrorLog: string;
-  /** Called once workers listen (daemon readiness). */
-  onReady?: () => void;
+  /** Lines logged at notice level when the master starts (version, OS). */
+  banner?: string[];
+  /** Called once workers listen and the pid file is written, or with the error that stopped the start. */
+  onReady?: (error?: string) => void;
+}
+
+type Reply = WorkerMessage | { type: 'gone' };
+
+function oneLine(err: unknown): string {
+  return String((err as Error)?.stack ?? err).replace(/\n\s*/g, ' ');
 }
 
 export class Master {
@@ -39,22 +61,53 @@ export class Master {
   private log: ErrorLog;
   private readonly workers: WorkerSlot[] = [];
   private readonly counters = createSharedCounters();
-  private stopping = false;
-  private reloading: Promise<void> | undefined;
+  private state: 'starting' | 'running' | 'stopping' = 'starting';
+  /** Signals that arrived while starting, acted on once started. */
+  private deferred: Array<() => void> = [];
+  /** Reloads and respawns run one at a time, so a respawned worker always gets the current configuration. */
+  private queue: Promise<void> = Promise.resolve();
   private pidFile = '';
 
+  /** Throws ConfError when the configuration's error log cannot be opened. */
   constructor(cycle: Cycle, opts: MasterOptions) {
     this.cycle = cycle;
     this.opts = opts;
-    this.log = this.openLog(cycle);
+    this.log = openCycleLog(cycle, opts.defaultErrorLog);
+    // like nginx, messages go to stderr too until the server runs
+    this.log.useStderr = true;
+    setMainErrorLog(this.log);
   }
 
-  private openLog(cycle: Cycle): ErrorLog {
+  private workerCount(cycle: Cycle): number {
     const core = coreSettings(cycle);
-    const specs = core.errorLogs.length ? core.errorLogs : [{ file: this.opts.defaultErrorLog, level: LogLevel.error }];
-    const log = new ErrorLog(specs);
-    setMainErrorLog(log);
-    return log;
+    return core.masterProcess ? core.workerProcesses : 1;
+  }
+
+  /** Starts the server; false (with everything logged and nothing left running) if it could not. */
+  async run(): Promise<boolean> {
+    this.installSignals();
+    for (const line of this.opts.banner ?? []) this.log.notice(line);
+    try {
+      await checkBindable(this.cycle.listeners.values(), this.log);
+      this.log.notice('start worker processes');
+      const count = this.workerCount(this.cycle);
+      const started = await Promise.allSettled(Array.from({ length: count }, (_, i) => this.start(i, this.cycle)));
+      for (const r of started) if (r.status === 'fulfilled') this.workers.push(r.value);
+      const failed = started.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
+      this.writePid(coreSettings(this.cycle).pid);
+    } catch (err) {
+      for (const w of this.workers) { w.retiring = true; void w.worker.terminate(); }
+      const text = err instanceof BindFailed ? err.message : describeStartError(err);
+      if (!(err instanceof BindFailed)) this.log.emerg(text);
+      this.opts.onReady?.(text);
+      return false;
+    }
+    this.state = 'running';
+    this.log.useStderr = false;
+    this.opts.onReady?.();
+    for (const fn of this.deferred.splice(0)) fn();
+    return true;
   }
 
   private start(id: number, cycle: Cycle): Promise<WorkerSlot> {
@@ -65,45 +118,39 @@ export class Master {
       globals: this.opts.globals,
       defaultErrorLog: this.opts.defaultErrorLog,
       counters: this.counters,
+      zones: allSharedZones(),
     };
     const worker = new Worker(WORKER_URL, { workerData: data });
-    const slot: WorkerSlot = { id, worker, retiring: false };
-    return new Promise((resolve, reject) => {
+    const slot: WorkerSlot = { id, worker, tid: worker.threadId, startedAt: Date.now(), retiring: false };
+    worker.on('error', (err) => { slot.failure = oneLine(err); });
+    return new Promise<WorkerSlot>((resolve, reject) => {
       const onMessage = (m: WorkerMessage) => {
         if (m.type === 'ready') { cleanup(); resolve(slot); }
         if (m.type === 'failed') { cleanup(); void worker.terminate(); reject(new ConfError(m.error)); }
       };
-      const onExit = (code: number) => { cleanup(); reject(new Error(`worker process exited with code ${code} during start`)); };
+      const onExit = (code: number) => {
+        cleanup();
+        reject(new Error(`worker process ${slot.tid} exited with code ${code} while starting${slot.failure ? `: ${slot.failure}` : ''}`));
+      };
       const cleanup = () => { worker.off('message', onMessage); worker.off('exit', onExit); };
       worker.on('message', onMessage);
       worker.on('exit', onExit);
     }).then((s) => {
-      const w = s as WorkerSlot;
-      w.worker.on('error', (err) => this.log.alert(`worker process ${w.id} failed: ${(err as Error).stack ?? err}`));
-      w.worker.on('exit', (code) => this.onWorkerExit(w, code));
-      return w;
+      this.log.notice(`start worker process ${s.tid}`);
+      s.worker.on('exit', (code) => this.onWorkerExit(s, code));
+      return s;
     });
   }
 
-  /** Starts the workers and writes the pid file; rejects (nothing left running) on failure. */
-  async run(): Promise<void> {
-    const count = coreSettings(this.cycle).workerProcesses;
-    try {
-      for (let i = 0; i < count; i++) this.workers.push(await this.start(i, this.cycle));
-    } catch (err) {
-      for (const w of this.workers) { w.retiring = true; void w.worker.terminate(); }
-      throw err;
+  private writePid(file: string): void {
+    if (file) {
+      try {
+        fs.writeFileSync(file, `${process.pid}\n`);
+      } catch (err) {
+        throw new ConfError(`open() "${file}" failed ${sysErrorText(err)}`);
+      }
     }
-    this.writePid();
-    this.installSignals();
-    this.log.notice(`start worker processes`);
-    this.opts.onReady?.();
-  }
-
-  private writePid(): void {
-    this.pidFile = coreSettings(this.cycle).pid;
-    if (!this.pidFile) return;
-    fs.writeFileSync(this.pidFile, `${process.pid}\n`);
+    this.pidFile = file;
   }
 
   private removePid(): void {
@@ -114,83 +161,155 @@ export class Master {
   }
 
   private installSignals(): void {
-    process.on('SIGHUP', () => {
-      this.log.notice('signal 1 (SIGHUP) received, reconfiguring');
-      void this.reload();
-    });
-    process.on('SIGUSR1', () => {
-      this.log.notice('signal 10 (SIGUSR1) received, reopening logs');
-      reopenAll();
-      this.broadcast({ type: 'reopen' });
-    });
-    process.on('SIGQUIT', () => {
-      this.log.notice('signal 3 (SIGQUIT) received, shutting down');
-      void this.shutdown('quit');
-    });
-    for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    const on = (sig: NodeJS.Signals, num: number, action: string, fn: () => void) => {
       process.on(sig, () => {
-        this.log.notice(`signal ${sig === 'SIGTERM' ? 15 : 2} (${sig}) received, exiting`);
-        void this.shutdown('stop');
+        this.log.notice(`signal ${num} (${sig}) received, ${action}`);
+        if (this.state === 'starting') this.deferred.push(fn);
+        else fn();
       });
-    }
-    process.on('SIGWINCH', () => undefined);
-    process.on('SIGUSR2', () => undefined);
+    };
+    on('SIGHUP', 1, 'reconfiguring', () => { void this.reload(); });
+    on('SIGUSR1', 10, 'reopening logs', () => this.reopen());
+    on('SIGQUIT', 3, 'shutting down', () => this.shutdown('quit'));
+    on('SIGTERM', 15, 'exiting', () => this.shutdown('stop'));
+    on('SIGINT', 2, 'exiting', () => this.shutdown('stop'));
+    // nginx's binary upgrade (USR2) and WINCH have no meaning for threads
+    on('SIGUSR2', 12, 'ignoring', () => this.testCrash());
+    on('SIGWINCH', 28, 'ignoring', () => undefined);
     process.on('SIGPIPE', () => undefined);
+  }
+
+  /**
+   * Test hook: with GATEHOUSE_TEST_CRASH=throw|exit in the master's
+   * environment at start, USR2 makes worker 0 die (an uncaught exception, or
+   * process.exit in the thread) so tests can check that it is replaced.
+   * Only whoever starts the server and may signal it can use it; without the
+   * variable USR2 is ignored.
+   */
+  private testCrash(): void {
+    const how = process.env.GATEHOUSE_TEST_CRASH;
+    if (how !== 'throw' && how !== 'exit') return;
+    const w = this.workers.find((s) => !s.retiring && s.id === 0);
+    w?.worker.postMessage({ type: 'crash', how } satisfies MasterMessage);
   }
 
   private broadcast(msg: MasterMessage): void {
     for (const w of this.workers) w.worker.postMessage(msg);
   }
 
-  /** HUP: load the configuration again; only a good one replaces the running one. */
-  reload(): Promise<void> {
-    const next = (this.reloading ?? Promise.resolve()).then(() => this.doReload());
-    this.reloading = next.finally(() => { if (this.reloading === next) this.reloading = undefined; });
+  private reopen(): void {
+    if (this.state === 'stopping') return;
+    this.log.notice('reopening logs');
+    reopenAll();
+    this.broadcast({ type: 'reopen' });
+  }
+
+  /** Runs `task` after the reloads and respawns before it. */
+  private enqueue(task: () => Promise<void>): Promise<void> {
+    const next = this.queue.then(task).catch((err) => this.log.alert(`${oneLine(err)}`));
+    this.queue = next;
     return next;
   }
 
+  /** HUP: load the configuration again; only a good one replaces the running one. */
+  reload(): Promise<void> {
+    return this.enqueue(() => this.doReload());
+  }
+
   private async doReload(): Promise<void> {
-    if (this.stopping) return;
+    if (this.state !== 'running') return;
+    this.log.notice('reconfiguring');
     let cycle: Cycle;
+    let log: ErrorLog;
     try {
-      cycle = Cycle.load(modules, { paths: this.cycle.paths, globals: this.opts.globals });
+      cycle = Cycle.load(modules, { paths: this.cycle.paths, globals: this.opts.globals, onWarning: (w) => this.log.warn(w.text) });
+      log = openCycleLog(cycle, this.opts.defaultErrorLog);
     } catch (err) {
       if (!(err instanceof ConfError)) throw err;
       this.log.emerg(err.text);
       return;
     }
-    const active = this.workers.filter((w) => !w.retiring);
-    const replies = active.map((w) => this.ask(w, { type: 'reload', snapshot: cycle.snapshot(), paths: cycle.paths, globals: this.opts.globals }));
-    const results = await Promise.all(replies);
-    const failed = results.find((m) => m.type === 'failed');
-    if (failed && failed.type === 'failed') {
-      for (const w of active) w.worker.postMessage({ type: 'abort' } satisfies MasterMessage);
-      this.log.emerg(failed.error);
-      return;
-    }
-    for (const w of active) w.worker.postMessage({ type: 'commit' } satisfies MasterMessage);
-    this.cycle = cycle;
+    const ok = await this.switchTo(cycle).catch((err) => {
+      if (!(err instanceof BindFailed)) throw err;
+      return false;
+    });
+    if (!ok) { log.close(); return; }
+
     const oldLog = this.log;
-    this.log = this.openLog(cycle);
+    this.log = log;
+    setMainErrorLog(log);
     oldLog.close();
-    const want = coreSettings(cycle).workerProcesses;
-    for (const w of active.slice(want)) this.retire(w, 'quit');
-    for (let i = active.length; i < want; i++) {
+    const oldPid = this.pidFile;
+    const newPid = coreSettings(cycle).pid;
+    if (newPid !== oldPid) {
       try {
-        this.workers.push(await this.start(i, cycle));
+        this.writePid(newPid);
+        if (oldPid) fs.rmSync(oldPid, { force: true });
       } catch (err) {
-        this.log.alert(`could not start worker process ${i}: ${err instanceof ConfError ? err.text : err}`);
+        this.log.emerg(describeStartError(err));
       }
     }
-    this.log.notice('reconfiguring done');
+    await this.resize(cycle);
   }
 
-  private ask(w: WorkerSlot, msg: MasterMessage): Promise<WorkerMessage> {
+  /** Has every worker prepare `cycle`, then commit it; false (nothing changed) if any worker could not. */
+  private async switchTo(cycle: Cycle): Promise<boolean> {
+    // addresses new to the configuration must be free; ports our workers
+    // already hold are skipped (a plain bind would see our own sockets)
+    const ownPorts = new Set([...this.cycle.listeners.values()].map((s) => s.port));
+    const added = [...cycle.listeners.values()].filter((s) => !this.cycle.listeners.has(s.key));
+    await checkBindable(added, this.log, (s: ListenSpec) => ownPorts.has(s.port));
+
+    const active = this.workers.filter((w) => !w.retiring);
+    const msg: MasterMessage = { type: 'reload', snapshot: cycle.snapshot(), paths: cycle.paths, globals: this.opts.globals, zones: allSharedZones() };
+    const replies = await Promise.all(active.map((w) => this.ask(w, msg)));
+    const prepared = active.filter((_, i) => replies[i].type === 'prepared');
+    const failed = replies.find((m) => m.type === 'failed');
+    if (failed?.type === 'failed' || this.state !== 'running') {
+      for (const w of prepared) w.worker.postMessage({ type: 'abort' } satisfies MasterMessage);
+      if (failed?.type === 'failed') this.log.emerg(failed.error);
+      return false;
+    }
+    for (const w of prepared) w.worker.postMessage({ type: 'commit' } satisfies MasterMessage);
+    // a worker that died while preparing is respawned (queued after us) with the new configuration
+    this.cycle = cycle;
+    return true;
+  }
+
+  /** worker_processes changed: start the missing workers, retire the extra ones. */
+  private async resize(cycle: Cycle): Promise<void> {
+    const want = this.workerCount(cycle);
+    const active = this.workers.filter((w) => !w.retiring).sort((a, b) => a.id - b.id);
+    for (const w of active.slice(want)) this.retire(w, 'quit');
+    const used = new Set(active.slice(0, want).map((w) => w.id));
+    for (let id = 0; used.size < want; id++) {
+      if (used.has(id)) continue;
+      used.add(id);
+      await this.startLate(id);
+    }
+  }
+
+  /** Starts a worker after startup (resize, respawn); failures are logged. */
+  private async startLate(id: number): Promise<void> {
+    if (this.state !== 'running') return;
+    try {
+      this.workers.push(await this.start(id, this.cycle));
+    } catch (err) {
+      this.log.alert(`could not start worker process: ${describeStartError(err)}`);
+    }
+  }
+
+  private ask(w: WorkerSlot, msg: MasterMessage): Promise<Reply> {
     return new Promise((resolve) => {
-      const onMessage = (m: WorkerMessage) => {
-        if (m.type === 'prepared' || m.type === 'failed') { w.worker.off('message', onMessage); resolve(m); }
+      const done = (m: Reply) => {
+        w.worker.off('message', onMessage);
+        w.worker.off('exit', onExit);
+        resolve(m);
       };
+      const onMessage = (m: WorkerMessage) => { if (m.type === 'prepared' || m.type === 'failed') done(m); };
+      const onExit = () => done({ type: 'gone' });
       w.worker.on('message', onMessage);
+      w.worker.on('exit', onExit);
       w.worker.postMessage(msg);
     });
   }
@@ -203,26 +322,29 @@ export class Master {
   private onWorkerExit(w: WorkerSlot, code: number): void {
     const i = this.workers.indexOf(w);
     if (i >= 0) this.workers.splice(i, 1);
-    if (this.stopping) {
+    const crashed = !w.retiring && (code !== 0 || w.failure !== undefined);
+    if (w.failure) this.log.alert(`worker process ${w.tid} failed: ${w.failure}`);
+    if (crashed) this.log.alert(`worker process ${w.tid} exited with code ${code}`);
+    else this.log.notice(`worker process ${w.tid} exited with code ${code}`);
+    if (this.state === 'stopping') {
       if (this.workers.length === 0) this.exit();
       return;
     }
     if (w.retiring) return;
-    this.log.alert(`worker process ${w.id} exited with code ${code}`);
-    this.start(w.id, this.cycle).then(
-      (slot) => { this.workers.push(slot); this.log.notice(`start worker process ${w.id}`); },
-      (err) => this.log.alert(`could not respawn worker process ${w.id}: ${err instanceof ConfError ? err.text : err}`),
-    );
+    const pause = Math.max(0, w.startedAt + RESPAWN_PAUSE_MS - Date.now());
+    void this.enqueue(async () => {
+      if (pause) await new Promise((r) => setTimeout(r, pause));
+      await this.startLate(w.id);
+    });
   }
 
-  private async shutdown(how: 'quit' | 'stop'): Promise<void> {
-    if (this.stopping && how === 'quit') return;
-    this.stopping = true;
+  private shutdown(how: 'quit' | 'stop'): void {
+    if (this.state === 'stopping' && how === 'quit') return;
+    this.state = 'stopping';
     if (this.workers.length === 0) return this.exit();
     for (const w of this.workers) this.retire(w, how);
     if (how === 'stop') {
-      // workers that do not exit promptly are terminated
-      setTimeout(() => { for (const w of this.workers) void w.worker.terminate(); }, 2000).unref();
+      setTimeout(() => { for (const w of this.workers) void w.worker.terminate(); }, FAST_STOP_MS).unref();
     }
   }
 
@@ -233,8 +355,13 @@ export class Master {
   }
 }
 
+/** Notice lines nginx logs when it starts. */
+export function startBanner(version: string): string[] {
+  return [version, `built by node ${process.version}`, `OS: ${os.type()} ${os.release()}`];
+}
+
 export function describeStartError(err: unknown): string {
   if (err instanceof ConfError) return err.text;
   const e = err as NodeJS.ErrnoException;
-  return e?.code ? `${e.message} ${sysErrorText(e)}` : String((e as Error)?.stack ?? e);
+  return e?.code ? `${e.message} ${sysErrorText(e)}` : oneLine(e);
 }

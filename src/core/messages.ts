@@ -9,17 +9,26 @@ export interface WorkerStart {
   globals: string | undefined;
   defaultErrorLog: string;
   counters: SharedArrayBuffer;
+  /** Named shared zones (src/core/shared.ts). */
+  zones: Map<string, SharedArrayBuffer>;
 }
 
 export type MasterMessage =
-  | { type: 'reload'; snapshot: Record<string, string>; paths: ConfPaths; globals: string | undefined }
+  /** Load this configuration and open its new listeners; answer `prepared` or `failed`. */
+  | { type: 'reload'; snapshot: Record<string, string>; paths: ConfPaths; globals: string | undefined; zones: Map<string, SharedArrayBuffer> }
+  /** Serve the prepared configuration; the previous one drains. */
   | { type: 'commit' }
+  /** Drop the prepared configuration (another worker failed to prepare). */
   | { type: 'abort' }
   | { type: 'reopen' }
+  /** Graceful stop: finish in-flight requests, then exit. */
   | { type: 'quit' }
-  | { type: 'stop' };
+  /** Fast stop: close everything now and exit. */
+  | { type: 'stop' }
+  /** Test hook (GATEHOUSE_TEST_CRASH, see master.ts): die the way a buggy worker would. */
+  | { type: 'crash'; how: 'throw' | 'exit' };
 
 export type WorkerMessage =
-  | { type: 'ready'; threadId: number }
+  | { type: 'ready' }
   | { type: 'prepared' }
   | { type: 'failed'; error: string };

@@ -18,3 +18,34 @@ export function useSharedCounters(buf: SharedArrayBuffer): void {
 export function nextConnectionNumber(): number {
   return Atomics.add(counters, 0, 1) + 1;
 }
+
+/**
+ * Named shared zones (nginx's shared memory zones: `ssl_session_cache
+ * shared:NAME:SIZE`, and the like). The master creates a zone while it loads
+ * the configuration and hands every zone to the workers with their start
+ * and reload messages, so a worker loading the same configuration gets the
+ * very same memory. A zone lives as long as the process (a reload with the
+ * same name and size keeps its contents).
+ */
+const zones = new Map<string, SharedArrayBuffer>();
+
+/** The zone `key` (its name includes what it is for) of `size` bytes; made here if this thread has none. */
+export function sharedZone(key: string, size: number): SharedArrayBuffer {
+  const k = `${key}/${size}`;
+  let z = zones.get(k);
+  if (!z) {
+    z = new SharedArrayBuffer(size);
+    zones.set(k, z);
+  }
+  return z;
+}
+
+/** Every zone made or adopted so far (the master sends these to workers). */
+export function allSharedZones(): Map<string, SharedArrayBuffer> {
+  return zones;
+}
+
+/** A worker takes the master's zones before it loads a configuration. */
+export function adoptSharedZones(from: Map<string, SharedArrayBuffer> | undefined): void {
+  if (from) for (const [k, z] of from) if (!zones.has(k)) zones.set(k, z);
+}

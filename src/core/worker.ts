@@ -7,14 +7,15 @@
  */
 import net from 'node:net';
 import fs from 'node:fs';
-import { parentPort, threadId, workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { Cycle } from './cycle.ts';
 import type { ConnectionHandler, CycleModule, ListenSpec, WorkerRuntime } from './cycle.ts';
 import type { ConfPaths } from '../conf/context.ts';
-import { ErrorLog, LogLevel, setMainErrorLog } from './error-log.ts';
+import { ErrorLog, setMainErrorLog } from './error-log.ts';
 import { reopenAll } from './reopen.ts';
 import { coreSettings } from './modules/core.ts';
-import { useSharedCounters } from './shared.ts';
+import { openCycleLog } from './cycle-log.ts';
+import { adoptSharedZones, useSharedCounters } from './shared.ts';
 import { modules } from '../modules.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
 import type { MasterMessage, WorkerMessage, WorkerStart } from './messages.ts';
@@ -27,6 +28,9 @@ class Generation implements WorkerRuntime {
   private readonly shutdownHooks: Array<(graceful: boolean) => void> = [];
   readonly workerId: number;
   readonly log: ErrorLog;
+  private drained: Promise<void> | undefined;
+  private onDrained: (() => void) | undefined;
+  private readonly timers: NodeJS.Timeout[] = [];
 
   constructor(cycle: Cycle, workerId: number, log: ErrorLog) {
     this.cycle = cycle;
@@ -42,6 +46,18 @@ class Generation implements WorkerRuntime {
     this.shutdownHooks.push(fn);
   }
 
+  private readonly closeHooks: Array<() => void> = [];
+
+  onClose(fn: () => void): void {
+    this.closeHooks.push(fn);
+  }
+
+  /** The generation is done (drained, or never committed): modules release their files, then its error log closes. */
+  close(): void {
+    for (const fn of this.closeHooks.splice(0)) fn();
+    this.log.close();
+  }
+
   accept(key: string, socket: net.Socket): void {
     const h = this.handlers.get(key);
     if (!h) { socket.destroy(); return; }
@@ -53,22 +69,28 @@ class Generation implements WorkerRuntime {
     h(socket);
   }
 
-  onDrained: (() => void) | undefined;
-
-  /** Stops this generation; resolves when its last connection closed. */
+  /**
+   * Stops serving gracefully: in-flight requests finish, idle connections
+   * close. Resolves when the last connection closed; `timeoutMs` (> 0) then
+   * closes whatever is left (worker_shutdown_timeout). May be called again
+   * (QUIT during a reload's drain) to add a deadline.
+   */
   shutdown(timeoutMs: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => { clearTimeout(timer); resolve(); };
-      this.onDrained = done;
+    if (!this.drained) {
+      this.drained = new Promise((resolve) => {
+        this.onDrained = () => {
+          for (const t of this.timers) clearTimeout(t);
+          resolve();
+        };
+      });
       for (const fn of this.shutdownHooks) fn(true);
-      const timer = timeoutMs > 0 ? setTimeout(() => {
-        for (const fn of this.shutdownHooks) fn(false);
-        for (const s of this.sockets) s.destroy();
-      }, timeoutMs) : undefined;
-      if (this.sockets.size === 0) done();
-    });
+      if (this.sockets.size === 0) this.onDrained!();
+    }
+    if (timeoutMs > 0) this.timers.push(setTimeout(() => this.destroy(), timeoutMs));
+    return this.drained;
   }
 
+  /** Closes every connection now. */
   destroy(): void {
     for (const fn of this.shutdownHooks) fn(false);
     for (const s of this.sockets) s.destroy();
@@ -78,9 +100,12 @@ class Generation implements WorkerRuntime {
 const start = workerData as WorkerStart;
 const workerId = start.workerId;
 useSharedCounters(start.counters);
+adoptSharedZones(start.zones);
 
 const listeners = new Map<string, net.Server>();
 let current: Generation | undefined;
+/** The current generation and older ones still finishing their connections. */
+const live = new Set<Generation>();
 let pending: Generation | undefined;
 /** Listeners opened for a pending reload, closed again if it is aborted. */
 let pendingNew: string[] = [];
@@ -89,7 +114,12 @@ function post(msg: WorkerMessage): void {
   parentPort!.postMessage(msg);
 }
 
-function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths, globals: string | undefined): Generation {
+function errorText(err: unknown): string {
+  return err instanceof ConfError ? err.text : String((err as Error)?.stack ?? err);
+}
+
+/** Loads the configuration the master checked (the same file snapshot) and runs its modules' worker hooks. */
+async function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths, globals: string | undefined): Promise<Generation> {
   const cycle = Cycle.load(modules, {
     paths,
     globals,
@@ -98,10 +128,15 @@ function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths, glob
       return fs.readFileSync(file, 'latin1');
     },
   });
-  const core = coreSettings(cycle);
-  const specs = core.errorLogs.length ? core.errorLogs : [{ file: start.defaultErrorLog, level: LogLevel.error }];
-  const log = new ErrorLog(specs);
-  return new Generation(cycle, workerId, log);
+  const gen = new Generation(cycle, workerId, openCycleLog(cycle, start.defaultErrorLog));
+  try {
+    for (const m of modules as CycleModule[]) await m.initWorker?.(cycle, gen);
+  } catch (err) {
+    gen.destroy();
+    gen.close();
+    throw err;
+  }
+  return gen;
 }
 
 /** Whether this worker binds `spec` (unix sockets can only be bound once, by worker 0). */
@@ -119,7 +154,11 @@ function listen(spec: ListenSpec): Promise<net.Server> {
       gen.accept(spec.key, socket);
     });
     server.once('error', reject);
-    const done = () => { server.off('error', reject); server.on('error', (e) => current?.log.error(`accept() failed ${sysErrorText(e)}`)); resolve(server); };
+    const done = () => {
+      server.off('error', reject);
+      server.on('error', (e) => current?.log.error(`accept() failed ${sysErrorText(e)}`));
+      resolve(server);
+    };
     if (spec.path !== undefined) {
       try { fs.unlinkSync(spec.path); } catch { /* not there */ }
       server.listen({ path: spec.path, backlog: spec.backlog ?? 511 }, done);
@@ -138,92 +177,120 @@ async function openListeners(gen: Generation): Promise<string[]> {
       listeners.set(spec.key, await listen(spec));
       opened.push(spec.key);
     } catch (err) {
-      for (const k of opened) { listeners.get(k)?.close(); listeners.delete(k); }
+      closeListeners(opened);
       throw new ConfError(`bind() to ${spec.key} failed ${sysErrorText(err)}`);
     }
   }
   return opened;
 }
 
-/** Closes listeners the current generation no longer uses. */
-function closeUnused(gen: Generation): void {
-  for (const [key, server] of listeners) {
-    if (!gen.cycle.listeners.has(key)) {
-      server.close();
-      listeners.delete(key);
-    }
+function closeListeners(keys: Iterable<string>): void {
+  for (const k of [...keys]) {
+    listeners.get(k)?.close();
+    listeners.delete(k);
   }
 }
 
-async function startGeneration(gen: Generation): Promise<void> {
+/** Switches new connections to `gen`; the previous generation drains. */
+function commit(gen: Generation): void {
+  const old = current;
+  current = gen;
+  live.add(gen);
   setMainErrorLog(gen.log);
-  for (const m of modules as CycleModule[]) await m.initWorker?.(gen.cycle, gen);
+  closeListeners([...listeners.keys()].filter((k) => !gen.cycle.listeners.has(k)));
+  if (!old) return;
+  old.log.notice('gracefully shutting down');
+  void old.shutdown(coreSettings(old.cycle).workerShutdownTimeout).then(() => {
+    live.delete(old);
+    old.close();
+  });
+}
+
+function dropPending(): void {
+  closeListeners(pendingNew);
+  pendingNew = [];
+  if (pending) {
+    pending.destroy();
+    pending.close();
+    pending = undefined;
+  }
+}
+
+async function stop(how: 'quit' | 'stop'): Promise<never> {
+  dropPending();
+  closeListeners([...listeners.keys()]);
+  const log = current?.log;
+  if (how === 'quit') {
+    log?.notice('gracefully shutting down');
+    const timeout = current ? coreSettings(current.cycle).workerShutdownTimeout : 0;
+    await Promise.all([...live].map((g) => g.shutdown(timeout)));
+  } else {
+    for (const g of live) g.destroy();
+  }
+  log?.notice('exiting');
+  log?.notice('exit');
+  process.exit(0);
 }
 
 async function handle(msg: MasterMessage): Promise<void> {
   switch (msg.type) {
-    case 'reload': {
+    case 'reload':
       try {
-        const gen = loadGeneration(msg.snapshot, msg.paths, msg.globals);
-        pendingNew = await openListeners(gen);
+        dropPending();
+        adoptSharedZones(msg.zones);
+        const gen = await loadGeneration(msg.snapshot, msg.paths, msg.globals);
         pending = gen;
+        pendingNew = await openListeners(gen);
         post({ type: 'prepared' });
       } catch (err) {
-        post({ type: 'failed', error: err instanceof ConfError ? err.text : String((err as Error).stack ?? err) });
+        dropPending();
+        post({ type: 'failed', error: errorText(err) });
       }
       return;
-    }
-    case 'commit': {
-      const old = current;
-      const gen = pending!;
-      pending = undefined;
-      await startGeneration(gen);
-      current = gen;
-      closeUnused(gen);
-      if (old) {
-        old.log.notice('gracefully shutting down');
-        void old.shutdown(coreSettings(old.cycle).workerShutdownTimeout).then(() => old.log.close());
-      }
-      return;
-    }
-    case 'abort': {
-      for (const k of pendingNew) { listeners.get(k)?.close(); listeners.delete(k); }
+    case 'commit':
+      if (!pending) return;
       pendingNew = [];
+      commit(pending);
       pending = undefined;
       return;
-    }
-    case 'reopen': {
+    case 'abort':
+      dropPending();
+      return;
+    case 'reopen':
+      current?.log.notice('reopening logs');
       reopenAll();
       return;
-    }
     case 'quit':
-    case 'stop': {
-      for (const s of listeners.values()) s.close();
-      listeners.clear();
-      const gen = current;
-      if (!gen) process.exit(0);
-      if (msg.type === 'quit') {
-        gen.log.notice('gracefully shutting down');
-        await gen.shutdown(coreSettings(gen.cycle).workerShutdownTimeout);
-      } else {
-        gen.destroy();
-      }
-      gen.log.notice('exiting');
-      process.exit(0);
-    }
+    case 'stop':
+      return stop(msg.type);
+    case 'crash':
+      if (msg.how === 'exit') process.exit(70);
+      // thrown from a timer, like a bug in a callback: nothing catches it
+      setTimeout(() => { throw new Error('worker crash requested by GATEHOUSE_TEST_CRASH'); });
+      return;
   }
 }
 
+/** Reloads run one at a time; a stop must not wait behind one. */
+let queue: Promise<void> = Promise.resolve();
+
 async function main(): Promise<void> {
   try {
-    const gen = loadGeneration(start.snapshot, start.paths, start.globals);
-    await openListeners(gen);
-    await startGeneration(gen);
-    current = gen;
-    parentPort!.on('message', (m: MasterMessage) => { void handle(m); });
-    post({ type: 'ready', threadId });
+    const gen = await loadGeneration(start.snapshot, start.paths, start.globals);
+    try {
+      await openListeners(gen);
+    } catch (err) {
+      gen.destroy();
+      throw err;
+    }
+    commit(gen);
+    parentPort!.on('message', (m: MasterMessage) => {
+      if (m.type === 'stop' || m.type === 'reopen' || m.type === 'crash') void handle(m);
+      else queue = queue.then(() => handle(m));
+    });
+    post({ type: 'ready' });
   } catch (err) {
-    post({ type: 'failed', error: err instanceof ConfError ? err.text : String((err as Error).stack ?? err) });
+    post({ type: 'failed', error: errorText(err) });
   }
 }
 
