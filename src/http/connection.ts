@@ -14,6 +14,9 @@ import { HttpRequest } from './request.ts';
 import { parseTarget } from './uri.ts';
 import { selectServer } from './virtual-server.ts';
 
+/** On an upgrade request: the bytes that came after its head (null once a tunnel took the socket). */
+export const UPGRADE_HEAD = Symbol('upgradeHead');
+
 /** Per-connection state (nginx's ngx_connection_t plus ngx_http_connection_t). */
 export class HttpConnection {
   readonly number: number;
@@ -84,6 +87,23 @@ export class HttpAddressServer {
     this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
     this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => rejectMalformed(this, err, socket));
     this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
+    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onUpgrade(req, socket, head));
+  }
+
+  /**
+   * A request asking to switch protocols (WebSocket): node:http hands over the
+   * socket, so the request gets a response of its own on it; the connection
+   * closes after that response unless a proxied 101 claims the socket for a
+   * tunnel (src/http/modules/proxy/upgrade.ts sets UPGRADE_HEAD to null).
+   */
+  private onUpgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
+    const held = req as unknown as Record<symbol, Buffer | null>;
+    held[UPGRADE_HEAD] = head;
+    const res = new http.ServerResponse(req);
+    res.assignSocket(socket);
+    res.shouldKeepAlive = false;
+    res.once('finish', () => { if (held[UPGRADE_HEAD] !== null) socket.end(); });
+    this.onRequest(req, res);
   }
 
   /** A socket the worker accepted for this address. */

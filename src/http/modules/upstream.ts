@@ -257,17 +257,24 @@ export function headerValue(list: HeaderList | undefined, lname: string): VarVal
   return v;
 }
 
-/** `$upstream_cookie_name`: the value of cookie `name` in the upstream's Set-Cookie fields. */
+/**
+ * `$upstream_cookie_name` (ngx_http_parse_set_cookie_lines): the first
+ * Set-Cookie field that starts with `name` (any case), spaces, `=`; the
+ * value runs from after the spaces up to `;`.
+ */
 function setCookieValue(list: HeaderList | undefined, name: string): VarValue {
   if (!list) return undefined;
+  const lname = name.toLowerCase();
   for (let i = 0; i < list.lnames.length; i++) {
     if (list.lnames[i] !== 'set-cookie') continue;
     const v = list.values[i];
-    const semi = v.indexOf(';');
-    const pair = semi >= 0 ? v.slice(0, semi) : v;
-    const eq = pair.indexOf('=');
-    if (eq < 0) continue;
-    if (pair.slice(0, eq).trim().toLowerCase() === name.toLowerCase()) return pair.slice(eq + 1).trim();
+    if (lname.length >= v.length || v.slice(0, lname.length).toLowerCase() !== lname) continue;
+    let p = lname.length;
+    while (p < v.length && v[p] === ' ') p++;
+    if (p === v.length || v[p++] !== '=') continue;
+    while (p < v.length && v[p] === ' ') p++;
+    const semi = v.indexOf(';', p);
+    return v.slice(p, semi < 0 ? v.length : semi);
   }
   return undefined;
 }

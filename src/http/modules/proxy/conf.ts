@@ -53,6 +53,8 @@ export interface SslConf {
   protocols?: string[];
   ciphers?: string;
   crl?: string;
+  /** Where relative certificate paths (possibly built from variables) are resolved. */
+  confPrefix?: string;
 }
 
 export interface ProxyLocConf {
@@ -133,7 +135,7 @@ export const PROXY_DEFAULTS = {
 } as const satisfies ProxyLocConf;
 
 const SSL_FIELDS = ['serverName', 'name', 'verify', 'verifyDepth', 'trustedCertificate', 'certificate',
-  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl'] as const;
+  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'confPrefix'] as const;
 
 function mergeProxy(parent: ProxyLocConf, child: ProxyLocConf): void {
   const c = child as Record<string, unknown>;

@@ -60,6 +60,7 @@ function ssl<K extends keyof SslConf>(name: string, field: K, parse: (cf: ConfCo
       const c = cf.get(proxyLoc);
       const s = (c.ssl ??= {});
       if (s[field] !== undefined) return 'is duplicate';
+      s.confPrefix = cf.paths.confPrefix;
       s[field] = parse(cf, node.args.join(' '));
     },
   };

@@ -99,7 +99,11 @@ function derivedOf(r: HttpRequest, c: ProxyLocConf): DerivedConf {
 async function proxyHandler(r: HttpRequest): Promise<number> {
   const conf = r.level.get(proxyLoc);
   const target = conf.target;
-  if (!target) return 404;
+  if (!target) {
+    // reached from an `if` block without proxy_pass after one with it (proxy_if.t): nginx's 500
+    requestLog(r).alert('no upstream configuration');
+    return 500;
+  }
   const d = derivedOf(r, conf);
   let rt: ResolvedTarget | string = target;
   if (target.dynamic) {

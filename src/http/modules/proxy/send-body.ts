@@ -96,14 +96,19 @@ export class FileSender implements BodySender {
   }
 }
 
-/** The client's body as it arrives (proxy_request_buffering off). */
+/**
+ * The client's body as it arrives (proxy_request_buffering off). What one
+ * read of the client socket brought is sent as one write (one chunk when
+ * re-chunked), as nginx sends each read.
+ */
 export class StreamSender implements BodySender, BodyConsumer {
   readonly replayable = false;
   private readonly target: BodyTarget;
   private readonly chunked: boolean;
   private conn: UpstreamConnection | undefined;
-  /** Data that arrived before the upstream connection was ready. */
-  private early: Buffer[] = [];
+  /** Data not written yet: before the connection is ready, or within the current read. */
+  private pending: Buffer[] = [];
+  private scheduled = false;
   private ended = false;
   private failed = 0;
   controls: { pause(): void; resume(): void } | undefined;
@@ -115,10 +120,8 @@ export class StreamSender implements BodySender, BodyConsumer {
 
   start(conn: UpstreamConnection): void {
     this.conn = conn;
-    for (const b of this.early) this.writeData(b);
-    this.early = [];
     if (this.failed) { this.target.bodyFailed(this.failed); return; }
-    if (this.ended) this.finish();
+    this.flush();
   }
 
   drain(): void {
@@ -126,16 +129,20 @@ export class StreamSender implements BodySender, BodyConsumer {
   }
 
   bodyData(chunk: Buffer): void {
-    if (!this.conn) {
-      this.early.push(chunk);
-      return;
-    }
-    this.writeData(chunk);
+    this.pending.push(chunk);
+    if (!this.conn || this.scheduled) return;
+    this.scheduled = true;
+    // after node:http has delivered everything of this read (and its end, if it came)
+    setImmediate(this.flush);
   }
 
   bodyEnd(): void {
     this.ended = true;
-    if (this.conn) this.finish();
+    if (this.conn && !this.scheduled) {
+      this.conn.socket.cork();
+      this.finish();
+      this.conn.socket.uncork();
+    }
   }
 
   bodyError(status: number): void {
@@ -143,20 +150,28 @@ export class StreamSender implements BodySender, BodyConsumer {
     if (this.conn) this.target.bodyFailed(status);
   }
 
-  private writeData(chunk: Buffer): void {
-    const s = this.conn!.socket;
-    let ok: boolean;
-    if (this.chunked) {
-      s.write(chunk.length.toString(16) + '\r\n', 'latin1');
-      s.write(chunk);
-      ok = s.write('\r\n', 'latin1');
-    } else {
-      ok = s.write(chunk);
+  private flush = (): void => {
+    this.scheduled = false;
+    if (!this.conn) return;
+    const parts = this.pending;
+    const s = this.conn.socket;
+    s.cork();
+    if (parts.length) {
+      this.pending = [];
+      const data = parts.length === 1 ? parts[0] : Buffer.concat(parts);
+      if (this.chunked) s.write(data.length.toString(16) + '\r\n', 'latin1');
+      if (!s.write(data)) this.controls?.pause();
+      if (this.chunked) s.write('\r\n', 'latin1');
     }
-    if (!ok) this.controls?.pause();
-  }
+    if (this.ended) this.finish();
+    s.uncork();
+  };
+
+  private finished = false;
 
   private finish(): void {
+    if (this.finished) return;
+    this.finished = true;
     if (this.chunked) this.conn!.socket.write('0\r\n\r\n', 'latin1');
     this.target.bodySent();
   }

@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import tls from 'node:tls';
 import net from 'node:net';
+import path from 'node:path';
 import type { HttpRequest } from '../../request.ts';
 import type { ProxyLocConf } from './conf.ts';
 import type { ResolvedTarget } from './target.ts';
@@ -25,6 +26,8 @@ function readCached(path: string): Buffer {
 const VERSIONS: Record<string, tls.SecureVersion> = {
   TLSv1: 'TLSv1', 'TLSv1.1': 'TLSv1.1', 'TLSv1.2': 'TLSv1.2', 'TLSv1.3': 'TLSv1.3',
 };
+
+const noIdentityCheck = (): undefined => undefined;
 
 /** Sessions kept for reuse, by peer and name (nginx keeps one per peer). */
 const sessions = new Map<string, Buffer>();
@@ -45,7 +48,8 @@ export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): Upst
   // nginx drops a port from the name and sends no SNI for an IP address
   const colon = name.lastIndexOf(':');
   if (colon > 0 && !name.endsWith(']') && !net.isIPv6(name)) name = name.slice(0, colon);
-  const options: tls.ConnectionOptions = { rejectUnauthorized: false, ALPNProtocols: undefined };
+  // the chain is checked by OpenSSL; the name is checked here, against proxy_ssl_name (verifyPeer)
+  const options: tls.ConnectionOptions = { rejectUnauthorized: false, checkServerIdentity: noIdentityCheck };
   if (s.serverName && !net.isIP(name.replace(/^\[|\]$/g, ''))) options.servername = name;
   else options.servername = '';
   if (s.trustedCertificate) options.ca = readCached(s.trustedCertificate);
@@ -53,8 +57,8 @@ export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): Upst
     const cert = s.certificate.evaluate(r);
     const key = s.certificateKey ? s.certificateKey.evaluate(r) : cert;
     if (cert) {
-      options.cert = readCached(cert);
-      options.key = readCached(key);
+      options.cert = readCached(path.resolve(s.confPrefix ?? '', cert));
+      options.key = readCached(path.resolve(s.confPrefix ?? '', key));
       if (s.passwordFile) options.passphrase = fs.readFileSync(s.passwordFile, 'latin1').split('\n')[0];
     }
   }

@@ -6,11 +6,9 @@
  * silent; either side closing ends it.
  */
 import type { Socket } from 'node:net';
+import { UPGRADE_HEAD } from '../../connection.ts';
 import { requestLog } from '../../request-log.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
-
-/** Bytes the client sent after its request head, kept by the connection's upgrade hook. */
-export const UPGRADE_HEAD = Symbol('upgradeHead');
 
 class Tunnel {
   private readonly u: UpstreamRequest;
@@ -83,18 +81,20 @@ export function startUpgrade(u: UpstreamRequest, held: Buffer[]): void {
   const r = u.r;
   const client = r.res.socket;
   const conn = u.conn;
-  if (!client || !conn || (r.req as unknown as Record<symbol, unknown>)[UPGRADE_HEAD] === undefined) {
+  const req = r.req as unknown as Record<symbol, Buffer | null | undefined>;
+  const early = req[UPGRADE_HEAD];
+  if (!client || !conn || !early) {
     // the client connection cannot be taken over (node:http still owns it): end the exchange
     u.finalize(0);
     r.res.end();
     return;
   }
+  req[UPGRADE_HEAD] = null;
   r.res.end();
   const tunnel = new Tunnel(u, client, conn.socket);
   u.tunnel = tunnel;
   for (const b of held) tunnel.fromUpstream(b);
-  const early = (r.req as unknown as Record<symbol, Buffer | undefined>)[UPGRADE_HEAD];
-  if (early && early.length) conn.socket.write(early);
+  if (early.length) conn.socket.write(early);
   u.resumeUpstream();
   conn.setTimeout(0);
 }

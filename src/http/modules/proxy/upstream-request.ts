@@ -95,7 +95,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.picker.tries > limit) this.picker.tries = limit;
-    r.res.once('close', this.onClientClose);
+    // before the log phase's own 'close' listener, so the log sees this request's end (499, timings)
+    r.res.prependOnceListener('close', this.onClientClose);
   }
 
   start(): void {
@@ -396,7 +397,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
   private onClientClose = (): void => {
     if (this.finished || this.r.res.writableFinished) return;
     if (this.conf.ignoreClientAbort && !this.settled) return;
-    this.log('info', 'client prematurely closed connection', this.reader?.inBody ? 'sending to client' : this.action);
+    this.log('info', this.conn ? 'client prematurely closed connection, so upstream connection is closed too' : 'client prematurely closed connection',
+      this.reader?.inBody ? 'sending to client' : this.action);
     if (!this.r.res.headersSent) this.r.status = 499;
     this.finalize(499);
   };
