@@ -7,7 +7,6 @@ import { coreModule } from './core/modules/core.ts';
 import { httpCoreModule } from './http/modules/core/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
-import { mapModule } from './http/modules/map.ts';
 import { indexModule } from './http/modules/index-module.ts';
 import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/modules/core/try-files.ts';
@@ -24,7 +23,6 @@ export const modules: CycleModule[] = [
   coreModule,
   httpCoreModule,
   rewriteModule,
-  mapModule,
   mapModule,
   upstreamModule,
   proxyModule,

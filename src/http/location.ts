@@ -150,6 +150,14 @@ export function checkNesting(parent: LocationConf | undefined, child: LocationCo
  * instead (its access rules, its proxy_pass), as nginx does.
  */
 export function enterLocation(r: HttpRequest, loc: LocationConf): void {
+  r.setLocation(loc);
   const lmt = loc.limitExcept;
-  r.setLocation(lmt && !lmt.methods.has(r.method) ? lmt.loc : loc);
+  if (lmt && !lmt.methods.has(r.method)) enterAnonymous(r, lmt.loc);
+}
+
+/** Moves to an `if` or `limit_except` block: its level, and its content handler if it has one. */
+export function enterAnonymous(r: HttpRequest, loc: LocationConf): void {
+  const handler = r.contentHandler;
+  r.setLocation(loc);
+  if (!loc.contentHandler) r.contentHandler = handler;
 }

@@ -95,7 +95,7 @@ export async function runPhases(r: HttpRequest, from: number, locationChosen = f
     if (rc === DONE) return;
     if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
   }
-  const content = r.loc.contentHandler;
+  const content = r.contentHandler;
   const rc = content ? await content(r) : await runHandlers(r, phases[Phase.CONTENT]);
   if (rc === DONE) return;
   if (rc === DECLINED) {
@@ -220,8 +220,6 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
     r.res.destroy();
     return;
   }
-  // nginx's r->err_status: the response goes out with this status, even from an error page's target
-  r.errStatus = rc;
   // nginx's r->err_status: the response goes out with this status, even from an error page's target
   r.errStatus = rc;
   if (r.main.errorPage && !r.errorPageDone && (await r.main.errorPage(r, rc))) return;

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
 import type { Level } from '../conf/context.ts';
-import type { HttpMainConf, LocationConf, ServerConf } from './http-conf.ts';
+import type { HttpMainConf, LocationConf, PhaseHandler, ServerConf } from './http-conf.ts';
 import type { HttpConnection } from './connection.ts';
 import type { VarValue } from './variables.ts';
 
@@ -25,6 +25,11 @@ export class HttpRequest {
   loc: LocationConf;
   /** Module configuration at the current location: `r.level.get(slot)`. */
   level: Level;
+  /**
+   * The content handler that will answer (nginx's r->content_handler): the
+   * location's; an `if` or `limit_except` block without one of its own keeps it.
+   */
+  contentHandler: PhaseHandler | undefined;
 
   /** Method as sent (`GET`). */
   method: string;
@@ -65,12 +70,6 @@ export class HttpRequest {
   internal = false;
   /** Set by rewrite handlers when they changed `uri` (location selection runs again). */
   uriChanged = false;
-  /**
-   * nginx's r->valid_location: cleared when `rewrite ... break` (or `break`
-   * after a rewrite) changed the URI; proxy_pass with a URI part then sends
-   * the rewritten URI as is instead of replacing the location's prefix.
-   */
-  validLocation = true;
   /**
    * nginx's r->valid_location: cleared when `rewrite ... break` (or `break`
    * after a rewrite) changed the URI; proxy_pass with a URI part then sends
@@ -141,5 +140,6 @@ export class HttpRequest {
   setLocation(loc: LocationConf): void {
     this.loc = loc;
     this.level = loc.level;
+    this.contentHandler = loc.contentHandler;
   }
 }

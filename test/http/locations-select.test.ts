@@ -41,6 +41,14 @@ http {
             limit_except GET { deny all; }
             return 200 "lmt $request_method\\n";
         }
+        location /lmt-proxy {
+            limit_except GET { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
+            return 200 "local\\n";
+        }
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8081%%;
+        return 200 "backend $request_method $uri\\n";
     }
 }
 `;
@@ -87,4 +95,8 @@ test('internal locations, limit_except and HEAD match nginx', async () => {
   assert.equal((await same(pair(), post)).status, 403);
   assert.equal((await same(pair(), 'DELETE /lmt HTTP/1.1')).status, 403);
   assert.ok(logMatches(pair().gh, /access forbidden by rule/).length >= 2);
+  // limited methods get the block's content handler; the location's rewrite statements do not run for them
+  assert.equal((await same(pair(), 'GET /lmt-proxy HTTP/1.1')).body.toString(), 'local\n');
+  const proxied = await same(pair(), 'PUT /lmt-proxy HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+  assert.equal(proxied.body.toString(), 'backend PUT /lmt-proxy\n');
 });

@@ -47,12 +47,21 @@ http {
             if ($arg_none) { set $x 1; }
             return 200 "hdr\\n";
         }
+        location /ifproxy {
+            set $t 1;
+            if ($t) { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
+            if ($arg_second) { add_header X-Second 1; }
+        }
         location /seq {
             set $r "";
             if ($arg_a) { set $r "\${r}a"; }
             if ($arg_b) { set $r "\${r}b"; }
             return 200 "seq=$r\\n";
         }
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8081%%;
+        return 200 "backend $uri\\n";
     }
 }
 `;
@@ -89,6 +98,9 @@ test('an if block is a level of its own', async () => {
   const inner = await same(pair(), 'GET /hdr?inner=1 HTTP/1.1');
   assert.equal(inner.header('x-inner'), 'inner');
   assert.equal(inner.header('x-outer'), undefined);
+  // an `if` without a content handler of its own keeps the one chosen so far (proxy_if.t)
+  assert.equal((await same(pair(), 'GET /ifproxy HTTP/1.1')).body.toString(), 'backend /ifproxy\n');
+  assert.equal((await same(pair(), 'GET /ifproxy?second=1 HTTP/1.1')).status, 500);
   // the level of the last true `if` is the one that stays
   assert.equal((await same(pair(), 'GET /seq?a=1&b=1 HTTP/1.1')).body.toString(), 'seq=ab\n');
 });

@@ -21,6 +21,7 @@ import { sendSimple } from '../response.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue, VariableRegistry } from '../variables.ts';
 import { flagArg } from '../../conf/values.ts';
+import { enterAnonymous } from '../location.ts';
 import { readAnonymousLocation } from './core/structure.ts';
 import { contentTypeFor } from './core/types.ts';
 import { compileCondition } from './rewrite/condition.ts';
@@ -134,7 +135,7 @@ function readIf(cf: ConfContext, node: ConfNode): string | void {
   }
   const loc = ifLoc;
   const enter = (r: HttpRequest): number | Promise<number> => {
-    if (loc) r.setLocation(loc);
+    if (loc) enterAnonymous(r, loc);
     return runBlock(body, 0, r);
   };
   program(cf).push((r) => {

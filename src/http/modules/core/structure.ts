@@ -230,19 +230,17 @@ const directives: Directive[] = [
 
 /** Merges levels downward and builds the address → servers table. */
 function finishHttp(http: HttpMainConf): void {
-  const mergeLocations = (parent: LocationConf | undefined, level: Level, list: Iterable<LocationConf>) => {
+  const mergeLocations = (level: Level, list: Iterable<LocationConf>) => {
     for (const loc of list) {
       loc.level.mergeFrom(level);
-      // `if` and `limit_except` blocks keep the content handler of their location unless they set one
-      if (loc.noname && parent && !loc.contentHandler) loc.contentHandler = parent.contentHandler;
-      mergeLocations(loc, loc.level, loc.children);
-      if (loc.limitExcept) mergeLocations(loc, loc.level, [loc.limitExcept.loc]);
+      mergeLocations(loc.level, loc.children);
+      if (loc.limitExcept) mergeLocations(loc.level, [loc.limitExcept.loc]);
     }
   };
   for (const srv of http.servers) {
     srv.level.mergeFrom(http.level);
-    mergeLocations(undefined, srv.level, srv.locations);
-    mergeLocations(undefined, srv.level, srv.named.values());
+    mergeLocations(srv.level, srv.locations);
+    mergeLocations(srv.level, srv.named.values());
     indexLocations(srv.locations);
     for (const lc of srv.listens) {
       let addr = http.addresses.get(lc.spec.key);
