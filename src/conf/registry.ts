@@ -35,11 +35,6 @@ export class Registry {
     return this.byName.get(name);
   }
 
-  /** Whether a module of this nginx name is built in. */
-  hasModule(name: string): boolean {
-    return this.modules.some((m) => m.name === name);
-  }
-
   /** Every module of the given kind (filtering by a type guard). */
   of<T extends ModuleBase>(guard: (m: ModuleBase) => m is T): T[] {
     return this.modules.filter(guard);
@@ -53,6 +48,15 @@ export class Registry {
 export function applyBlock(cf: ConfContext, nodes: ConfBlock): void {
   for (const node of nodes) applyDirective(cf, node);
   if (nodes.syntaxError) throw nodes.syntaxError;
+}
+
+/**
+ * For handlers that read a block's entries themselves (`types`, `map`, ...):
+ * raises the syntax error that cut the block short, if any. Call it after
+ * the entries and before checks of the whole block, where nginx stops.
+ */
+export function endOfEntries(children: ConfBlock): void {
+  if (children.syntaxError) throw children.syntaxError;
 }
 
 export function applyDirective(cf: ConfContext, node: ConfNode): void {

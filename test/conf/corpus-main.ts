@@ -77,6 +77,7 @@ export const mainCases: ConfCase[] = [
     name: 'debug_connection warns about low address bits and goes on',
     files: { 'nginx.conf': 'events {\n    debug_connection 127.0.0.1/24;\n    debug_connection ::1/64;\n    debug_connection 127.0.0.0/8;\n    debug_connection unix:;\n}\nfoo;\n' },
   },
+  { name: '-q keeps warnings', flags: ['-t', '-q'], files: { 'nginx.conf': 'events {\n    debug_connection 127.0.0.1/24;\n}\n' } },
   { name: 'accept_mutex_delay invalid', files: { 'nginx.conf': 'events {\n    accept_mutex_delay 1M;\n}\n' } },
   { name: 'multi_accept invalid flag', files: { 'nginx.conf': 'events {\n    multi_accept sometimes;\n}\n' } },
 

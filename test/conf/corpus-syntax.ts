@@ -4,6 +4,7 @@
 // Gatehouse's core, http core and rewrite modules.
 
 import type { ConfCase } from './reference.ts';
+import { NGINX_LUA } from './reference.ts';
 
 const E = 'events {}\n';
 const long = (n: number): string => 'x'.repeat(n);
@@ -78,6 +79,18 @@ export const syntaxCases: ConfCase[] = [
   { name: 'duplicate before bad quoting', files: { 'nginx.conf': `${E}worker_processes 1;\nworker_processes 2;\nroot "a"b;\n` } },
   { name: 'syntax error before a semantic error', files: { 'nginx.conf': `${E}"a"b;\nfoo;\n` } },
   { name: 'not terminated is found before the block body is read', files: { 'nginx.conf': `${E}worker_processes 1 {\n  "a"b\n}\n` } },
+
+  // *_by_lua_block bodies, compared with OpenResty's Lua module loaded into nginx
+  { name: 'Lua block left open', nginxGlobals: NGINX_LUA, files: { 'nginx.conf': `${E}http {\ninit_by_lua_block {\n  local t = {\n  x = 1\n` } },
+  { name: 'Lua long bracket left open', nginxGlobals: NGINX_LUA, files: { 'nginx.conf': `${E}http {\ninit_by_lua_block {\n  local s = [==[ abc ]]\n}\n}\n` } },
+  { name: 'Lua long comment left open', nginxGlobals: NGINX_LUA, files: { 'nginx.conf': `${E}http {\ninit_by_lua_block {\n  x = 1\n  --[=[ } ]]\n}\n}\n` } },
+  {
+    name: 'Lua braces in strings, comments and long brackets',
+    nginxGlobals: NGINX_LUA,
+    needs: 'ngx_http_lua_module',
+    files: { 'nginx.conf': `${E}http {\ninit_by_lua_block {\n  local s = "}" -- }\n  x = "a\n  y = [[\n}]] --[==[ { ]==]\n  z = '{' }\nfoo;\n}\n` },
+  },
+  { name: 'Lua block followed by ;', nginxGlobals: NGINX_LUA, needs: 'ngx_http_lua_module', files: { 'nginx.conf': `${E}http {\ninit_by_lua_block {\n  x = 1\n};\n}\n` } },
 
   // include
   {

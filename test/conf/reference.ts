@@ -10,7 +10,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gatehouseBinary, nginxBinary, nginxSkip } from '../kit/server.ts';
+import { gatehouseBinary, nginxBinary, nginxModulesDir, nginxSkip } from '../kit/server.ts';
+import { modules } from '../../src/modules.ts';
+
+/** load_module lines that give Debian's nginx OpenResty's Lua module. */
+export const NGINX_LUA = `load_module ${nginxModulesDir}/ndk_http_module.so; load_module ${nginxModulesDir}/ngx_http_lua_module.so;`;
 
 export interface ConfCase {
   name: string;
@@ -27,6 +31,10 @@ export interface ConfCase {
   conf?: string;
   /** Runs in the prefix before the binary (make directories, links, ...). */
   setup?: (dir: string) => void;
+  /** `-g` directives for nginx only, after `globals` (e.g. load_module lines for Debian's dynamic modules). */
+  nginxGlobals?: string;
+  /** A Gatehouse module the case needs (nginx name); the case is skipped while it is not built in. */
+  needs?: string;
   /** Only for Gatehouse, with the reason nginx cannot be the reference, and what it must print. */
   gatehouseOnly?: { reason: string; stderr: string; code: number };
 }
@@ -54,7 +62,7 @@ export async function runCase(binary: 'nginx' | 'gatehouse', c: ConfCase): Promi
     }
     c.setup?.(dir);
     const args = ['-p', `${dir}/`, '-c', c.conf ?? 'nginx.conf', '-e', 'error.log', ...(c.flags ?? ['-t'])];
-    const globals = c.globals ?? 'pid nginx.pid;';
+    const globals = (c.globals ?? 'pid nginx.pid;') + (binary === 'nginx' && c.nginxGlobals ? ` ${c.nginxGlobals}` : '');
     if (globals !== '') args.push('-g', globals);
     const { code, stdout, stderr } = await run(binary === 'nginx' ? nginxBinary : gatehouseBinary, args);
     let errorLog = '';
@@ -106,7 +114,8 @@ export function compareWithNginx(title: string, cases: ConfCase[]): void {
         });
         continue;
       }
-      void t.test(c.name, { skip: nginxSkip }, async () => {
+      const missing = c.needs && !modules.some((m) => m.name === c.needs) ? `needs ${c.needs}, not built in yet` : false;
+      void t.test(c.name, { skip: nginxSkip || missing }, async () => {
         const [want, got] = await Promise.all([runCase('nginx', c), runCase('gatehouse', c)]);
         assert.deepEqual(got, want);
       });
