@@ -6,6 +6,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 
 export interface CliResult {
+  /** The pid of the process started. */
+  pid: number;
   code: number | null;
   stdout: string;
   stderr: string;
@@ -28,7 +30,7 @@ export function runCli(binary: string, args: string[], opts: { cwd?: string; env
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(out).toString('latin1'), stderr: Buffer.concat(err).toString('latin1') });
+      resolve({ pid: child.pid ?? 0, code, stdout: Buffer.concat(out).toString('latin1'), stderr: Buffer.concat(err).toString('latin1') });
     });
   });
 }
