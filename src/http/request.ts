@@ -88,6 +88,11 @@ export class HttpRequest {
   readonly startHr: bigint;
   /** Bytes of the response body sent to the client so far. */
   bodyBytesSent = 0;
+  /** Reason phrase sent instead of nginx's own: a proxied response keeps its upstream's (nginx's status_line). */
+  statusReason: string | undefined;
+  /** Server / Date are in headersOut (proxy_pass_header): nginx's own are not sent. */
+  ownServer = false;
+  ownDate = false;
 
   constructor(conn: HttpConnection, main: HttpMainConf, server: ServerConf, req: IncomingMessage, res: ServerResponse) {
     this.conn = conn;

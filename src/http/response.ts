@@ -60,8 +60,8 @@ function writeHead(r: HttpRequest): void {
   const status = wireStatus(r.status || 200);
   const core = r.level.get(coreLoc);
   const raw: string[] = [];
-  raw.push('Server', core.serverTokens === 'off' ? 'nginx' : NGINX_VER);
-  raw.push('Date', httpDate());
+  if (!r.ownServer) raw.push('Server', core.serverTokens === 'off' ? 'nginx' : NGINX_VER);
+  if (!r.ownDate) raw.push('Date', httpDate());
   // nginx sends no Content-Type with 204
   if (r.contentType !== undefined && status !== 204) raw.push('Content-Type', r.contentType);
   const bodyless = noBody(r, status);
@@ -85,15 +85,15 @@ function writeHead(r: HttpRequest): void {
   // without a length or chunking, the end of the body is the end of the connection
   const keep = keepAlive(r, status) && (r.contentLength !== undefined || bodyless || chunked);
   if (chunked) raw.push('Transfer-Encoding', 'chunked');
-  raw.push('Connection', keep ? 'keep-alive' : 'close');
-  if (keep && core.keepaliveHeader) raw.push('Keep-Alive', `timeout=${Math.floor(core.keepaliveHeader)}`);
+  raw.push('Connection', status === 101 ? 'upgrade' : keep ? 'keep-alive' : 'close');
+  if (keep && status !== 101 && core.keepaliveHeader) raw.push('Keep-Alive', `timeout=${Math.floor(core.keepaliveHeader)}`);
   if (location !== undefined) raw.push('Location', location);
   for (const h of r.headersOut) raw.push(h.name, h.value);
   const res = r.res;
   res.sendDate = false;
   if (!keep) res.shouldKeepAlive = false;
   if (!chunked) res.useChunkedEncodingByDefault = false;
-  res.writeHead(status, statusLineReason(status), raw);
+  res.writeHead(status, r.statusReason ?? statusLineReason(status), raw);
 }
 
 /** Writes body bytes through the body filters. */
@@ -129,6 +129,7 @@ export async function sendSpecialResponse(r: HttpRequest, status: number): Promi
   r.setHeader('Accept-Ranges', undefined);
   r.lastModified = undefined;
   r.status = status;
+  r.statusReason = undefined;
   if (status < 300 || status >= 400) r.location = undefined;
   if (page === undefined) {
     r.contentLength = 0;

@@ -5,7 +5,7 @@
  * Content-Length and Last-Modified taken over by the response itself,
  * Location and Refresh passed through proxy_redirect, hop-by-hop fields
  * (Connection, Keep-Alive, Transfer-Encoding) never passed, every other
- * field copied in order.
+ * field copied in order (Last-Modified too, where nginx keeps it).
  */
 import type { HttpRequest } from '../../request.ts';
 import type { DerivedConf } from './conf.ts';
@@ -19,7 +19,6 @@ const NOT_COPIED = new Set(['content-length', 'connection', 'keep-alive', 'trans
 export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf): void {
   const { names, lnames, values } = head.headers;
   const hidden = d.hidden;
-  const status = head.status;
   for (let i = 0; i < names.length; i++) {
     const lname = lnames[i];
     if (hidden.has(lname) || NOT_COPIED.has(lname)) continue;
@@ -28,15 +27,6 @@ export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf):
       case 'content-type':
         r.contentType = value;
         continue;
-      case 'last-modified': {
-        const t = Date.parse(value);
-        if (!Number.isNaN(t) && /GMT$/.test(value)) {
-          // nginx rewrites a valid date in its own place and only for these statuses
-          if (status === 200 || status === 206 || status === 304) r.lastModified = t;
-          continue;
-        }
-        break;
-      }
       case 'location':
         if (d.redirects) {
           const v = rewriteRedirect(r, d.redirects, value, 0);
@@ -60,12 +50,11 @@ export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf):
     }
     r.addHeader(names[i], value);
   }
-  r.status = status;
+  r.status = head.status;
   r.contentLength = head.contentLength >= 0 && !head.chunked ? head.contentLength : undefined;
-}
-
-/** The reason phrase from the upstream's status line (`200 OK` → `OK`), or undefined when it has none. */
-export function statusReason(head: ResponseHead): string | undefined {
+  // a passed Server or Date replaces nginx's own, even when the upstream sent none
+  if (!hidden.has('server')) r.ownServer = true;
+  if (!hidden.has('date')) r.ownDate = true;
   const line = head.statusLine;
-  return line.length > 4 ? line.slice(4) : undefined;
+  r.statusReason = line.length > 4 ? line.slice(4) : line ? '' : undefined;
 }

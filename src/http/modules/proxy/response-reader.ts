@@ -14,7 +14,7 @@ import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';
 import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
 import { IGN } from './conf.ts';
-import { copyHeaders, statusReason } from './headers-out.ts';
+import { copyHeaders } from './headers-out.ts';
 import { BodyRelay } from './relay.ts';
 import type { RelaySource } from './relay.ts';
 import { parseResponseHead } from './response-head.ts';
@@ -65,8 +65,8 @@ export class ResponseReader implements RelaySource {
     const limit = this.u.conf.bufferSize!;
     let end = headEnd(b);
     if (end < 0) {
-      // HTTP/0.9 is known from the first bytes
-      if (!startsLikeStatusLine(b)) end = 0;
+      // HTTP/0.9 shows in the first bytes: enough of them to fail the status line parse
+      if (!startsLikeStatusLine(b)) end = Math.min(b.length, 5);
       else if (b.length >= limit) {
         this.u.log('error', 'upstream sent too big header');
         this.u.invalidHeader();
@@ -136,10 +136,12 @@ export class ResponseReader implements RelaySource {
       this.accelRedirect(head, head.headers.values[xar]);
       return;
     }
+    if (head.http09) {
+      this.relayHttp09(b);
+      return;
+    }
     const upgrade = head.status === 101 && r.req.headers.upgrade !== undefined;
     copyHeaders(r, head, u.d);
-    const reason = statusReason(head);
-    if (reason !== undefined || head.statusLine) (r as { statusReason?: string }).statusReason = reason ?? '';
     const noBody = head.status === 204 || head.status === 304 || u.isHead || head.status < 200;
     if (noBody) this.remaining = 0;
     else if (head.chunked) this.decoder = new ChunkedDecoder(u.conf.passTrailers === true);
@@ -195,14 +197,19 @@ export class ResponseReader implements RelaySource {
     if (dec) {
       const out = this.out;
       const rc = dec.feed(chunk, 0, out);
-      for (let i = 0; i < out.length; i++) relay.push(out[i]);
-      out.length = 0;
-      if (rc === CHUNKED_AGAIN) return;
       if (rc === CHUNKED_ERROR) {
+        out.length = 0;
         this.u.log('error', 'upstream sent invalid chunked response', 'reading upstream');
+        // nginx closes the connection; what it had not flushed yet is never sent
+        if (this.u.r.bodyBytesSent === 0) this.u.r.res.destroy();
         this.fail();
         return;
       }
+      // what one read brought goes out together (one chunk to the client), as nginx writes it
+      if (out.length === 1) relay.push(out[0]);
+      else if (out.length > 1) relay.push(Buffer.concat(out));
+      out.length = 0;
+      if (rc === CHUNKED_AGAIN) return;
       let keep = !this.head!.connectionClose;
       if (rc < chunk.length) {
         this.u.log('warn', 'upstream sent data after final chunk', 'reading upstream');
@@ -257,6 +264,28 @@ export class ResponseReader implements RelaySource {
     const uri = q >= 0 ? target.slice(0, q) : target;
     if (r.method !== 'HEAD') r.method = 'GET';
     void internalRedirect(r, uri, q >= 0 ? target.slice(q + 1) : '');
+  }
+
+  /**
+   * An HTTP/0.9 answer: nginx takes the request for HTTP/0.9 too and sends
+   * no head at all, just the bytes, until the upstream closes.
+   */
+  private relayHttp09(first: Buffer): void {
+    const u = this.u;
+    const socket = u.r.res.socket;
+    u.r.status = 200;
+    u.headerSent();
+    if (!socket) { u.finalize(0); return; }
+    this.buf = undefined;
+    this.head = undefined;
+    this.inBody = true;
+    this.remaining = -1;
+    this.relay = new BodyRelay(u.r, this, {
+      buffering: false, bufferSize: u.conf.bufferSize!, buffers: u.conf.buffers!, maxTempFileSize: 0,
+      tempFileWriteSize: u.d.tempFileWriteSize, tempPath: u.d.tempPath, length: -1, chunked: false,
+    });
+    u.r.out = socket;
+    this.body(first);
   }
 
   pauseUpstream(): void { this.u.pauseUpstream(); }
