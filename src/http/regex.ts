@@ -14,6 +14,24 @@ export interface CompiledRegex {
   names: string[];
 }
 
+/** PCRE2's wording for JavaScript's regex syntax errors (nginx prints PCRE2's; the offset is not known here). */
+const PCRE_MESSAGES: Array<[RegExp, string]> = [
+  [/^Unterminated group$/, 'missing closing parenthesis'],
+  [/^Unmatched '\)'$/, 'unmatched closing parenthesis'],
+  [/^Nothing to repeat$/, 'quantifier does not follow a repeatable item'],
+  [/^Unterminated character class$/, 'missing terminating ] for character class'],
+  [/^Duplicate capture group name$/, 'two named subpatterns have the same name (PCRE2_DUPNAMES not set)'],
+  [/^Invalid group$/, 'unrecognized character after (? or (?-'],
+  [/^Range out of order in character class$/, 'range out of order in character class'],
+  [/^Invalid capture group name$/, 'subpattern name expected'],
+];
+
+function pcreMessage(jsMessage: string): string {
+  const text = jsMessage.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, '');
+  for (const [re, pcre] of PCRE_MESSAGES) if (re.test(text)) return pcre;
+  return text;
+}
+
 export function compileRegex(cf: ConfContext | undefined, pattern: string, caseless = false): CompiledRegex {
   let src = pattern;
   let flags = caseless ? 'i' : '';
@@ -31,7 +49,7 @@ export function compileRegex(cf: ConfContext | undefined, pattern: string, casel
   try {
     regex = new RegExp(src, flags);
   } catch (err) {
-    const msg = `pcre2_compile() failed: ${(err as Error).message.replace(/^Invalid regular expression: /, '')} in "${pattern}"`;
+    const msg = `pcre2_compile() failed: ${pcreMessage((err as Error).message)} in "${pattern}"`;
     if (cf) throw cf.error(msg);
     throw new Error(msg);
   }

@@ -53,6 +53,8 @@ http {
         location /own { error_page 403 /show; return 404; }
         location /inif { if ($arg_e) { error_page 404 = /show; } return 404; }
 
+        location /bad-gateway { error_page 502 = /show; proxy_pass http://127.0.0.1:%%PORT_8082%%; }
+        location /bad-gateway-keep { error_page 502 /show; proxy_pass http://127.0.0.1:%%PORT_8082%%; }
         location /loop1 { error_page 404 /missing1; return 404; }
         location /recursive {
             recursive_error_pages on;
@@ -117,6 +119,16 @@ test('statuses from the static module and the access phase', async () => {
   const named = await same(pair(), 'POST /named HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
   assert.equal(named.status, 403);
   assert.equal(named.body.toString(), 'named POST\n');
+});
+
+test('a proxy\'s 502 goes to error_page too', async () => {
+  // nothing listens on port 8082
+  const eq = await get('/bad-gateway');
+  assert.equal(eq.status, 200);
+  assert.equal(eq.body.toString(), 'show GET /show []\n');
+  const keep = await get('/bad-gateway-keep');
+  assert.equal(keep.status, 502);
+  assert.equal(keep.body.toString(), 'show GET /show []\n');
 });
 
 test('=, arguments, method, inheritance, if and recursion', async () => {

@@ -59,22 +59,40 @@ function find<R extends VariableHost>(r: R, map: MapTable<R>, key: string): Comp
   return undefined;
 }
 
+/** Keys already used, as nginx's hash keys: a `.a.com` key takes both `a.com` and `*.a.com`. */
+interface SeenKeys {
+  exact: Set<string>;
+  head: Set<string>;
+  tail: Set<string>;
+}
+
 /** Files a `hostnames` key as exact, leading or trailing wildcard (nginx's ngx_hash_add_key). */
-function addHostKey<R extends VariableHost>(cf: ConfContext, map: MapTable<R>, key: string, value: ComplexValue<R>, seen: Set<string>): void {
+function addHostKey<R extends VariableHost>(cf: ConfContext, map: MapTable<R>, key: string, value: ComplexValue<R>, seen: SeenKeys): void {
   const low = key.toLowerCase();
-  if (seen.has(low)) throw cf.error(`conflicting parameter "${key}"`);
-  seen.add(low);
+  const conflict = () => cf.error(`conflicting parameter "${key}"`);
   const star = low.indexOf('*');
-  if (low.startsWith('*.') && star === 0 && low.indexOf('*', 1) < 0) {
-    map.head.push({ suffix: low.slice(1), value, dot: false });
+  if (low.startsWith('*.') && low.indexOf('*', 1) < 0) {
+    const suffix = low.slice(1);
+    if (seen.head.has(suffix)) throw conflict();
+    seen.head.add(suffix);
+    map.head.push({ suffix, value, dot: false });
   } else if (low.startsWith('.') && star < 0) {
+    if (seen.head.has(low) || seen.exact.has(low.slice(1))) throw conflict();
+    seen.head.add(low);
+    seen.exact.add(low.slice(1));
     map.head.push({ suffix: low, value, dot: true });
   } else if (low.endsWith('.*') && star === low.length - 1) {
-    map.tail.push({ prefix: low.slice(0, -1), value });
+    const prefix = low.slice(0, -1);
+    if (seen.tail.has(prefix)) throw conflict();
+    seen.tail.add(prefix);
+    map.tail.push({ prefix, value });
   } else if (star >= 0) {
     throw cf.error(`invalid hostname or wildcard "${key}"`);
   } else {
-    map.exact.set(low.endsWith('.') ? low.slice(0, -1) : low, value);
+    const name = low.endsWith('.') ? low.slice(0, -1) : low;
+    if (seen.exact.has(name)) throw conflict();
+    seen.exact.add(name);
+    map.exact.set(name, value);
   }
 }
 
@@ -94,7 +112,7 @@ export function readMap<R extends VariableHost>(cf: ConfContext, node: ConfNode,
   if (existing && !existing.prefix && !existing.changeable && !existing.set) throw cf.error(`the duplicate "${name}" variable`);
 
   let volatile = false;
-  const seen = new Set<string>();
+  const seen: SeenKeys = { exact: new Set(), head: new Set(), tail: new Set() };
   for (const entry of node.children ?? []) {
     const at = (msg: string) => {
       const saved = cf.node;
@@ -126,8 +144,8 @@ export function readMap<R extends VariableHost>(cf: ConfContext, node: ConfNode,
       if (map.hostnames) addHostKey(cf, map, key, value, seen);
       else {
         const low = key.toLowerCase();
-        if (seen.has(low)) throw cf.error(`conflicting parameter "${key}"`);
-        seen.add(low);
+        if (seen.exact.has(low)) throw cf.error(`conflicting parameter "${key}"`);
+        seen.exact.add(low);
         map.exact.set(low, value);
       }
     } finally {

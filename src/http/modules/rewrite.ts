@@ -71,11 +71,11 @@ function readReturn(cf: ConfContext, node: ConfNode): string | void {
   let second: string | undefined = node.args[1];
   let status = Number(first);
   if (!/^\d+$/.test(first)) {
-    if (node.args.length === 2 || !/^(https?:\/\/|\$scheme)/.test(first)) return `invalid return code "${first}"`;
+    if (node.args.length === 2 || !/^(https?:\/\/|\$scheme)/.test(first)) throw cf.error(`invalid return code "${first}"`);
     status = 302;
     second = first;
   } else if (status > 999) {
-    return `invalid return code "${first}"`;
+    throw cf.error(`invalid return code "${first}"`);
   }
   program(cf).push(returnCode(status, second === undefined ? undefined : compileComplex(cf, vars, second)));
 }

@@ -82,8 +82,8 @@ function readLocation(cf: ConfContext, node: ConfNode): void {
   const err = checkNesting(parent, loc);
   if (err) throw cf.error(err);
   if (loc.match === 'named') {
-    if (srv.named.has(name)) throw cf.error(`duplicate location "${name}"`);
-    srv.named.set(name, loc);
+    // nginx accepts a second one with the same name; the first is used
+    if (!srv.named.has(name)) srv.named.set(name, loc);
   } else {
     const siblings = parent ? parent.children : srv.locations;
     const dup = siblings.find((s) => s.match !== 'regex' && s.match !== 'noname' && loc.match !== 'regex'
