@@ -30,6 +30,11 @@ http {
         location /i/ { alias %%PREFIX%%/; }
         location /rewrite { rewrite ^ /redirect?a=b redirect; }
         location /absolute { return 302 http://elsewhere/x; }
+        location /auto/ { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
+        location "/auto sp/" { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
+        location /auto-a { return 200 "auto-a\\n"; }
+        location /same { return 200 "same\\n"; }
+        location /same/ { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
     }
 
     server {
@@ -40,6 +45,13 @@ http {
         location / { }
         location /return301 { return 301 /redirect; }
         location /i/ { alias %%PREFIX%%/; }
+        location /auto/ { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
+        location '/auto "#%<>?\\^\`{|}/' { proxy_pass http://127.0.0.1:%%PORT_8081%%; }
+    }
+
+    server {
+        listen 127.0.0.1:%%PORT_8081%%;
+        return 200 "backend $uri\\n";
     }
 }
 `;
@@ -63,6 +75,19 @@ test('absolute redirects (http_absolute_redirect.t)', async () => {
   assert.equal(await location('host', '/return301/port'), 'http://host/redirect');
   assert.equal(await location('on', '/rewrite?c=d'), `http://on:${p}/redirect?a=b&c=d`);
   assert.equal(await location('on', '/absolute'), 'http://elsewhere/x');
+});
+
+test('a proxied location named with a slash redirects its name without it (http_location_auto.t)', async () => {
+  const p = pair().gh.port(8080);
+  assert.equal(await location('on', '/auto'), `http://on:${p}/auto/`);
+  assert.equal(await location('on', '/auto?a=b'), `http://on:${p}/auto/?a=b`);
+  assert.equal(await location('on', '/auto%20sp'), `http://on:${p}/auto%20sp/`);
+  assert.equal(await location('off', '/auto'), '/auto/');
+  assert.equal(await location('off', '/auto%20%22%23%25%3C%3E%3F%5C%5E%60%7B%7C%7D'), '/auto%20%22%23%25%3C%3E%3F%5C%5E%60%7B%7C%7D/');
+  // a prefix as long as the URI wins over the redirect; other locations are untouched
+  assert.equal((await same(pair(), 'GET /same HTTP/1.0\r\nHost: on\r\n\r\n')).body.toString(), 'same\n');
+  assert.equal((await same(pair(), 'GET /auto-a HTTP/1.0\r\nHost: on\r\n\r\n')).body.toString(), 'auto-a\n');
+  assert.equal((await same(pair(), 'GET /auto/x HTTP/1.0\r\nHost: on\r\n\r\n')).body.toString(), 'backend /auto/x\n');
 });
 
 test('an invalid Host gives the local address in the redirect', async () => {
