@@ -5,6 +5,8 @@
 import type { CycleModule } from './core/cycle.ts';
 import { coreModule } from './core/modules/core.ts';
 import { httpCoreModule } from './http/modules/core/index.ts';
+import { sslModule } from './http/modules/ssl/index.ts';
+import { http2Module } from './http/modules/http2.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
 import { indexModule } from './http/modules/index-module.ts';
@@ -22,6 +24,8 @@ import { proxyModule } from './http/modules/proxy/index.ts';
 export const modules: CycleModule[] = [
   coreModule,
   httpCoreModule,
+  sslModule,
+  http2Module,
   rewriteModule,
   mapModule,
   upstreamModule,

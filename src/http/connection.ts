@@ -13,6 +13,7 @@ import { handleRequest, rejectMalformed } from './phases.ts';
 import { HttpRequest } from './request.ts';
 import { parseTarget } from './uri.ts';
 import { selectServer } from './virtual-server.ts';
+import type { TlsConnection } from '../tls/connection-info.ts';
 
 /** On an upgrade request: the bytes that came after its head (null once a tunnel took the socket). */
 export const UPGRADE_HEAD = Symbol('upgradeHead');
@@ -20,8 +21,11 @@ export const UPGRADE_HEAD = Symbol('upgradeHead');
 /** Per-connection state (nginx's ngx_connection_t plus ngx_http_connection_t). */
 export class HttpConnection {
   readonly number: number;
-  readonly socket: Socket;
+  /** The client socket; on `listen … ssl` the TLS socket once the handshake is done (src/tls). */
+  socket: Socket;
   readonly addr: AddressConf;
+  /** TLS state of an `ssl` connection ($ssl_* variables); undefined for plain HTTP. */
+  tls: TlsConnection | undefined;
   readonly startMs = Date.now();
   /** Requests received on this connection so far (`$connection_requests`). */
   requests = 0;
@@ -55,6 +59,14 @@ function stripV4Mapped(a: string): string {
 }
 
 const connOf = new WeakMap<Socket, HttpConnection>();
+
+/** Takes over accepted sockets of `listen … ssl` addresses (the ssl module installs it); calls server.serve() after the handshake. */
+export type SecureAccept = (server: HttpAddressServer, conn: HttpConnection, socket: Socket) => void;
+let secureAccept: SecureAccept | undefined;
+
+export function setSecureAccept(fn: SecureAccept): void {
+  secureAccept = fn;
+}
 
 export function connectionOf(socket: Socket): HttpConnection | undefined {
   return connOf.get(socket);
@@ -113,11 +125,23 @@ export class HttpAddressServer {
     this.connections.add(conn);
     socket.once('close', () => this.connections.delete(conn));
     if (this.shuttingDown) conn.closing = true;
-    this.server.emit('connection', socket);
+    if (this.addr.ssl && secureAccept) secureAccept(this, conn, socket);
+    else this.server.emit('connection', socket);
   }
 
-  private onRequest(req: IncomingMessage, res: ServerResponse): void {
-    const conn = connOf.get(req.socket);
+  /**
+   * Starts HTTP/1.x on `socket` for `conn` (after a TLS handshake, or plain
+   * HTTP on a TLS port); `head` is what was read from it already.
+   */
+  serve(conn: HttpConnection, socket: Socket, head?: Buffer): void {
+    conn.socket = socket;
+    connOf.set(socket, conn);
+    this.server.emit('connection', socket);
+    if (head?.length) socket.emit('data', head);
+  }
+
+  /** A request from llhttp, or an HTTP/2 stream (src/http/http2.ts passes its connection). */
+  onRequest(req: IncomingMessage, res: ServerResponse, conn = connOf.get(req.socket)): void {
     if (!conn) { res.destroy(); return; }
     conn.requests++;
     const target = parseTarget(req.url ?? '');

@@ -13,7 +13,7 @@ export function absoluteLocation(r: HttpRequest, value: string): string {
   if (value.charCodeAt(0) !== 0x2f /* / */) return value;
   const core = r.level.get(coreLoc);
   if (core.absoluteRedirect === false) return value;
-  const ssl = r.conn.addr.ssl;
+  const ssl = r.conn.tls !== undefined;
   let host: string;
   if (core.serverNameInRedirect) host = r.server.primaryName;
   else if (r.host) host = r.host;

@@ -1,0 +1,85 @@
+/**
+ * ngx_http_v2_module: `http2 on|off`, the `http2_*` settings and `$http2`.
+ * HTTP/2 runs on TLS listeners, chosen by ALPN (`listen … ssl http2` or
+ * `http2 on` in the server selected by SNI); see src/http/http2.ts.
+ */
+import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import { flagArg, parseSize, parseTime } from '../../conf/values.ts';
+import type { HttpModule } from '../http-conf.ts';
+
+export interface Http2SrvConf {
+  enable?: boolean;
+  maxConcurrentStreams?: number;
+  chunkSize?: number;
+  bodyPrereadSize?: number;
+  recvTimeout?: number;
+  idleTimeout?: number;
+  maxFieldSize?: number;
+  maxHeaderSize?: number;
+}
+
+export const HTTP2_DEFAULTS = {
+  enable: false,
+  maxConcurrentStreams: 128,
+  chunkSize: 8 * 1024,
+  bodyPrereadSize: 64 * 1024,
+  recvTimeout: 30_000,
+} as const satisfies Http2SrvConf;
+
+export const http2Srv = defineSlot<Http2SrvConf>('http_v2_srv', () => ({}), inheritUnset, HTTP2_DEFAULTS);
+
+function setting<K extends keyof Http2SrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => Http2SrvConf[K], contexts = Ctx.HTTP | Ctx.SERVER): Directive {
+  return {
+    name, contexts, args: 1,
+    handler(cf, node) {
+      const c = cf.get(http2Srv);
+      if (c[field] !== undefined) return 'is duplicate';
+      c[field] = parse(cf, node.args[0]);
+    },
+  };
+}
+
+const number = (cf: ConfContext, v: string): number => {
+  if (!/^\d+$/.test(v)) throw cf.error(`invalid number "${v}"`);
+  return Number(v);
+};
+const size = (cf: ConfContext, v: string): number => {
+  const n = parseSize(v);
+  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
+  return n;
+};
+const time = (cf: ConfContext, v: string): number => {
+  const n = parseTime(v);
+  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
+  return n;
+};
+
+/** Directives nginx still accepts but that do nothing (obsolete or server push). */
+function ignored(name: string, contexts = HTTP_ANY): Directive {
+  return { name, contexts, args: 1, handler() { /* accepted, no effect */ } };
+}
+
+export const http2Module: HttpModule = {
+  name: 'ngx_http_v2_module',
+  directives: [
+    setting('http2', 'enable', (cf, v) => flagArg(cf, v)),
+    setting('http2_max_concurrent_streams', 'maxConcurrentStreams', number),
+    setting('http2_chunk_size', 'chunkSize', size, HTTP_ANY),
+    setting('http2_body_preread_size', 'bodyPrereadSize', size),
+    setting('http2_recv_timeout', 'recvTimeout', time),
+    setting('http2_idle_timeout', 'idleTimeout', time),
+    setting('http2_max_field_size', 'maxFieldSize', size),
+    setting('http2_max_header_size', 'maxHeaderSize', size),
+    ignored('http2_recv_buffer_size', Ctx.HTTP),
+    ignored('http2_max_requests', Ctx.HTTP | Ctx.SERVER),
+    ignored('http2_push'),
+    ignored('http2_push_preload'),
+    ignored('http2_max_concurrent_pushes', Ctx.HTTP | Ctx.SERVER),
+  ],
+  variables: [
+    { name: 'http2', get: (r) => (r.httpVersion === '2.0' ? 'h2' : '') },
+  ],
+};

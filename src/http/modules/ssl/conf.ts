@@ -1,0 +1,237 @@
+/**
+ * ngx_http_ssl_module's configuration: the per-server slot and the
+ * directive table. Values are kept as written here; src/tls turns them into
+ * TLS contexts once the http block is read (postconfiguration).
+ */
+import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+import type { ConfContext } from '../../../conf/context.ts';
+import { Ctx } from '../../../conf/directive.ts';
+import type { Directive } from '../../../conf/directive.ts';
+import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
+import { compileComplex } from '../../variables.ts';
+import type { ComplexValue } from '../../variables.ts';
+import { httpMainOf } from '../../http-conf.ts';
+
+export type VerifyMode = 'off' | 'on' | 'optional' | 'optional_no_ca';
+
+export interface SessionCacheConf {
+  /** `off` (no cache, nginx tells clients sessions are not reused) or `none` (the default). */
+  off: boolean;
+  /** Per-worker cache (`builtin[:size]`), in sessions. */
+  builtin?: number;
+  /** `shared:NAME:SIZE`: one cache for all workers. */
+  shared?: { name: string; size: number };
+}
+
+/** A value as written, with where it was written (for error messages) and the conf dir. */
+export interface PathValue {
+  /** Resolved against the configuration directory (or a `data:` value). */
+  path: string;
+  /** Compiled when the value has variables. */
+  complex?: ComplexValue;
+  /** The configuration directory, for relative paths that come out of variables. */
+  confPrefix?: string;
+}
+
+export interface SslSrvConf {
+  certificates?: PathValue[];
+  certificateKeys?: PathValue[];
+  certificateCache?: { max: number; inactive: number; valid: number } | false;
+  passwordFile?: string;
+  dhparam?: string;
+  ecdhCurve?: string;
+  protocols?: string[];
+  ciphers?: string;
+  preferServerCiphers?: boolean;
+  bufferSize?: number;
+  verify?: VerifyMode;
+  verifyDepth?: number;
+  clientCertificate?: string;
+  trustedCertificate?: string;
+  crl?: string;
+  sessionCache?: SessionCacheConf;
+  sessionTickets?: boolean;
+  sessionTicketKeys?: string[];
+  /** Seconds. */
+  sessionTimeout?: number;
+  ocsp?: 'off' | 'on' | 'leaf';
+  ocspResponder?: string;
+  ocspCache?: { name: string; size: number } | false;
+  stapling?: boolean;
+  staplingFile?: string;
+  staplingResponder?: string;
+  staplingVerify?: boolean;
+  earlyData?: boolean;
+  confCommands?: Array<[string, string]>;
+  rejectHandshake?: boolean;
+}
+
+/** nginx's defaults (ngx_http_ssl_merge_srv_conf, current nginx). */
+export const SSL_DEFAULTS = {
+  protocols: ['TLSv1.2', 'TLSv1.3'],
+  ciphers: 'HIGH:!aNULL:!MD5',
+  ecdhCurve: 'auto',
+  preferServerCiphers: false,
+  bufferSize: 16 * 1024,
+  verify: 'off',
+  verifyDepth: 1,
+  sessionCache: { off: false },
+  sessionTickets: true,
+  sessionTimeout: 300,
+  ocsp: 'off',
+  stapling: false,
+  staplingVerify: false,
+  earlyData: false,
+  rejectHandshake: false,
+} as const satisfies SslSrvConf;
+
+export const sslSrv = defineSlot<SslSrvConf>('http_ssl_srv', () => ({}), inheritUnset, SSL_DEFAULTS as Partial<SslSrvConf>);
+
+const SRV = Ctx.HTTP | Ctx.SERVER;
+const PROTOCOLS = ['SSLv2', 'SSLv3', 'TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
+
+function pathValue(cf: ConfContext, raw: string): PathValue {
+  if (raw.includes('$')) {
+    return { path: raw, complex: compileComplex(cf, httpMainOf(cf).variables, raw), confPrefix: cf.paths.confPrefix };
+  }
+  return { path: raw.startsWith('data:') ? raw : cf.confPath(raw) };
+}
+
+function single<K extends keyof SslSrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => SslSrvConf[K], args: Directive['args'] = 1): Directive {
+  return {
+    name, contexts: SRV, args,
+    handler(cf, node) {
+      const c = cf.get(sslSrv);
+      if (c[field] !== undefined) return 'is duplicate';
+      c[field] = parse(cf, args === 'flag' || args === 1 ? node.args[0] : node.args.join(' '));
+    },
+  };
+}
+
+const str = (cf: ConfContext, v: string): string => v;
+const confPath = (cf: ConfContext, v: string): string => cf.confPath(v);
+const flag = (cf: ConfContext, v: string): boolean => flagArg(cf, v);
+
+function invalid(cf: ConfContext, v: string): Error {
+  return cf.error(`invalid value "${v}" in "${cf.node?.name}" directive`);
+}
+
+function zoneSpec(cf: ConfContext, v: string, what: string): { name: string; size: number } {
+  const m = /^shared:([^:]+):(.+)$/.exec(v);
+  if (!m) throw cf.error(`invalid ${what} "${v}"`);
+  const size = parseSize(m[2]);
+  if (Number.isNaN(size)) throw cf.error(`invalid zone size "${m[2]}"`);
+  if (size < 8 * 4096) throw cf.error(`zone "${m[1]}" is too small`);
+  return { name: m[1], size };
+}
+
+function parseSessionCache(cf: ConfContext, args: string[]): SessionCacheConf {
+  const conf: SessionCacheConf = { off: false };
+  for (const a of args) {
+    if (a === 'off') { conf.off = true; continue; }
+    if (a === 'none') continue;
+    if (a === 'builtin') { conf.builtin = 20480; continue; }
+    if (a.startsWith('builtin:')) {
+      const n = Number(a.slice(8));
+      if (!/^\d+$/.test(a.slice(8)) || n === 0) throw cf.error(`invalid session cache "${a}"`);
+      conf.builtin = n;
+      continue;
+    }
+    if (a.startsWith('shared:')) { conf.shared = zoneSpec(cf, a, 'session cache'); continue; }
+    throw cf.error(`invalid session cache "${a}"`);
+  }
+  if (conf.off && args.length > 1) throw cf.error(`invalid session cache "${args.join(' ')}"`);
+  return conf;
+}
+
+export const sslDirectives: Directive[] = [
+  {
+    name: 'ssl_certificate', contexts: SRV, args: 1,
+    handler(cf, node) { (cf.get(sslSrv).certificates ??= []).push(pathValue(cf, node.args[0])); },
+  },
+  {
+    name: 'ssl_certificate_key', contexts: SRV, args: 1,
+    handler(cf, node) { (cf.get(sslSrv).certificateKeys ??= []).push(pathValue(cf, node.args[0])); },
+  },
+  {
+    name: 'ssl_certificate_cache', contexts: SRV, args: [1, 3],
+    handler(cf, node) {
+      const c = cf.get(sslSrv);
+      if (c.certificateCache !== undefined) return 'is duplicate';
+      if (node.args[0] === 'off') { c.certificateCache = false; return; }
+      const spec = { max: 0, inactive: 10_000, valid: 60_000 };
+      for (const a of node.args) {
+        const [k, v] = a.split('=', 2);
+        const n = k === 'max' ? Number(v) : parseTime(v ?? '');
+        if (!['max', 'inactive', 'valid'].includes(k) || !(n > 0)) throw invalid(cf, a);
+        spec[k as keyof typeof spec] = n;
+      }
+      if (!spec.max) throw cf.error('"ssl_certificate_cache" must have the "max" parameter');
+      c.certificateCache = spec;
+    },
+  },
+  single('ssl_password_file', 'passwordFile', confPath),
+  single('ssl_dhparam', 'dhparam', confPath),
+  single('ssl_ecdh_curve', 'ecdhCurve', str),
+  {
+    name: 'ssl_protocols', contexts: SRV, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(sslSrv);
+      if (c.protocols !== undefined) return 'is duplicate';
+      for (const p of node.args) if (!PROTOCOLS.includes(p)) throw cf.error(`invalid value "${p}"`);
+      c.protocols = node.args;
+    },
+  },
+  single('ssl_ciphers', 'ciphers', str),
+  single('ssl_prefer_server_ciphers', 'preferServerCiphers', flag, 'flag'),
+  single('ssl_buffer_size', 'bufferSize', (cf, v) => {
+    const n = parseSize(v);
+    if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
+    return n;
+  }),
+  single('ssl_verify_client', 'verify', (cf, v) => {
+    if (!['off', 'on', 'optional', 'optional_no_ca'].includes(v)) throw cf.error(`invalid value "${v}" in "ssl_verify_client" directive, it must be "on", "off", "optional" or "optional_no_ca"`);
+    return v as VerifyMode;
+  }),
+  single('ssl_verify_depth', 'verifyDepth', (cf, v) => {
+    if (!/^\d+$/.test(v)) throw cf.error(`invalid number "${v}"`);
+    return Number(v);
+  }),
+  single('ssl_client_certificate', 'clientCertificate', confPath),
+  single('ssl_trusted_certificate', 'trustedCertificate', confPath),
+  single('ssl_crl', 'crl', confPath),
+  {
+    name: 'ssl_session_cache', contexts: SRV, args: [1, 2],
+    handler(cf, node) {
+      const c = cf.get(sslSrv);
+      if (c.sessionCache !== undefined) return 'is duplicate';
+      c.sessionCache = parseSessionCache(cf, node.args);
+    },
+  },
+  single('ssl_session_tickets', 'sessionTickets', flag, 'flag'),
+  {
+    name: 'ssl_session_ticket_key', contexts: SRV, args: 1,
+    handler(cf, node) { (cf.get(sslSrv).sessionTicketKeys ??= []).push(cf.confPath(node.args[0])); },
+  },
+  single('ssl_session_timeout', 'sessionTimeout', (cf, v) => {
+    const ms = parseTime(v);
+    if (Number.isNaN(ms)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
+    return Math.floor(ms / 1000);
+  }),
+  single('ssl_ocsp', 'ocsp', (cf, v) => {
+    if (!['off', 'on', 'leaf'].includes(v)) throw cf.error(`invalid value "${v}" in "ssl_ocsp" directive, it must be "off", "on" or "leaf"`);
+    return v as 'off' | 'on' | 'leaf';
+  }),
+  single('ssl_ocsp_responder', 'ocspResponder', str),
+  single('ssl_ocsp_cache', 'ocspCache', (cf, v) => (v === 'off' ? false : zoneSpec(cf, v, 'ocsp cache'))),
+  single('ssl_stapling', 'stapling', flag, 'flag'),
+  single('ssl_stapling_file', 'staplingFile', confPath),
+  single('ssl_stapling_responder', 'staplingResponder', str),
+  single('ssl_stapling_verify', 'staplingVerify', flag, 'flag'),
+  single('ssl_early_data', 'earlyData', flag, 'flag'),
+  {
+    name: 'ssl_conf_command', contexts: SRV, args: 2,
+    handler(cf, node) { (cf.get(sslSrv).confCommands ??= []).push([node.args[0], node.args[1]]); },
+  },
+  single('ssl_reject_handshake', 'rejectHandshake', flag, 'flag'),
+];

@@ -1,0 +1,157 @@
+/**
+ * Accepting a connection on a `listen … ssl` address, as nginx's
+ * ngx_http_ssl_handshake and its OpenSSL callbacks do: read the ClientHello,
+ * choose the server block by SNI (server_name rules, as for Host), refuse
+ * it with `unrecognized_name` when that server has `ssl_reject_handshake`,
+ * load certificates named by variables, run the TLS handshake with that
+ * server's context, check the client certificate, then hand the connection
+ * to HTTP/1.x or HTTP/2 (ALPN). Bytes that are not TLS are served as HTTP
+ * and answered 497 (see index.ts).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import tls from 'node:tls';
+import { EventEmitter } from 'node:events';
+import { LogLevel } from '../../../core/error-log.ts';
+import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
+import type { AddressConf, ServerConf } from '../../http-conf.ts';
+import { HttpRequest } from '../../request.ts';
+import { selectServer } from '../../virtual-server.ts';
+import { coreSrv, CORE_SRV_DEFAULTS } from '../core/settings.ts';
+import { alertRecord, ALERT_INTERNAL_ERROR, ALERT_UNRECOGNIZED_NAME, MAX_HELLO_BYTES, readClientHello } from '../../../tls/client-hello.ts';
+import type { ClientHello } from '../../../tls/client-hello.ts';
+import type { ServerTls } from '../../../tls/server-tls.ts';
+import type { TlsConnection } from '../../../tls/connection-info.ts';
+import { CertLoadError } from '../../../tls/certificates.ts';
+import { sessionHub } from '../../../tls/sessions.ts';
+import { verifyClient } from '../../../tls/verify.ts';
+import { connectionLog } from './log.ts';
+import { serveHttp2, wantsHttp2 } from '../../http2.ts';
+
+/** Each server block's compiled TLS (filled by the module's postconfiguration). */
+export const serverTls = new WeakMap<ServerConf, ServerTls>();
+
+/** The SNI of a connection still in its handshake (for `$ssl_server_name` in `ssl_certificate $ssl_server_name.crt`). */
+export const handshakeServerName = new WeakMap<HttpConnection, string>();
+
+export function secureAccept(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
+  const addr = server.addr;
+  const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
+  socket.setTimeout(timeout, () => socket.destroy());
+  let buffered: Buffer = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
+    const res = readClientHello(buffered);
+    if (res.kind === 'incomplete' && buffered.length <= MAX_HELLO_BYTES) return;
+    socket.off('data', onData);
+    socket.off('end', onEnd);
+    socket.pause();
+    if (res.kind === 'plain') {
+      // nginx reads the request and answers 497 ("The plain HTTP request was sent to HTTPS port")
+      socket.setTimeout(0);
+      server.serve(conn, socket, buffered);
+      return;
+    }
+    socket.unshift(buffered);
+    startTls(server, conn, socket, res.kind === 'hello' ? res.hello : undefined);
+  };
+  const onEnd = () => socket.destroy();
+  socket.on('data', onData);
+  socket.once('end', onEnd);
+}
+
+/** nginx's SNI rules: a name that selects a server block, or undefined (the default server serves). */
+function serverBySni(addr: AddressConf, sni: string | undefined): { server: ServerConf; matched: string | undefined } {
+  if (!sni) return { server: addr.defaultServer, matched: undefined };
+  const host = sni.toLowerCase().replace(/\.$/, '');
+  if (!host || host.includes('..') || /[/\\\0\s]/.test(host)) return { server: addr.defaultServer, matched: undefined };
+  const m = selectServer(addr, host);
+  const found = m.server !== addr.defaultServer || nameMatches(m.server, host);
+  return { server: m.server, matched: found ? host : undefined };
+}
+
+function nameMatches(srv: ServerConf, host: string): boolean {
+  return srv.names.some((n) => {
+    if (n.regex) return n.regex.test(host);
+    if (n.name.startsWith('*.')) return host.endsWith(n.name.slice(1));
+    if (n.name.startsWith('.')) return host === n.name.slice(1) || host.endsWith(n.name);
+    if (n.name.endsWith('.*')) return host.startsWith(n.name.slice(0, -1));
+    return n.name === host;
+  });
+}
+
+function refuse(socket: Socket, alert: number): void {
+  socket.setTimeout(0);
+  socket.end(alertRecord(alert));
+  socket.resume();
+  setTimeout(() => socket.destroy(), 1000).unref();
+}
+
+function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socket, hello: ClientHello | undefined): void {
+  const addr = server.addr;
+  const { server: named, matched } = serverBySni(addr, hello?.serverName);
+  // a server block without certificates keeps the default server's context, as in nginx
+  const own = serverTls.get(named);
+  const settings = own?.hasCertificates ? own : serverTls.get(addr.defaultServer);
+  if (own?.conf.rejectHandshake || !settings || !settings.hasCertificates) {
+    if (!own?.conf.rejectHandshake) connectionLog(server, conn, LogLevel.info, 'SSL_do_handshake() failed (SSL: error:0A0000C1:SSL routines::no shared cipher) while SSL handshaking');
+    refuse(socket, ALERT_UNRECOGNIZED_NAME);
+    return;
+  }
+  let ctx: tls.SecureContext;
+  try {
+    if (hello?.serverName !== undefined) handshakeServerName.set(conn, hello.serverName);
+    ctx = settings.contextFor((cv) => cv.evaluate(handshakeRequest(server, conn, named)));
+  } catch (err) {
+    if (!(err instanceof CertLoadError)) throw err;
+    connectionLog(server, conn, LogLevel.error, `${err.message} while SSL handshaking`);
+    refuse(socket, ALERT_INTERNAL_ERROR);
+    return;
+  }
+  const http2 = wantsHttp2(addr, named);
+  const tlsSocket = new tls.TLSSocket(socket, {
+    isServer: true,
+    secureContext: ctx,
+    server: sessionHub(settings, hello) as unknown as tls.Server,
+    requestCert: settings.conf.verify !== 'off',
+    rejectUnauthorized: false,
+    ALPNProtocols: http2 ? ['h2', 'http/1.1'] : ['http/1.1'],
+  });
+  tlsSocket.on('error', (err: Error) => {
+    const text = err.message.replace(/^[0-9A-F]+:error:/, 'error:').replace(/:[^:]*\.c:\d+:.*$/s, '');
+    connectionLog(server, conn, LogLevel.info, `SSL_do_handshake() failed (SSL: ${text}) while SSL handshaking`);
+    tlsSocket.destroy();
+  });
+  tlsSocket.once('secure', () => {
+    socket.setTimeout(0);
+    const info: TlsConnection = {
+      socket: tlsSocket,
+      hello,
+      serverName: hello?.serverName,
+      matchedName: matched,
+      settings,
+      verify: undefined,
+    };
+    conn.tls = info;
+    handshakeServerName.delete(conn);
+    if (settings.conf.bufferSize < 16384) tlsSocket.setMaxSendFragment(Math.max(512, settings.conf.bufferSize));
+    const handOff = () => {
+      if (tlsSocket.destroyed) return;
+      if (tlsSocket.alpnProtocol === 'h2') serveHttp2(server, conn, tlsSocket, named);
+      else server.serve(conn, tlsSocket);
+    };
+    void verifyClient(settings, tlsSocket).then((result) => {
+      info.verify = result;
+      // TLS 1.3 session tickets are issued right after 'secure' and reach the session
+      // cache through tlsSocket.server, which node:http replaces: hand over after them
+      setImmediate(handOff);
+    });
+  });
+}
+
+/** A request object for evaluating variables during the handshake (nginx's fake request in its certificate callback). */
+function handshakeRequest(server: HttpAddressServer, conn: HttpConnection, srv: ServerConf): HttpRequest {
+  const req = { method: 'GET', httpVersion: '1.0', url: '/', headers: {}, rawHeaders: [], socket: conn.socket } as unknown as IncomingMessage;
+  const res = new EventEmitter() as unknown as ServerResponse;
+  return new HttpRequest(conn, server.main, srv, req, res);
+}

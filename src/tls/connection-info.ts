@@ -1,0 +1,32 @@
+/**
+ * What an HTTP connection knows about its TLS session: the handshake's
+ * socket, the ClientHello read before it, the server block whose TLS
+ * settings served it, and the client certificate verification result. The
+ * $ssl_* variables read from here.
+ */
+import type { TLSSocket } from 'node:tls';
+import type { ClientHello } from './client-hello.ts';
+import type { ServerTls } from './server-tls.ts';
+
+/** nginx's view of the client certificate check (SSL_get_verify_result plus OCSP). */
+export interface ClientVerifyResult {
+  /** 0 = X509_V_OK, else OpenSSL's X509_V_ERR_* code. */
+  code: number;
+  /** X509_verify_cert_error_string(code), or the OCSP failure text. */
+  reason: string;
+  /** An OCSP check failed (`certificate status request failed`, `certificate revoked`, ...). */
+  ocspFailed?: boolean;
+}
+
+export interface TlsConnection {
+  readonly socket: TLSSocket;
+  readonly hello: ClientHello | undefined;
+  /** The SNI name as sent ($ssl_server_name). */
+  readonly serverName: string | undefined;
+  /** The SNI name (lowercased) when it selected a server block (nginx's hc->ssl_servername). */
+  readonly matchedName: string | undefined;
+  /** The server block whose TLS context served the handshake. */
+  readonly settings: ServerTls;
+  /** Set once the handshake is done and the client certificate (if any) was checked. */
+  verify: ClientVerifyResult | undefined;
+}

@@ -1,0 +1,264 @@
+/**
+ * One server block's TLS, compiled once per configuration (nginx's
+ * per-server SSL_CTX): protocols, ciphers, certificates (static ones loaded
+ * now; ones named by variables at handshake time, cached), the session
+ * cache and ticket keys, the session id context, client verification
+ * settings, OCSP stapling.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import tls from 'node:tls';
+import { ConfError } from '../conf/errors.ts';
+import { CertificateCache, CertLoadError, loadCertKeyPair, pemCertificates, readPasswords, readPem } from './certificates.ts';
+import type { CertKeyPair } from './certificates.ts';
+import { BuiltinSessionCache, sharedSessionCache } from './session-cache.ts';
+import type { SessionStore } from './session-cache.ts';
+import { derivedTicketKeys, fileTicketKeys, installTicketKeys, sharedTicketKeys } from './ticket-keys.ts';
+import type { TicketKeySource } from './ticket-keys.ts';
+import type { ComplexValue } from '../http/variables.ts';
+import type { PathValue, SessionCacheConf, SslSrvConf, VerifyMode } from '../http/modules/ssl/conf.ts';
+import { loadCrls } from './verify.ts';
+import type { Crl } from './verify.ts';
+import { Stapler } from './stapling.ts';
+import type { StaplingOptions } from './stapling.ts';
+import { OcspVerifier } from './ocsp.ts';
+import type { OcspClientOptions } from './ocsp.ts';
+
+const C = crypto.constants;
+const VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'] as const;
+const NO_VERSION: Record<string, number> = {
+  'TLSv1': C.SSL_OP_NO_TLSv1, 'TLSv1.1': C.SSL_OP_NO_TLSv1_1, 'TLSv1.2': C.SSL_OP_NO_TLSv1_2, 'TLSv1.3': C.SSL_OP_NO_TLSv1_3,
+};
+
+/** What the http ssl module hands over for one server block (merged values, defaults filled). */
+export interface ServerTlsConfig {
+  /** Where the server block is (`file:line`), naming it in errors and keys. */
+  id: string;
+  conf: Required<Pick<SslSrvConf, 'protocols' | 'ciphers' | 'ecdhCurve' | 'preferServerCiphers' | 'bufferSize' | 'verifyDepth' | 'sessionTickets' | 'sessionTimeout' | 'earlyData'>> & SslSrvConf & {
+    verify: VerifyMode;
+    sessionCache: SessionCacheConf;
+  };
+  stapling?: StaplingOptions;
+  ocsp?: OcspClientOptions;
+}
+
+export class ServerTls {
+  readonly id: string;
+  readonly conf: ServerTlsConfig['conf'];
+  readonly sessionStore: SessionStore | undefined;
+  readonly ticketKeys: TicketKeySource | undefined;
+  readonly sessionIdContext: string;
+  /** `ssl_client_certificate` (sent to clients as acceptable CAs) and trusted for verification. */
+  readonly clientCAs: crypto.X509Certificate[] = [];
+  /** Every certificate trusted for client verification (client + trusted certificates). */
+  readonly trusted: crypto.X509Certificate[] = [];
+  readonly crls: Crl[];
+  readonly hasCertificates: boolean;
+  readonly variableCertificates: boolean;
+  readonly stapler: Stapler | undefined;
+  readonly ocsp: OcspVerifier | undefined;
+  private readonly passwords: string[] | undefined;
+  private readonly clientCaPem: string[] = [];
+  private readonly dhparam: string | undefined;
+  private staticContext: tls.SecureContext | undefined;
+  private readonly certCache: CertificateCache | undefined;
+  /** Pairs loaded at configuration time (static certificates). */
+  readonly staticPairs: CertKeyPair[] = [];
+
+  constructor(cfg: ServerTlsConfig) {
+    this.id = cfg.id;
+    const c = cfg.conf;
+    this.conf = c;
+    const certs = c.certificates ?? [];
+    const keys = c.certificateKeys ?? [];
+    if (certs.length && keys.length < certs.length) {
+      throw new ConfError(`no "ssl_certificate_key" is defined for certificate "${certs[certs.length - 1].path}"`);
+    }
+    this.hasCertificates = certs.length > 0;
+    this.variableCertificates = certs.some((v) => v.complex) || keys.some((v) => v.complex);
+    this.passwords = c.passwordFile ? wrap(() => readPasswords(c.passwordFile!)) : undefined;
+    this.dhparam = c.dhparam ? wrap(() => readPem(c.dhparam!, 'DH parameters')) : undefined;
+    if (c.verify !== 'off' && c.verify !== 'optional_no_ca' && !c.clientCertificate && !c.trustedCertificate) {
+      throw new ConfError('no ssl_client_certificate or ssl_trusted_certificate for ssl_verify_client');
+    }
+    if (c.verify !== 'off' && c.clientCertificate) {
+      const seen = new Set<string>();
+      for (const pem of pemCertificates(wrap(() => readPem(c.clientCertificate!, 'certificate')))) {
+        const x = new crypto.X509Certificate(pem);
+        if (seen.has(x.fingerprint256)) continue;
+        seen.add(x.fingerprint256);
+        this.clientCAs.push(x);
+        this.clientCaPem.push(pem);
+      }
+    }
+    this.trusted.push(...this.clientCAs);
+    if (c.trustedCertificate) {
+      for (const pem of pemCertificates(wrap(() => readPem(c.trustedCertificate!, 'certificate')))) this.trusted.push(new crypto.X509Certificate(pem));
+    }
+    this.crls = c.crl ? wrap(() => loadCrls(c.crl!)) : [];
+    this.sessionIdContext = crypto.createHash('sha1')
+      .update('HTTP')
+      .update(certs.map((v) => (v.complex ? v.path : fileText(v.path))).join('\0'))
+      .update(this.clientCaPem.join(''))
+      .digest('hex').slice(0, 32);
+    this.sessionStore = sessionStore(c.sessionCache);
+    this.ticketKeys = !c.sessionTickets ? undefined
+      : c.sessionTicketKeys?.length ? fileTicketKeys(c.sessionTicketKeys)
+        : c.sessionCache.shared ? sharedTicketKeys(sharedSessionCache(c.sessionCache.shared.name, c.sessionCache.shared.size), c.sessionTimeout)
+          : derivedTicketKeys(`${this.id}|${this.sessionIdContext}`);
+    if (this.variableCertificates) {
+      const cc = c.certificateCache;
+      this.certCache = cc === false ? undefined : new CertificateCache(cc?.max ?? 1000, cc?.valid ?? 60_000, cc?.inactive ?? 10_000);
+    } else if (this.hasCertificates) {
+      for (let i = 0; i < certs.length; i++) {
+        this.staticPairs.push(wrap(() => loadCertKeyPair(certs[i].path, keys[i].path, this.passwords)));
+      }
+      this.staticContext = this.build(this.staticPairs);
+    }
+    this.stapler = cfg.stapling && this.hasCertificates ? new Stapler(cfg.stapling, this.staticPairs, this.trusted) : undefined;
+    this.ocsp = cfg.ocsp ? new OcspVerifier(cfg.ocsp, this.trusted) : undefined;
+  }
+
+  /**
+   * The TLS context for a handshake. Certificates named by variables are
+   * resolved with `evaluate` and loaded (cached); a failure throws
+   * CertLoadError (the handshake fails, as nginx's certificate callback does).
+   */
+  contextFor(evaluate: (cv: ComplexValue) => string): tls.SecureContext {
+    if (this.staticContext) return this.staticContext;
+    const certs = this.conf.certificates ?? [];
+    const keys = this.conf.certificateKeys ?? [];
+    const paths: Array<[string, string]> = certs.map((cv, i) => [resolvePath(cv, evaluate), resolvePath(keys[i], evaluate)]);
+    const key = paths.map((p) => p.join('\0')).join('\n');
+    const cached = this.certCache?.get(key);
+    const pairs = cached ?? paths.map(([c, k]) => loadCertKeyPair(c, k, this.passwords));
+    let ctx = contextsByPairs.get(pairs);
+    if (!ctx) {
+      ctx = this.build(pairs);
+      contextsByPairs.set(pairs, ctx);
+    }
+    if (!cached) this.certCache?.set(key, pairs);
+    return ctx;
+  }
+
+  /** The SSL_CTX equivalent for these certificate pairs. */
+  private build(pairs: CertKeyPair[]): tls.SecureContext {
+    const c = this.conf;
+    const enabled = VERSIONS.filter((v) => c.protocols.includes(v));
+    let secureOptions = C.SSL_OP_NO_RENEGOTIATION;
+    if (!c.sessionTickets) secureOptions |= C.SSL_OP_NO_TICKET;
+    if (c.preferServerCiphers) secureOptions |= C.SSL_OP_CIPHER_SERVER_PREFERENCE;
+    const min = enabled[0] ?? 'TLSv1.3';
+    const max = enabled[enabled.length - 1] ?? 'TLSv1.3';
+    for (const v of VERSIONS) {
+      if (VERSIONS.indexOf(v) > VERSIONS.indexOf(min) && VERSIONS.indexOf(v) < VERSIONS.indexOf(max) && !enabled.includes(v)) secureOptions |= NO_VERSION[v];
+    }
+    let ctx: tls.SecureContext;
+    try {
+      ctx = tls.createSecureContext({
+        cert: pairs.map((p) => p.certPem),
+        key: pairs.map((p) => p.keyPem),
+        ca: this.clientCaPem.length ? this.clientCaPem : undefined,
+        minVersion: min,
+        maxVersion: max,
+        secureOptions,
+        ecdhCurve: c.ecdhCurve,
+        dhparam: this.dhparam,
+        sessionTimeout: c.sessionTimeout,
+      });
+    } catch (err) {
+      const msg = (err as Error).message;
+      if (/curve|group/i.test(msg)) throw new ConfError(`SSL_CTX_set1_curves_list("${c.ecdhCurve}") failed (SSL: ${msg})`);
+      if (/dh/i.test(msg)) throw new ConfError(`PEM_read_bio_DHparams("${c.dhparam}") failed (SSL: ${msg})`);
+      throw new ConfError(`SSL_CTX_use_certificate("${pairs[0]?.certPath}") failed (SSL: ${msg})`);
+    }
+    const native = (ctx as unknown as { context: NativeContext }).context;
+    try {
+      native.setCiphers(c.ciphers);
+    } catch {
+      throw new ConfError(`SSL_CTX_set_cipher_list("${c.ciphers}") failed (SSL: error:0A0000B9:SSL routines::no cipher match)`);
+    }
+    native.setSessionIdContext(this.sessionIdContext);
+    for (const [name, value] of c.confCommands ?? []) confCommand(native, name, value);
+    if (this.ticketKeys) installTicketKeys(ctx, this.ticketKeys);
+    return ctx;
+  }
+}
+
+interface NativeContext {
+  setCiphers(list: string): void;
+  setCipherSuites(list: string): void;
+  setSessionIdContext(id: string): void;
+  setECDHCurve(list: string): void;
+  setSigalgs(list: string): void;
+  setMinProto(v: number): void;
+  setMaxProto(v: number): void;
+  setOptions(o: number): void;
+}
+
+/** Contexts built for certificates named by variables, per loaded pair list. */
+const contextsByPairs = new WeakMap<CertKeyPair[], tls.SecureContext>();
+
+/**
+ * `ssl_conf_command`: OpenSSL's SSL_CONF_cmd is not reachable from Node, so
+ * the commands that map onto Node's context setters are supported.
+ */
+function confCommand(native: NativeContext, name: string, value: string): void {
+  const protoNumber: Record<string, number> = { 'TLSv1': 0x301, 'TLSv1.1': 0x302, 'TLSv1.2': 0x303, 'TLSv1.3': 0x304 };
+  try {
+    switch (name.toLowerCase()) {
+      case 'ciphersuites': native.setCipherSuites(value); return;
+      case 'cipherstring': native.setCiphers(value); return;
+      case 'groups': case 'curves': native.setECDHCurve(value); return;
+      case 'signaturealgorithms': native.setSigalgs(value); return;
+      case 'minprotocol': native.setMinProto(protoNumber[value] ?? 0); return;
+      case 'maxprotocol': native.setMaxProto(protoNumber[value] ?? 0); return;
+      case 'options': {
+        let opts = 0;
+        for (const o of value.split(',')) {
+          const k = `SSL_OP_${o.trim().replace(/^-/, '').replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}`;
+          const bit = (C as unknown as Record<string, number>)[k];
+          if (bit === undefined) throw new Error(o);
+          if (!o.trim().startsWith('-')) opts |= bit;
+        }
+        native.setOptions(opts);
+        return;
+      }
+    }
+  } catch {
+    throw new ConfError(`SSL_CONF_cmd("${name}", "${value}") failed (SSL: error:0A000180:SSL routines::bad value)`);
+  }
+  throw new ConfError(`SSL_CONF_cmd("${name}", "${value}") failed (SSL: error:0A000181:SSL routines::unknown cmd name:cmd=${name})`);
+}
+
+function resolvePath(v: PathValue, evaluate: (cv: ComplexValue) => string): string {
+  if (!v.complex) return v.path;
+  const p = evaluate(v.complex);
+  if (p.startsWith('data:') || p.startsWith('/')) return p;
+  return v.confPrefix + p;
+}
+
+function sessionStore(c: SessionCacheConf): SessionStore | undefined {
+  if (c.off) return undefined;
+  if (c.shared) return sharedSessionCache(c.shared.name, c.shared.size);
+  if (c.builtin) return new BuiltinSessionCache(c.builtin);
+  return undefined;
+}
+
+function fileText(path: string): string {
+  try {
+    return path.startsWith('data:') ? path : fs.readFileSync(path, 'latin1');
+  } catch {
+    return path;
+  }
+}
+
+/** Turns a load error into a configuration error (nginx's [emerg] at startup/reload). */
+function wrap<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof CertLoadError) throw new ConfError(err.message);
+    throw err;
+  }
+}
