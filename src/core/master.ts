@@ -119,8 +119,9 @@ export class Master {
       defaultErrorLog: this.opts.defaultErrorLog,
       counters: this.counters,
       zones: allSharedZones(),
+      env: workerEnv(cycle),
     };
-    const worker = new Worker(WORKER_URL, { workerData: data });
+    const worker = new Worker(WORKER_URL, { workerData: data, env: data.env });
     const slot: WorkerSlot = { id, worker, tid: worker.threadId, startedAt: Date.now(), retiring: false };
     worker.on('error', (err) => { slot.failure = oneLine(err); });
     return new Promise<WorkerSlot>((resolve, reject) => {
@@ -261,7 +262,9 @@ export class Master {
     await checkBindable(added, this.log, (s: ListenSpec) => ownPorts.has(s.port));
 
     const active = this.workers.filter((w) => !w.retiring);
-    const msg: MasterMessage = { type: 'reload', snapshot: cycle.snapshot(), paths: cycle.paths, globals: this.opts.globals, zones: allSharedZones() };
+    const msg: MasterMessage = {
+      type: 'reload', snapshot: cycle.snapshot(), paths: cycle.paths, globals: this.opts.globals, zones: allSharedZones(), env: workerEnv(cycle),
+    };
     const replies = await Promise.all(active.map((w) => this.ask(w, msg)));
     const prepared = active.filter((_, i) => replies[i].type === 'prepared');
     const failed = replies.find((m) => m.type === 'failed');
@@ -353,6 +356,20 @@ export class Master {
     this.log.notice('exit');
     process.exit(0);
   }
+}
+
+/**
+ * nginx's `env`: workers see TZ and the variables the configuration names
+ * (`env NAME` keeps the inherited value, `env NAME=value` sets one), nothing
+ * else from the master's environment (ngx_set_environment).
+ */
+export function workerEnv(cycle: Cycle): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const { name, value } of [{ name: 'TZ', value: undefined }, ...coreSettings(cycle).env]) {
+    const v = value ?? process.env[name];
+    if (v !== undefined) env[name] = v;
+  }
+  return env;
 }
 
 /** Notice lines nginx logs when it starts. */

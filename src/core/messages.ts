@@ -11,11 +11,13 @@ export interface WorkerStart {
   counters: SharedArrayBuffer;
   /** Named shared zones (src/core/shared.ts). */
   zones: Map<string, SharedArrayBuffer>;
+  /** The worker's environment (nginx's `env` directive). */
+  env: Record<string, string>;
 }
 
 export type MasterMessage =
   /** Load this configuration and open its new listeners; answer `prepared` or `failed`. */
-  | { type: 'reload'; snapshot: Record<string, string>; paths: ConfPaths; globals: string | undefined; zones: Map<string, SharedArrayBuffer> }
+  | { type: 'reload'; snapshot: Record<string, string>; paths: ConfPaths; globals: string | undefined; zones: Map<string, SharedArrayBuffer>; env: Record<string, string> }
   /** Serve the prepared configuration; the previous one drains. */
   | { type: 'commit' }
   /** Drop the prepared configuration (another worker failed to prepare). */

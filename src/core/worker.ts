@@ -206,7 +206,17 @@ function commit(gen: Generation): void {
   });
 }
 
+/** The environment of the configuration being served (restored when a reload is dropped). */
+let committedEnv = { ...process.env } as Record<string, string>;
+
+/** Replaces this thread's environment (nginx's `env` directive; the master computes it). */
+function setEnv(env: Record<string, string>): void {
+  for (const k of Object.keys(process.env)) if (!(k in env)) delete process.env[k];
+  Object.assign(process.env, env);
+}
+
 function dropPending(): void {
+  setEnv(committedEnv);
   closeListeners(pendingNew);
   pendingNew = [];
   if (pending) {
@@ -238,6 +248,8 @@ async function handle(msg: MasterMessage): Promise<void> {
       try {
         dropPending();
         adoptSharedZones(msg.zones);
+        // before the modules' worker hooks run, as a new nginx worker has it
+        setEnv(msg.env);
         const gen = await loadGeneration(msg.snapshot, msg.paths, msg.globals);
         pending = gen;
         pendingNew = await openListeners(gen);
@@ -249,6 +261,7 @@ async function handle(msg: MasterMessage): Promise<void> {
       return;
     case 'commit':
       if (!pending) return;
+      committedEnv = { ...process.env } as Record<string, string>;
       pendingNew = [];
       commit(pending);
       pending = undefined;
