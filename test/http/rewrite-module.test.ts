@@ -50,6 +50,9 @@ http {
         location /prefixed { set $http_foo "set_foo"; return 200 "$http_foo $http_bar $arg_q\\n"; }
         location /prefixed-other { set $http_bar "set_bar"; set $arg_q "set_q"; }
 
+        location /rwlog { error_log %%PREFIX%%/rewrite.log notice; rewrite_log on; rewrite ^/rwlog(.*)$ /new/logged$1 last; }
+        location /rwquiet { error_log %%PREFIX%%/rewrite.log notice; rewrite ^/rwquiet(.*)$ /new/quiet$1 last; }
+
         location /r204 { return 204; }
         location /r200 { return 200; }
         location /r306 { return 306; }
@@ -104,6 +107,16 @@ test('internal redirection cycle ends with 500 and nginx\'s log line', async () 
     ['[error] rewrite or internal redirection cycle while processing "/loop"']);
   assert.equal((await same(pair(), 'GET /empty HTTP/1.1')).status, 500);
   assert.equal(logMatches(pair().gh, /the rewritten URI has a zero length/).length, 1);
+});
+
+test('rewrite_log writes the matches and results at notice level', async () => {
+  assert.equal((await same(pair(), 'GET /rwlog/a?k=v HTTP/1.1')).body.toString(), 'new /new/logged/a k=v\n');
+  assert.equal((await same(pair(), 'GET /rwquiet/a HTTP/1.1')).body.toString(), 'new /new/quiet/a \n');
+  for (const srv of [pair().gh, pair().ng]) {
+    if (!srv) continue;
+    const lines = srv.logLines('rewrite.log').map((l) => l.replace(/^.*\[notice\] \S+ \*\d+ /, '').replace(/, client: .*/, ''));
+    assert.deepEqual(lines, ['"^/rwlog(.*)$" matches "/rwlog/a"', 'rewritten data: "/new/logged/a", args: "k=v"'], srv.flavor);
+  }
 });
 
 test('set, return and their statuses match nginx', async () => {
