@@ -48,7 +48,13 @@ export function daemonize(argv: string[], snapshot: Record<string, string>): Pro
 
 /** In the background copy: the configuration files its parent checked. */
 export function receiveSnapshot(): Promise<Record<string, string>> {
-  return new Promise((resolve) => process.once('message', (m: Handoff) => resolve(m.snapshot)));
+  // a parent gone before the hand-off leaves nothing to start
+  const orphaned = () => process.exit(1);
+  process.once('disconnect', orphaned);
+  return new Promise((resolve) => process.once('message', (m: Handoff) => {
+    process.off('disconnect', orphaned);
+    resolve(m.snapshot);
+  }));
 }
 
 let reported: Promise<void> = Promise.resolve();

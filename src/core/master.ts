@@ -105,6 +105,9 @@ export class Master {
     }
     this.state = 'running';
     this.log.useStderr = false;
+    // a bug in the master must not take the workers (and every connection) down with it
+    process.on('uncaughtException', (err) => this.log.alert(`master: ${oneLine(err)}`));
+    process.on('unhandledRejection', (err) => this.log.alert(`master: ${oneLine(err)}`));
     this.opts.onReady?.();
     for (const fn of this.deferred.splice(0)) fn();
     return true;

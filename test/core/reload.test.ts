@@ -110,6 +110,18 @@ test('a bad configuration is refused with [emerg] file:line and the old one keep
   await waitForAnswer(port, 'fixed\n');
 });
 
+test('a reload switches the master and workers to the new error_log', async (t) => {
+  const srv = await startGatehouse({ conf: conf('a') });
+  t.after(() => srv.stop());
+  srv.writeConf('error_log %%PREFIX%%/second.log notice;\n' + conf('b'));
+  await srv.reload();
+  await waitForAnswer(srv.port(8080), 'b\n');
+  srv.signal('USR1');
+  // the master and both workers log the reopen in the new file
+  await srv.waitForLog('second.log', /(reopening logs$[^]*){3}/m);
+  assert.equal(new Set(srv.logLines('second.log').filter((l) => /: reopening logs$/.test(l)).map((l) => /#(\d+):/.exec(l)![1])).size, 3);
+});
+
 test('worker_processes changes on reload start and retire workers', async (t) => {
   const srv = await startGatehouse({ conf: conf('one', 1) });
   t.after(() => srv.stop());
