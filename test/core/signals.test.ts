@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import { startGatehouse } from '../kit/server.ts';
 import { httpGet, KeepAliveClient, parseResponse, rawExchange } from '../kit/client.ts';
 
@@ -48,6 +49,31 @@ test('QUIT: a request still arriving gets its response (Connection: close), then
   assert.match(log, /\[notice\] \d+#\d+: worker process \d+ exited with code 0$/m);
   assert.match(log, /\[notice\] \d+#\d+: exit$/m);
   assert.doesNotMatch(log, /\[(alert|emerg)\]/);
+});
+
+test('QUIT: a response being sent to a slow reader completes before the server exits', async (t) => {
+  const size = 48 << 20; // well past what the socket buffers hold
+  const srv = await startGatehouse({
+    conf: conf(1).replace('location / { return 200 "ok\\n"; }', 'location / { root %%PREFIX%%/html; }'),
+    files: { 'html/big.bin': Buffer.alloc(size, 'x') },
+  });
+  t.after(() => srv.stop());
+  const sock = net.connect(srv.port(8080), '127.0.0.1');
+  let received = 0;
+  const ended = new Promise<void>((resolve) => sock.on('end', () => resolve()));
+  sock.on('data', (b: Buffer) => {
+    received += b.length;
+    // stop reading after the first bytes: the server is left with most of the file to send
+    if (received === b.length) sock.pause();
+  });
+  sock.write('GET /big.bin HTTP/1.0\r\nHost: localhost\r\n\r\n');
+  while (received === 0) await sleep(10);
+  srv.signal('QUIT');
+  await srv.waitForLog('error.log', /gracefully shutting down/);
+  sock.resume();
+  await ended;
+  assert.ok(received > size && received < size + 1024, `${received} bytes for a ${size}-byte file`);
+  assert.equal((await srv.exited).code, 0);
 });
 
 test('QUIT: idle keepalive and silent connections are closed at once', async (t) => {
