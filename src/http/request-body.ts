@@ -63,10 +63,9 @@ export function requestBodyOf(r: HttpRequest): RequestBody | undefined {
 
 /** Sends `HTTP/1.1 100 Continue` when the client asked for it (ngx_http_test_expect), once. */
 function sendContinue(r: HttpRequest, st: BodyState): void {
-  const expect = r.req.headers.expect;
-  if (expect === undefined || r.httpVersion === '1.0' || st.continueSent) return;
+  if (st.continueSent) return;
   st.continueSent = true;
-  if (expect.toLowerCase() === '100-continue' && !r.res.headersSent) r.res.writeContinue();
+  r.testExpect();
 }
 
 let tempCounter = Math.floor(Math.random() * 1e6) + threadId * 1e7;

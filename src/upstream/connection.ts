@@ -28,6 +28,9 @@ export interface ConnectOptions {
   noDelay?: boolean;
   /** SO_KEEPALIVE on the socket. */
   keepAlive?: boolean;
+  /** The local address (and port) to connect from (proxy_bind). */
+  localAddress?: string;
+  localPort?: number;
 }
 
 export class UpstreamConnection {
@@ -67,7 +70,7 @@ export class UpstreamConnection {
         ? { path: a.path, ...opts.tls }
         : { host: a.host, port: a.port, ...opts.tls });
     } else {
-      socket = a.path !== undefined ? net.connect({ path: a.path }) : net.connect({ host: a.host!, port: a.port!, noDelay: opts.noDelay ?? true });
+      socket = a.path !== undefined ? net.connect({ path: a.path }) : net.connect({ host: a.host!, port: a.port!, noDelay: opts.noDelay ?? true, localAddress: opts.localAddress, localPort: opts.localPort });
     }
     const conn = new UpstreamConnection(socket, peer);
     conn.user = user;

@@ -7,6 +7,7 @@
  */
 import { ConfError } from '../../../conf/errors.ts';
 import { RoundRobinPicker } from '../../../upstream/round-robin.ts';
+import { DONE } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, LocationConf } from '../../http-conf.ts';
 import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix, streamRequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
@@ -21,9 +22,10 @@ import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 import { buildHead, compileHeaderPlan } from './request-head.ts';
 import type { HeaderPlan } from './request-head.ts';
-import { FileSender, MemorySender, StreamSender } from './send-body.ts';
+import { FileSender, MemorySender, NO_BODY, StreamSender } from './send-body.ts';
 import type { BodySender } from './send-body.ts';
 import { resolveTarget } from './resolve.ts';
+import type { Placement } from './resolve.ts';
 import type { ResolvedTarget } from './target.ts';
 import { evalTarget, upstreamUri } from './target.ts';
 import { tlsFor } from './tls.ts';
@@ -92,11 +94,13 @@ function finishAll(http: HttpMainConf): void {
   }
 }
 
-function derivedOf(r: HttpRequest, c: ProxyLocConf): DerivedConf {
-  return c.derived ?? finishConf(r.main, c, undefined, undefined);
-}
-
-async function proxyHandler(r: HttpRequest): Promise<number> {
+/**
+ * proxy_pass's content handler. A request without a body to read goes out
+ * synchronously; reading a body or resolving a name makes it asynchronous.
+ * Once started, the exchange answers the client itself: it finalizes the
+ * request with an error status, or streams the response.
+ */
+function proxyHandler(r: HttpRequest): number | Promise<number> {
   const conf = r.level.get(proxyLoc);
   const target = conf.target;
   if (!target) {
@@ -104,8 +108,8 @@ async function proxyHandler(r: HttpRequest): Promise<number> {
     requestLog(r).alert('no upstream configuration');
     return 500;
   }
-  const d = derivedOf(r, conf);
-  let rt: ResolvedTarget | string = target;
+  const d = conf.derived ?? finishConf(r.main, conf, undefined, undefined);
+  let rt: ResolvedTarget = target;
   if (target.dynamic) {
     const resolved = evalTarget(target, r);
     if (typeof resolved === 'string') {
@@ -113,54 +117,60 @@ async function proxyHandler(r: HttpRequest): Promise<number> {
       return 500;
     }
     rt = resolved;
+    r.ctx.set(PROXY_CTX, rt);
   }
-  r.ctx.set(PROXY_CTX, rt);
+  if (conf.setBody || hasRequestBody(r)) return withBody(r, conf, d, rt);
+  const cl = r.req.headers['content-length'];
+  return place(r, conf, d, rt, NO_BODY, cl === undefined ? -1 : Number(cl), false);
+}
+
+/** The handler's path for requests with a body (or proxy_set_body). */
+async function withBody(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget): Promise<number> {
   const passBody = conf.passRequestBody!;
-  const http11 = conf.httpVersion === '1.1';
   const chunkedIn = isChunked(r);
-  let streaming = !conf.requestBuffering && !conf.setBody && passBody && (!chunkedIn || http11) && hasRequestBody(r);
+  let streaming = !conf.requestBuffering && !conf.setBody && passBody && (!chunkedIn || conf.httpVersion === '1.1');
   if (streaming && !r.req.complete) {
     // node:http finishes parsing what came with the head within this turn of the event loop
     await new Promise(setImmediate);
   }
   // a body that already arrived whole (with the head) goes as a buffered one, as nginx sends a preread body
   if (r.req.complete) streaming = false;
-  let sender: BodySender;
-  let bodyLength = -1;
-  let chunkedOut = false;
-  const late: { target?: UpstreamRequest } = {};
-  const bodyTarget = {
-    bodySent: () => late.target?.bodySent(),
-    bodyFailed: (status: number) => late.target?.bodyFailed(status),
-  };
   if (conf.setBody) {
     if (hasRequestBody(r)) {
       const rb = await readRequestBody(r);
       if (typeof rb === 'number') return rb;
     }
     const body = Buffer.from(conf.setBody.evaluate(r), 'latin1');
-    bodyLength = body.length;
-    sender = new MemorySender([body], bodyTarget);
-  } else if (streaming) {
-    const s = new StreamSender(bodyTarget, chunkedIn);
-    s.controls = streamRequestBody(r, s);
-    if (chunkedIn) chunkedOut = true;
-    else bodyLength = Number(r.req.headers['content-length']);
-    sender = s;
-  } else if (hasRequestBody(r)) {
-    const rb = await readRequestBody(r);
-    if (typeof rb === 'number') return rb;
-    bodyLength = rb.length;
-    if (!passBody) sender = new MemorySender([], bodyTarget);
-    else if (rb.file !== undefined) sender = new FileSender(rb, bodyTarget);
-    else sender = new MemorySender(rb.bufs, bodyTarget);
-  } else {
-    const cl = r.req.headers['content-length'];
-    if (cl !== undefined) bodyLength = Number(cl);
-    sender = new MemorySender([], bodyTarget);
+    return place(r, conf, d, rt, new MemorySender([body]), body.length, false);
   }
-  const place = await resolveTarget(r, rt, conf);
-  if (typeof place === 'number') return place;
+  if (streaming) {
+    const s = new StreamSender(chunkedIn);
+    s.controls = streamRequestBody(r, s);
+    return place(r, conf, d, rt, s, chunkedIn ? -1 : Number(r.req.headers['content-length']), chunkedIn);
+  }
+  const rb = await readRequestBody(r);
+  if (typeof rb === 'number') return rb;
+  let sender: BodySender;
+  if (!passBody) sender = NO_BODY;
+  else if (rb.file !== undefined) sender = new FileSender(rb);
+  else sender = new MemorySender(rb.bufs);
+  return place(r, conf, d, rt, sender, rb.length, false);
+}
+
+/** Finds where the request goes (resolving a name when it must), then starts the exchange. */
+function place(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
+  bodyLength: number, chunkedOut: boolean): number | Promise<number> {
+  const p = resolveTarget(r, rt, conf);
+  if (typeof p === 'number') return p;
+  if (p instanceof Promise) {
+    return p.then((q) => (typeof q === 'number' ? q : start(r, conf, d, rt, sender, bodyLength, chunkedOut, q)));
+  }
+  return start(r, conf, d, rt, sender, bodyLength, chunkedOut, p);
+}
+
+function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
+  bodyLength: number, chunkedOut: boolean, where: Placement): number {
+  const target = conf.target!;
   const method = conf.method ? conf.method.evaluate(r) : r.method;
   const uri = upstreamUri(r, rt.uri, target.location, target.dynamic !== undefined);
   if (uri === '') {
@@ -168,19 +178,17 @@ async function proxyHandler(r: HttpRequest): Promise<number> {
     return 500;
   }
   const head = buildHead(r, d.headerPlan, {
-    method, uri, http11, hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
+    method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
     passRequestHeaders: conf.passRequestHeaders!,
     underscores: r.server.level.get(coreSrv).underscoresInHeaders === true,
   });
-  return new Promise<number>((settle) => {
-    const u = new UpstreamRequest(r, conf, d, {
-      head, sender, group: place.group, picker: new RoundRobinPicker(place.peers),
-      tls: rt.https ? tlsFor(r, conf, rt) : undefined,
-      schema: rt.schema, uri, record: beginUpstream(r), settle, method,
-    });
-    late.target = u;
-    u.start();
+  const u = new UpstreamRequest(r, conf, d, {
+    head, sender, group: where.group, picker: new RoundRobinPicker(where.peers),
+    tls: rt.https ? tlsFor(r, conf, rt) : undefined,
+    schema: rt.schema, uri, record: beginUpstream(r), method,
   });
+  u.start();
+  return DONE;
 }
 
 setProxyContentHandler(proxyHandler);

@@ -28,16 +28,16 @@ export interface RelaySource {
   relayDone(ok: boolean): void;
 }
 
-export interface RelayOptions {
-  buffering: boolean;
-  bufferSize: number;
-  buffers: { num: number; size: number };
-  maxTempFileSize: number;
+/** The relay's settings, taken from the location (ProxyLocConf and DerivedConf fields). */
+export interface RelayConf {
+  bufferSize?: number;
+  buffers?: { num: number; size: number };
+  maxTempFileSize?: number;
+}
+
+export interface RelayDerived {
   tempFileWriteSize: number;
   tempPath: string;
-  /** Body bytes still expected (-1: unknown, until close or chunked). */
-  length: number;
-  chunked: boolean;
 }
 
 const FILE_READ_SIZE = 65536;
@@ -50,7 +50,14 @@ interface FileRange {
 export class BodyRelay {
   private readonly r: HttpRequest;
   private readonly src: RelaySource;
-  private readonly o: RelayOptions;
+  private readonly buffering: boolean;
+  private readonly bufferSize: number;
+  private readonly bufs: { num: number; size: number };
+  private readonly maxTempFileSize: number;
+  private readonly d: RelayDerived;
+  /** Body bytes still expected (-1: unknown, until close or chunked). */
+  private length: number;
+  private readonly chunked: boolean;
   /** Bytes read but not yet released (the buffer being filled). */
   private pending: Buffer[] = [];
   private pendingLen = 0;
@@ -68,18 +75,26 @@ export class BodyRelay {
   private truncated = false;
   private finished = false;
   private sendTimer: NodeJS.Timeout | undefined;
+  /** Bound once, only for a client that pushes back. */
+  private drainListener: (() => void) | undefined;
 
-  constructor(r: HttpRequest, src: RelaySource, o: RelayOptions) {
+  constructor(r: HttpRequest, src: RelaySource, c: RelayConf, d: RelayDerived, buffering: boolean, length: number, chunked: boolean) {
     this.r = r;
     this.src = src;
-    this.o = o;
+    this.buffering = buffering;
+    this.bufferSize = c.bufferSize!;
+    this.bufs = c.buffers!;
+    this.maxTempFileSize = c.maxTempFileSize!;
+    this.d = d;
+    this.length = length;
+    this.chunked = chunked;
   }
 
   /** Decoded body bytes from the upstream. */
   push(data: Buffer): void {
     if (this.finished || data.length === 0) return;
-    if (!this.o.buffering) {
-      const max = this.o.bufferSize;
+    if (!this.buffering) {
+      const max = this.bufferSize;
       for (let off = 0; off < data.length; off += max) {
         this.release(off === 0 && data.length <= max ? data : data.subarray(off, off + max));
       }
@@ -87,10 +102,10 @@ export class BodyRelay {
     }
     this.pending.push(data);
     this.pendingLen += data.length;
-    if (this.o.length >= 0) this.o.length -= data.length;
-    const size = this.o.buffers.size;
+    if (this.length >= 0) this.length -= data.length;
+    const size = this.bufs.size;
     while (this.pendingLen >= size) this.releasePending(size);
-    if (this.o.chunked || (this.o.length === 0 && this.pendingLen > 0)) this.releasePending(this.pendingLen);
+    if (this.chunked || (this.length === 0 && this.pendingLen > 0)) this.releasePending(this.pendingLen);
   }
 
   /** The upstream body is complete. */
@@ -134,7 +149,7 @@ export class BodyRelay {
     if (!this.waitingDrain && this.held.length === 0) {
       this.write(buf);
     } else {
-      const memLimit = this.o.buffering ? this.o.buffers.num * this.o.buffers.size : 0;
+      const memLimit = this.buffering ? this.bufs.num * this.bufs.size : 0;
       if (this.heldMem + buf.length <= Math.max(memLimit, buf.length) || !this.spill(buf)) {
         this.held.push(buf);
         this.heldMem += buf.length;
@@ -148,14 +163,14 @@ export class BodyRelay {
 
   /** Whether reading from the upstream must wait for the client. */
   private full(): boolean {
-    if (!this.o.buffering) return this.waitingDrain;
-    if (this.heldMem < this.o.buffers.num * this.o.buffers.size) return false;
-    return this.fileWritten + this.o.tempFileWriteSize > this.o.maxTempFileSize;
+    if (!this.buffering) return this.waitingDrain;
+    if (this.heldMem < this.bufs.num * this.bufs.size) return false;
+    return this.fileWritten + this.d.tempFileWriteSize > this.maxTempFileSize;
   }
 
   /** Appends `buf` to the temp file if the allowance permits; false when it does not. */
   private spill(buf: Buffer): boolean {
-    if (!this.o.buffering || this.fileWritten + buf.length > this.o.maxTempFileSize || !this.writeFile(buf)) return false;
+    if (!this.buffering || this.fileWritten + buf.length > this.maxTempFileSize || !this.writeFile(buf)) return false;
     const last = this.held[this.held.length - 1];
     if (last && !Buffer.isBuffer(last) && last.end === this.fileWritten - buf.length) last.end = this.fileWritten;
     else this.held.push({ start: this.fileWritten - buf.length, end: this.fileWritten });
@@ -165,7 +180,7 @@ export class BodyRelay {
   private writeFile(buf: Buffer): boolean {
     try {
       if (this.fd < 0) {
-        const t = createTempFile(this.o.tempPath);
+        const t = createTempFile(this.d.tempPath);
         this.fd = t.fd;
         this.filePath = t.path;
         requestLog(this.r).warn(`an upstream response is buffered to a temporary file ${t.path} while reading upstream`);
@@ -187,26 +202,27 @@ export class BodyRelay {
   private waitDrain(): void {
     if (this.waitingDrain) return;
     this.waitingDrain = true;
-    this.r.out.once('drain', this.onDrain);
+    this.drainListener ??= () => this.onDrain();
+    this.r.out.once('drain', this.drainListener);
     const timeout = this.r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout;
     if (this.sendTimer) this.sendTimer.refresh();
-    else this.sendTimer = setTimeout(this.onSendTimeout, timeout);
-    if (!this.o.buffering && !this.paused) {
+    else this.sendTimer = setTimeout(() => this.onSendTimeout(), timeout);
+    if (!this.buffering && !this.paused) {
       this.paused = true;
       this.src.pauseUpstream();
     }
   }
 
-  private onSendTimeout = (): void => {
+  private onSendTimeout(): void {
     if (this.finished || !this.waitingDrain) return;
     requestLog(this.r).info('client timed out (110: Connection timed out) while sending to client');
     this.finished = true;
     this.cleanup();
     this.r.res.destroy();
     this.src.relayDone(false);
-  };
+  }
 
-  private onDrain = (): void => {
+  private onDrain(): void {
     this.waitingDrain = false;
     if (this.finished) return;
     clearTimeout(this.sendTimer);
@@ -231,7 +247,7 @@ export class BodyRelay {
       this.src.resumeUpstream();
     }
     this.maybeFinish();
-  };
+  }
 
   private maybeFinish(): void {
     if (!this.ended || this.finished || this.waitingDrain || this.held.length) return;
@@ -252,7 +268,7 @@ export class BodyRelay {
 
   private cleanup(): void {
     clearTimeout(this.sendTimer);
-    this.r.out.off('drain', this.onDrain);
+    if (this.drainListener) this.r.out.off('drain', this.drainListener);
     this.held = [];
     this.pending = [];
     if (this.fd >= 0) {

@@ -39,7 +39,8 @@ function resolverFor(r: HttpRequest): Resolver | undefined {
   return res;
 }
 
-export async function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: ProxyLocConf): Promise<Placement | number> {
+/** Where the request goes: at once for a group or an address, a promise when a name must be resolved. */
+export function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: ProxyLocConf): Placement | number | Promise<Placement | number> {
   const target = conf.target!;
   if (!target.dynamic) return { group: target.group, peers: target.group!.primary };
   const host = t.connectHost!;
@@ -55,6 +56,10 @@ export async function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: Pro
     requestLog(r).error(`no resolver defined to resolve ${host}`);
     return 502;
   }
+  return resolveName(r, resolver, host, port);
+}
+
+async function resolveName(r: HttpRequest, resolver: Resolver, host: string, port: number): Promise<Placement | number> {
   try {
     const ips = await resolver.resolve(host);
     return {

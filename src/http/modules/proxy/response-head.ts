@@ -33,10 +33,16 @@ export interface HeadError {
 }
 
 /** Fields nginx keeps once: a second one is logged and ignored. */
-const SINGLE = new Set([
+const SINGLE = [
   'status', 'content-type', 'date', 'etag', 'server', 'location', 'refresh', 'x-accel-redirect',
   'last-modified', 'expires', 'x-accel-expires', 'x-accel-limit-rate',
-]);
+];
+
+const CL_BIT = 1;
+const TE_BIT = 2;
+/** A bit per field that may appear once (framing fields and SINGLE), to spot repeats without allocating. */
+const ONCE_BITS = new Map<string, number>([['content-length', CL_BIT], ['transfer-encoding', TE_BIT]]);
+SINGLE.forEach((n, i) => ONCE_BITS.set(n, 4 << i));
 
 /** Parses the status line at the start of `s`. Returns the end offset, 0 if incomplete, -1 if not HTTP. */
 function parseStatusLine(s: string, out: { status: number; line: string; http11: boolean }): number {
@@ -119,7 +125,7 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Respo
     contentLength: -1, chunked: false, connectionClose: !sl.http11, bodyStart: 0,
   };
   let pos = p;
-  let seen: Set<string> | undefined;
+  const seen = { bits: 0 };
   for (;;) {
     const lf = s.indexOf('\n', pos);
     if (lf < 0) return undefined;
@@ -157,7 +163,7 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Respo
       if (value.includes('\r')) return { error: invalidText(line, line.indexOf('\r')) };
     }
     const lname = name.toLowerCase();
-    const r = fieldRule(head, name, lname, value, warn, (seen ??= new Set()));
+    const r = fieldRule(head, name, lname, value, warn, seen);
     if (r === IGNORED) continue;
     if (r !== undefined) return { error: r };
     head.headers.names.push(name);
@@ -169,35 +175,35 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Respo
 const IGNORED = '';
 
 /** Applies the per-field rules; returns IGNORED, an error message, or undefined to keep the field. */
-function fieldRule(head: ResponseHead, name: string, lname: string, value: string, warn: (m: string) => void, seen: Set<string>): string | undefined {
-  switch (lname) {
-    case 'content-length': {
-      if (seen.has(lname)) return `upstream sent duplicate header line: "${name}: ${value}", previous value: "${prev(head, lname)}"`;
-      if (seen.has('transfer-encoding')) return 'upstream sent "Content-Length" and "Transfer-Encoding" headers at the same time';
-      seen.add(lname);
+function fieldRule(head: ResponseHead, name: string, lname: string, value: string, warn: (m: string) => void, seen: { bits: number }): string | undefined {
+  const bit = ONCE_BITS.get(lname);
+  if (bit === undefined) {
+    if (lname === 'connection' && value.toLowerCase().includes('close')) head.connectionClose = true;
+    return undefined;
+  }
+  switch (bit) {
+    case CL_BIT: {
+      if (seen.bits & CL_BIT) return `upstream sent duplicate header line: "${name}: ${value}", previous value: "${prev(head, lname)}"`;
+      if (seen.bits & TE_BIT) return 'upstream sent "Content-Length" and "Transfer-Encoding" headers at the same time';
+      seen.bits |= CL_BIT;
       if (!/^\d{1,18}$/.test(value)) return `upstream sent invalid "Content-Length" header: "${name}: ${value}"`;
       head.contentLength = Number(value);
       return undefined;
     }
-    case 'transfer-encoding': {
-      if (seen.has(lname)) return `upstream sent duplicate header line: "${name}: ${value}", previous value: "${prev(head, lname)}"`;
-      if (seen.has('content-length')) return 'upstream sent "Content-Length" and "Transfer-Encoding" headers at the same time';
-      seen.add(lname);
+    case TE_BIT: {
+      if (seen.bits & TE_BIT) return `upstream sent duplicate header line: "${name}: ${value}", previous value: "${prev(head, lname)}"`;
+      if (seen.bits & CL_BIT) return 'upstream sent "Content-Length" and "Transfer-Encoding" headers at the same time';
+      seen.bits |= TE_BIT;
       if (value.toLowerCase() !== 'chunked') return `upstream sent unknown "Transfer-Encoding": "${value}"`;
       head.chunked = true;
       return undefined;
     }
-    case 'connection':
-      if (value.toLowerCase().includes('close')) head.connectionClose = true;
-      return undefined;
     default:
-      if (SINGLE.has(lname)) {
-        if (seen.has(lname)) {
-          warn(`upstream sent duplicate header line: "${name}: ${value}", previous value: "${prev(head, lname)}", ignored`);
-          return IGNORED;
-        }
-        seen.add(lname);
+      if (seen.bits & bit) {
+        warn(`upstream sent duplicate header line: "${name}: ${value}", previous value: "${prev(head, lname)}", ignored`);
+        return IGNORED;
       }
+      seen.bits |= bit;
       return undefined;
   }
 }

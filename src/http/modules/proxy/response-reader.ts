@@ -154,14 +154,11 @@ export class ResponseReader implements RelaySource {
       if (v === 'no') buffering = false;
       else if (v === 'yes') buffering = true;
     }
-    this.relay = new BodyRelay(r, this, {
-      buffering, bufferSize: u.conf.bufferSize!, buffers: u.conf.buffers!, maxTempFileSize: u.conf.maxTempFileSize!,
-      tempFileWriteSize: u.d.tempFileWriteSize, tempPath: u.d.tempPath, length: this.remaining, chunked: head.chunked,
-    });
-    const rest = head.http09 ? b : b.subarray(head.bodyStart);
+    this.relay = new BodyRelay(r, this, u.conf, u.d, buffering, this.remaining, head.chunked);
+    const rest = b.subarray(head.bodyStart);
     this.buf = undefined;
+    // nothing can arrive from the socket before the header filters (microtasks) are done: no pause needed
     this.held = rest.length ? [rest] : [];
-    u.conn?.socket.pause();
     u.headerSent();
     sendHeader(r).then(() => {
       const held = this.held!;
@@ -171,7 +168,6 @@ export class ResponseReader implements RelaySource {
         return;
       }
       this.inBody = true;
-      u.resumeUpstream();
       if (r.method === 'HEAD' && this.remaining !== 0) {
         // the client wants no body; the upstream's is not read
         this.complete = true;
@@ -280,10 +276,7 @@ export class ResponseReader implements RelaySource {
     this.head = undefined;
     this.inBody = true;
     this.remaining = -1;
-    this.relay = new BodyRelay(u.r, this, {
-      buffering: false, bufferSize: u.conf.bufferSize!, buffers: u.conf.buffers!, maxTempFileSize: 0,
-      tempFileWriteSize: u.d.tempFileWriteSize, tempPath: u.d.tempPath, length: -1, chunked: false,
-    });
+    this.relay = new BodyRelay(u.r, this, u.conf, u.d, false, -1, false);
     u.r.out = socket;
     this.body(first);
   }

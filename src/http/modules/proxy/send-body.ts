@@ -18,37 +18,43 @@ export interface BodyTarget {
 }
 
 export interface BodySender {
-  /** Writes the body (the head was just written). */
-  start(conn: UpstreamConnection): void;
+  /** Writes the body (the head was just written); reports to `target`. */
+  start(conn: UpstreamConnection, target: BodyTarget): void;
   /** The upstream socket drained. */
   drain(): void;
   /** Whether a retry may send the body again. */
   readonly replayable: boolean;
 }
 
-/** A body already in memory (or none): one cork with the head. */
+/** No body: nothing to write. One object serves every request. */
+export const NO_BODY: BodySender = {
+  replayable: true,
+  start(_conn, target) { target.bodySent(); },
+  drain() { /* nothing written */ },
+};
+
+/** A body already in memory: written with the head (corked by the caller). */
 export class MemorySender implements BodySender {
   readonly replayable = true;
   private readonly bufs: Buffer[];
-  private readonly target: BodyTarget;
-  private waiting = false;
+  private waiting: BodyTarget | undefined;
 
-  constructor(bufs: Buffer[], target: BodyTarget) {
+  constructor(bufs: Buffer[]) {
     this.bufs = bufs;
-    this.target = target;
   }
 
-  start(conn: UpstreamConnection): void {
+  start(conn: UpstreamConnection, target: BodyTarget): void {
     let ok = true;
     for (const b of this.bufs) ok = conn.socket.write(b);
-    if (ok) this.target.bodySent();
-    else this.waiting = true;
+    if (ok) target.bodySent();
+    else this.waiting = target;
   }
 
   drain(): void {
-    if (!this.waiting) return;
-    this.waiting = false;
-    this.target.bodySent();
+    const t = this.waiting;
+    if (!t) return;
+    this.waiting = undefined;
+    t.bodySent();
   }
 }
 
@@ -58,18 +64,18 @@ const FILE_CHUNK = 65536;
 export class FileSender implements BodySender {
   readonly replayable = true;
   private readonly body: RequestBody;
-  private readonly target: BodyTarget;
+  private target: BodyTarget | undefined;
   private conn: UpstreamConnection | undefined;
   private pos = 0;
   private fd = -1;
 
-  constructor(body: RequestBody, target: BodyTarget) {
+  constructor(body: RequestBody) {
     this.body = body;
-    this.target = target;
   }
 
-  start(conn: UpstreamConnection): void {
+  start(conn: UpstreamConnection, target: BodyTarget): void {
     this.conn = conn;
+    this.target = target;
     this.pos = 0;
     if (this.fd < 0) this.fd = fs.openSync(this.body.file!, 'r');
     this.pump();
@@ -92,7 +98,7 @@ export class FileSender implements BodySender {
     this.conn = undefined;
     try { fs.closeSync(this.fd); } catch { /* closed */ }
     this.fd = -1;
-    this.target.bodySent();
+    this.target!.bodySent();
   }
 }
 
@@ -103,7 +109,7 @@ export class FileSender implements BodySender {
  */
 export class StreamSender implements BodySender, BodyConsumer {
   readonly replayable = false;
-  private readonly target: BodyTarget;
+  private target: BodyTarget | undefined;
   private readonly chunked: boolean;
   private conn: UpstreamConnection | undefined;
   /** Data not written yet: before the connection is ready, or within the current read. */
@@ -113,14 +119,14 @@ export class StreamSender implements BodySender, BodyConsumer {
   private failed = 0;
   controls: { pause(): void; resume(): void } | undefined;
 
-  constructor(target: BodyTarget, chunked: boolean) {
-    this.target = target;
+  constructor(chunked: boolean) {
     this.chunked = chunked;
   }
 
-  start(conn: UpstreamConnection): void {
+  start(conn: UpstreamConnection, target: BodyTarget): void {
     this.conn = conn;
-    if (this.failed) { this.target.bodyFailed(this.failed); return; }
+    this.target = target;
+    if (this.failed) { target.bodyFailed(this.failed); return; }
     this.flush();
   }
 
@@ -147,7 +153,7 @@ export class StreamSender implements BodySender, BodyConsumer {
 
   bodyError(status: number): void {
     this.failed = status;
-    if (this.conn) this.target.bodyFailed(status);
+    if (this.conn) this.target!.bodyFailed(status);
   }
 
   private flush = (): void => {
@@ -173,6 +179,6 @@ export class StreamSender implements BodySender, BodyConsumer {
     if (this.finished) return;
     this.finished = true;
     if (this.chunked) this.conn!.socket.write('0\r\n\r\n', 'latin1');
-    this.target.bodySent();
+    this.target!.bodySent();
   }
 }

@@ -15,6 +15,7 @@ import type { ConnectionUser } from '../../../upstream/connection.ts';
 import type { UpstreamGroup } from '../../../upstream/group.ts';
 import { PEER_FAILED, PEER_NEXT, PEER_OK, RoundRobinPicker } from '../../../upstream/round-robin.ts';
 import { DONE } from '../../http-conf.ts';
+import { finalize } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog, UPSTREAM_CONTEXT } from '../../request-log.ts';
 import { newState } from '../upstream.ts';
@@ -43,8 +44,13 @@ const NEXT_STATUS: Record<number, number> = {
 
 const NON_IDEMPOTENT = new Set(['POST', 'LOCK', 'PATCH']);
 
-/** What the request settles with: DONE once the response head went out, or an error status. */
-export type Settle = (rc: number) => void;
+/** The request's exchange, for the shared client 'close' listener. */
+const EXCHANGE = Symbol('proxyExchange');
+
+/** A client connection closed: tell the exchange of the request it was answering (one listener function for all). */
+function onClientClose(this: Record<symbol, UpstreamRequest | undefined>): void {
+  this[EXCHANGE]?.clientClosed();
+}
 
 export class UpstreamRequest implements ConnectionUser, BodyTarget {
   readonly r: HttpRequest;
@@ -59,7 +65,6 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
   readonly schema: string;
   readonly uri: string;
   readonly isHead: boolean;
-  private readonly settle: Settle;
   private readonly record: UpstreamRecord;
   private state: UpstreamState | undefined;
   conn: UpstreamConnection | undefined;
@@ -78,7 +83,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
 
   constructor(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, opts: {
     head: string; sender: BodySender; group: UpstreamGroup | undefined; picker: RoundRobinPicker;
-    tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; settle: Settle; method: string;
+    tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
   }) {
     this.r = r;
     this.conf = conf;
@@ -91,12 +96,12 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     this.schema = opts.schema;
     this.uri = opts.uri;
     this.record = opts.record;
-    this.settle = opts.settle;
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.picker.tries > limit) this.picker.tries = limit;
     // before the log phase's own 'close' listener, so the log sees this request's end (499, timings)
-    r.res.prependOnceListener('close', this.onClientClose);
+    (r.res as unknown as Record<symbol, UpstreamRequest>)[EXCHANGE] = this;
+    r.res.prependListener('close', onClientClose);
   }
 
   start(): void {
@@ -175,7 +180,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     const s = conn.socket;
     s.cork();
     s.write(this.head, 'latin1');
-    this.sender.start(conn);
+    this.sender.start(conn, this);
     s.uncork();
   }
 
@@ -319,10 +324,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
 
   /** The response head is being sent to the client: from now on no retry. */
   headerSent(): void {
-    if (!this.settled) {
-      this.settled = true;
-      this.settle(DONE);
-    }
+    this.settled = true;
   }
 
   pauseUpstream(): void {
@@ -368,14 +370,19 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     this.finished = true;
     this.phase = DONE_STATE;
     this.closeTry(PEER_OK);
-    this.r.res.off('close', this.onClientClose);
     const c = this.conn;
     this.conn = undefined;
     if (c) c.destroy();
     this.reader?.abort();
     if (!this.settled) {
       this.settled = true;
-      this.settle(rc);
+      // the handler returned DONE long ago: the error page or nginx's page is sent from here
+      if (rc !== DONE && rc !== 0 && rc !== 499) {
+        finalize(this.r, rc).catch((err: Error) => {
+          requestLog(this.r).alert(`finalizing a proxied request failed: ${err.stack ?? err}`);
+          this.r.res.destroy();
+        });
+      }
     }
   }
 
@@ -391,15 +398,14 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
   /** The relay finished writing (ok) or the client went away. */
   relayDone(): void {
     this.finished = true;
-    this.r.res.off('close', this.onClientClose);
   }
 
-  private onClientClose = (): void => {
+  clientClosed(): void {
     if (this.finished || this.r.res.writableFinished) return;
     if (this.conf.ignoreClientAbort && !this.settled) return;
     this.log('info', this.conn ? 'client prematurely closed connection, so upstream connection is closed too' : 'client prematurely closed connection',
       this.reader?.inBody ? 'sending to client' : this.action);
     if (!this.r.res.headersSent) this.r.status = 499;
     this.finalize(499);
-  };
+  }
 }
