@@ -7,6 +7,7 @@ import { coreModule } from './core/modules/core.ts';
 import { httpCoreModule } from './http/modules/core/index.ts';
 import { sslModule } from './http/modules/ssl/index.ts';
 import { http2Module } from './http/modules/http2.ts';
+import { logModule } from './http/modules/log/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
 import { indexModule } from './http/modules/index-module.ts';
@@ -26,6 +27,7 @@ export const modules: CycleModule[] = [
   httpCoreModule,
   sslModule,
   http2Module,
+  logModule,
   rewriteModule,
   mapModule,
   upstreamModule,

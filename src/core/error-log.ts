@@ -6,12 +6,16 @@
  */
 import fs from 'node:fs';
 import { threadId } from 'node:worker_threads';
+import { sysErrorText } from '../conf/errors.ts';
 
 export const LogLevel = {
   stderr: 0, emerg: 1, alert: 2, crit: 3, error: 4, warn: 5, notice: 6, info: 7, debug: 8,
 } as const;
 
 export const LEVEL_NAMES = ['stderr', 'emerg', 'alert', 'crit', 'error', 'warn', 'notice', 'info', 'debug'];
+
+/** nginx's NGX_MAX_ERROR_STR: a line, newline included, is cut to this many bytes (and so fits one atomic pipe write). */
+const MAX_LINE = 2048;
 
 export interface ErrorLogSpec {
   /** An absolute file path, or `stderr`. */
@@ -21,52 +25,114 @@ export interface ErrorLogSpec {
 
 interface Destination {
   spec: ErrorLogSpec;
+  /** The shared open file, or undefined for stderr. */
+  entry: OpenFile | undefined;
+}
+
+interface OpenFile {
   fd: number;
+  refs: number;
 }
 
-/** Destinations are shared by path within a thread, so reopen touches each file once. */
-const openFiles = new Map<string, { fd: number; refs: number }>();
+/** Files are shared by path within a thread, so reopen touches each file once. */
+const openFiles = new Map<string, OpenFile>();
 
-function openLog(file: string): number {
-  if (file === 'stderr') return 2;
-  const have = openFiles.get(file);
-  if (have) { have.refs++; return have.fd; }
-  const fd = fs.openSync(file, 'a', 0o644);
-  openFiles.set(file, { fd, refs: 1 });
-  return fd;
+/** Opens `file` for appending as nginx does (O_WRONLY|O_APPEND|O_CREAT, 0644); throws the system error. */
+export function openAppend(file: string): number {
+  return fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o644);
 }
 
-function closeLog(file: string): void {
+function acquire(file: string): OpenFile | undefined {
+  if (file === 'stderr') return undefined;
+  let have = openFiles.get(file);
+  if (have) { have.refs++; return have; }
+  have = { fd: openAppend(file), refs: 1 };
+  openFiles.set(file, have);
+  return have;
+}
+
+function release(file: string): void {
   const have = openFiles.get(file);
   if (!have || --have.refs > 0) return;
   openFiles.delete(file);
   try { fs.closeSync(have.fd); } catch { /* already closed */ }
 }
 
-/** Reopens every error log file this thread has open (USR1); returns the files that failed. */
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/**
+ * Writes all of `data` with as few write(2) calls as the kernel allows: one
+ * for a regular file. A non-blocking pipe that is full (EAGAIN) is waited on
+ * briefly, as a blocking write would; after that the rest is dropped.
+ */
+export function writeAll(fd: number, data: Buffer): void {
+  let off = 0;
+  let waits = 0;
+  while (off < data.length) {
+    try {
+      off += fs.writeSync(fd, data, off, data.length - off);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN' || ++waits > 200) throw e;
+      Atomics.wait(sleeper, 0, 0, 5);
+    }
+  }
+}
+
+/** Checks that `file` can be opened for appending (creating it, as nginx does at startup); returns nginx's error text or undefined. */
+export function checkLogFile(file: string): string | undefined {
+  if (file === 'stderr') return undefined;
+  try {
+    fs.closeSync(openAppend(file));
+    return undefined;
+  } catch (e) {
+    return `open() "${file}" failed ${sysErrorText(e)}`;
+  }
+}
+
+/** Reopens every error log file this thread has open (USR1); returns nginx's messages for the files that failed (they keep the old descriptor). */
 export function reopenErrorLogs(): string[] {
   const failed: string[] = [];
   for (const [file, entry] of openFiles) {
     try {
-      const fd = fs.openSync(file, 'a', 0o644);
+      const fd = openAppend(file);
       const old = entry.fd;
       entry.fd = fd;
       fs.closeSync(old);
-    } catch {
-      failed.push(file);
+    } catch (e) {
+      failed.push(`open() "${file}" failed ${sysErrorText(e)}`);
     }
   }
   return failed;
 }
 
-function pad(n: number, w = 2): string {
-  return String(n).padStart(w, '0');
+function pad(n: number): string {
+  return n < 10 ? `0${n}` : String(n);
 }
 
-/** nginx's error log time: local `YYYY/MM/DD HH:MM:SS`. */
-export function logTime(d = new Date()): string {
-  return `${d.getFullYear()}/${pad(d.getMonth() + 1)}/${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+let timeSec = -1;
+let timeText = '';
+
+/** nginx's error log time: local `YYYY/MM/DD HH:MM:SS`, formatted once per second. */
+export function logTime(ms = Date.now()): string {
+  const sec = Math.floor(ms / 1000);
+  if (sec === timeSec) return timeText;
+  const d = new Date(sec * 1000);
+  timeSec = sec;
+  timeText = `${d.getFullYear()}/${pad(d.getMonth() + 1)}/${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return timeText;
 }
+
+/** The line as bytes (strings here are byte strings), cut to nginx's limit with the newline kept. */
+function lineBytes(text: string): Buffer {
+  const buf = Buffer.from(text, 'latin1');
+  if (buf.length < MAX_LINE) return Buffer.concat([buf, NEWLINE]);
+  const cut = Buffer.allocUnsafe(MAX_LINE);
+  buf.copy(cut, 0, 0, MAX_LINE - 1);
+  cut[MAX_LINE - 1] = 0x0a;
+  return cut;
+}
+
+const NEWLINE = Buffer.from('\n');
 
 export class ErrorLog {
   private readonly dests: Destination[];
@@ -74,9 +140,18 @@ export class ErrorLog {
   readonly maxLevel: number;
   /** Also print `gatehouse: [level] message` on stderr for warn and worse (startup, -t). */
   useStderr: boolean;
+  private closed = false;
 
+  /** Opens every file of `specs`; throws the system error of the first that cannot be opened. */
   constructor(specs: ErrorLogSpec[], useStderr = false) {
-    this.dests = specs.map((spec) => ({ spec, fd: openLog(spec.file) }));
+    const dests: Destination[] = [];
+    try {
+      for (const spec of specs) dests.push({ spec, entry: acquire(spec.file) });
+    } catch (e) {
+      for (const d of dests) if (d.entry) release(d.spec.file);
+      throw e;
+    }
+    this.dests = dests;
     this.maxLevel = Math.max(0, ...specs.map((s) => s.level));
     this.useStderr = useStderr;
   }
@@ -87,23 +162,30 @@ export class ErrorLog {
 
   /** Logs `message`; `conn` is the connection number shown as `*N`. */
   log(level: number, message: string, conn?: number): void {
+    // a late message for a configuration that stopped serving goes to the current main log
+    if (this.closed) {
+      if (mainLog !== this) mainLog.log(level, message, conn);
+      return;
+    }
     let wroteStderr = false;
     if (level <= this.maxLevel) {
-      const line = `${logTime()} [${LEVEL_NAMES[level]}] ${process.pid}#${threadId}: ${conn ? `*${conn} ` : ''}${message}\n`;
+      const line = lineBytes(`${logTime()} [${LEVEL_NAMES[level]}] ${process.pid}#${threadId}: ${conn ? `*${conn} ` : ''}${message}`);
+      // each destination gets its own write, as in nginx: a file named twice gets the line twice
       for (const d of this.dests) {
         if (level > d.spec.level) continue;
-        const fd = d.spec.file === 'stderr' ? 2 : openFiles.get(d.spec.file)?.fd ?? d.fd;
-        try { fs.writeSync(fd, line); } catch { /* a log that cannot be written is not worth dying for */ }
+        const fd = d.entry ? d.entry.fd : 2;
+        try { writeAll(fd, line); } catch { /* a log that cannot be written is not worth dying for */ }
         if (fd === 2) wroteStderr = true;
       }
     }
     if (this.useStderr && level <= LogLevel.warn && !wroteStderr) {
-      try { fs.writeSync(2, `gatehouse: [${LEVEL_NAMES[level]}] ${message}\n`); } catch { /* ignore */ }
+      try { writeAll(2, Buffer.from(`gatehouse: [${LEVEL_NAMES[level]}] ${message}\n`, 'latin1')); } catch { /* ignore */ }
     }
   }
 
   emerg(msg: string): void { this.log(LogLevel.emerg, msg); }
   alert(msg: string): void { this.log(LogLevel.alert, msg); }
+  crit(msg: string, conn?: number): void { this.log(LogLevel.crit, msg, conn); }
   error(msg: string, conn?: number): void { this.log(LogLevel.error, msg, conn); }
   warn(msg: string, conn?: number): void { this.log(LogLevel.warn, msg, conn); }
   notice(msg: string, conn?: number): void { this.log(LogLevel.notice, msg, conn); }
@@ -111,7 +193,9 @@ export class ErrorLog {
   debug(msg: string, conn?: number): void { this.log(LogLevel.debug, msg, conn); }
 
   close(): void {
-    for (const d of this.dests) closeLog(d.spec.file);
+    if (this.closed) return;
+    this.closed = true;
+    for (const d of this.dests) if (d.entry) release(d.spec.file);
   }
 }
 

@@ -231,6 +231,12 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
 
 function runLogPhase(r: HttpRequest): void {
   r.finished = true;
+  // the connection closed before a response head went out: the client gave up (nginx's 499),
+  // unless the request was closed on purpose with a status of its own (444, 408, ...)
+  if (!r.headerSent && r.status < 400) {
+    r.status = 499;
+    requestLog(r).info('client prematurely closed connection');
+  }
   for (const h of r.main.phases[Phase.LOG]) {
     try {
       void h(r);

@@ -533,6 +533,8 @@ export async function startServer(binary: string, opts: StartOptions, flavor: Se
   const prefix = await fsp.mkdtemp(path.join(os.tmpdir(), 'gh-test-'));
   // Workers of a root-started nginx run as `nobody` and must read the prefix.
   await fsp.chmod(prefix, 0o755);
+  // Gatehouse's default access log is PREFIX/logs/access.log (as a source-built nginx's); the directory must exist
+  await fsp.mkdir(path.join(prefix, 'logs'));
 
   const ports = new Map<string, number>();
   const texts = [opts.conf, ...Object.values(opts.files ?? {}).filter((v): v is string => typeof v === 'string')];
