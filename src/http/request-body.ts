@@ -12,6 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
+import { DONE } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { requestLog } from './request-log.ts';
@@ -251,14 +252,26 @@ class BodyCollector implements BodyConsumer {
   }
 
   bodyError(status: number): void {
-    this.resolve(status);
+    this.resolve(status === 408 || status === 499 ? terminate(this.r, status) : status);
   }
 }
 
 /**
+ * A body that timed out or whose client went away ends the request without
+ * a response (nginx's ngx_http_terminate_request): the status is logged, the
+ * connection closed. Returns DONE for the caller to hand back.
+ */
+export function terminate(r: HttpRequest, status: number): number {
+  if (!r.res.headersSent) r.status = status;
+  r.res.destroy();
+  return DONE;
+}
+
+/**
  * Reads the whole request body (ngx_http_read_client_request_body). Resolves
- * with the body, or with an HTTP status when reading failed. Reading twice
- * gives the same body.
+ * with the body, or with an HTTP status when reading failed (413, 400, 500),
+ * or DONE when the request was terminated (timeout, client gone). Reading
+ * twice gives the same body.
  */
 export function readRequestBody(r: HttpRequest): Promise<RequestBody | number> {
   let st = states.get(r);

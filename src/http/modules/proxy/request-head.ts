@@ -103,7 +103,7 @@ export function buildHead(r: HttpRequest, plan: HeaderPlan, h: HeadInput): strin
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i];
       if (skip.has(name.toLowerCase())) continue;
-      if (!h.underscores && name.includes('_')) continue;
+      // invalid names (underscores included) were already dropped or kept as nginx does (src/http/request-head.ts)
       head += name + ': ' + raw[i + 1] + '\r\n';
     }
   }

@@ -95,7 +95,8 @@ export function keepSessions(t: UpstreamTls, peerName: string, socket: tls.TLSSo
  * error message or undefined when the peer is acceptable.
  */
 export function verifyPeer(t: UpstreamTls, socket: tls.TLSSocket, depth: number): string | undefined {
-  if (!t.verify) return undefined;
+  // a resumed session carries the verification result of the handshake that made it
+  if (!t.verify || socket.isSessionReused()) return undefined;
   if (!socket.authorized) {
     const err = socket.authorizationError as unknown as string | Error | undefined;
     const text = typeof err === 'string' ? err : err?.message ?? 'unknown';

@@ -18,6 +18,7 @@ import { DONE } from '../../http-conf.ts';
 import { finalize } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog, UPSTREAM_CONTEXT } from '../../request-log.ts';
+import { terminate } from '../../request-body.ts';
 import { newState } from '../upstream.ts';
 import type { UpstreamRecord, UpstreamState } from '../upstream.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
@@ -192,6 +193,12 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
   }
 
   bodyFailed(status: number): void {
+    if (status === 408 || status === 499) {
+      // nginx terminates the request: no response, the connection closes
+      this.finalize(0);
+      terminate(this.r, status);
+      return;
+    }
     this.finalize(status);
   }
 
