@@ -21,6 +21,13 @@ import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { streamCoreModule } from './stream/modules/core.ts';
+import { streamLogModule } from './stream/modules/log.ts';
+import { streamProxyModule } from './stream/modules/proxy.ts';
+import { streamUpstreamModule } from './stream/modules/upstream.ts';
+import { streamAccessModule } from './stream/modules/access.ts';
+import { streamMapModule } from './stream/modules/map.ts';
+import { streamReturnModule } from './stream/modules/return.ts';
 
 export const modules: CycleModule[] = [
   coreModule,
@@ -46,4 +53,12 @@ export const modules: CycleModule[] = [
   gzipModule,
   rangeModule,
   chunkedTrailersModule,
+  // stream {}: TCP proxying (src/stream)
+  streamCoreModule,
+  streamLogModule,
+  streamProxyModule,
+  streamUpstreamModule,
+  streamAccessModule,
+  streamMapModule,
+  streamReturnModule,
 ];

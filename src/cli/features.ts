@@ -6,7 +6,7 @@
  */
 
 /** Optional nginx modules (off unless configured `--with-…`) that Gatehouse implements. */
-export const WITH: string[] = ['http_ssl_module', 'http_v2_module'];
+export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'stream'];
 
 /** Standard nginx modules (on unless configured `--without-…`) that Gatehouse does not implement yet. */
 export const WITHOUT: string[] = [
@@ -19,8 +19,8 @@ export const WITHOUT: string[] = [
   'http_upstream_ip_hash_module', 'http_upstream_least_conn_module', 'http_upstream_random_module',
   'http_upstream_zone_module', 'http_tunnel_module',
   'http-cache', 'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
-  'stream_access_module', 'stream_geo_module', 'stream_limit_conn_module', 'stream_map_module',
-  'stream_pass_module', 'stream_return_module', 'stream_set_module', 'stream_split_clients_module',
+  'stream_geo_module', 'stream_limit_conn_module',
+  'stream_pass_module', 'stream_set_module', 'stream_split_clients_module',
   'stream_upstream_hash_module', 'stream_upstream_least_conn_module', 'stream_upstream_random_module',
   'stream_upstream_zone_module',
 ];

@@ -16,7 +16,7 @@ import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { coreLoc } from './core/settings.ts';
 
-interface Rule {
+export interface Rule {
   deny: boolean;
   /** Which clients the rule applies to. */
   family: 4 | 6 | 'unix' | 'all';
@@ -64,7 +64,7 @@ function maskBytes(bits: number, len: number): Uint8Array {
 }
 
 /** Parses `addr[/bits]` (ngx_ptocidr); warns about host bits as nginx does. */
-function parseRule(cf: ConfContext, node: ConfNode, deny: boolean): Rule {
+export function parseRule(cf: ConfContext, node: ConfNode, deny: boolean): Rule {
   const value = node.args[0];
   if (value === 'all') return { deny, family: 'all' };
   if (value === 'unix:') return { deny, family: 'unix' };
@@ -85,7 +85,7 @@ function parseRule(cf: ConfContext, node: ConfNode, deny: boolean): Rule {
   return { deny, family: addr.length === 4 ? 4 : 6, addr, mask };
 }
 
-function matches(rule: Rule, family: 4 | 6 | 'unix', addr: Uint8Array | undefined): boolean {
+export function matches(rule: Rule, family: 4 | 6 | 'unix', addr: Uint8Array | undefined): boolean {
   if (rule.family === 'all') return true;
   if (rule.family !== family) return false;
   if (family === 'unix') return true;

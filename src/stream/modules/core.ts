@@ -1,0 +1,204 @@
+/**
+ * ngx_stream_core_module: the `stream {}` block, its `server {}`s and
+ * `listen`, `error_log`, `tcp_nodelay`, the preread and resolver settings,
+ * the core variables ($remote_addr, $bytes_sent, $session_time, $status,
+ * ...), and what a worker does with the block: listen on its addresses and
+ * hand every connection to a session (src/stream/handler.ts).
+ */
+import os from 'node:os';
+import { isMainThread } from 'node:worker_threads';
+import { defineSlot, inheritUnset, Level } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import { ConfError } from '../../conf/errors.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { flagArg, msecArg, numberArg, once, sizeArg } from '../../conf/values.ts';
+import type { Cycle } from '../../core/cycle.ts';
+import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
+import type { ErrorLogSpec } from '../../core/error-log.ts';
+import { parseErrorLog } from '../../core/modules/core.ts';
+import { timeIso8601, timeLocal } from '../../http/modules/core/variables.ts';
+import { addressBytes } from '../../http/modules/access.ts';
+import { NGINX_VERSION } from '../../http/special-response.ts';
+import { parseResolverArgs } from '../../upstream/resolver.ts';
+import type { ResolverConf } from '../../upstream/resolver.ts';
+import { isStreamModule, StreamMainConf, streamConf, streamMainOf, streamServerOf, streamSlot } from '../conf.ts';
+import type { StreamAddress, StreamModule, StreamServerConf, StreamVariable } from '../conf.ts';
+import { StreamSessions } from '../handler.ts';
+import { parseStreamListen } from '../listen.ts';
+
+export interface StreamCoreSrvConf {
+  errorLogs?: ErrorLogSpec[];
+  tcpNodelay?: boolean;
+  prereadBufferSize?: number;
+  prereadTimeout?: number;
+  proxyProtocolTimeout?: number;
+  resolver?: ResolverConf;
+  resolverTimeout?: number;
+}
+
+export const streamCoreSrv = defineSlot<StreamCoreSrvConf>('stream_core_srv', () => ({}), inheritUnset, {
+  tcpNodelay: true, prereadBufferSize: 16384, prereadTimeout: 30_000, proxyProtocolTimeout: 30_000, resolverTimeout: 30_000,
+});
+
+function readStream(cf: ConfContext, node: ConfNode): string | void {
+  const slot = cf.get(streamSlot);
+  if (slot.conf) return 'is duplicate';
+  const level = new Level(cf.level);
+  const modules = cf.registry.modules.filter(isStreamModule);
+  const stream = new StreamMainConf(level, modules);
+  for (const m of modules) for (const v of m.variables ?? []) stream.variables.define(v);
+  cf.block(node.children ?? [], Ctx.STREAM, level, 'stream', { stream });
+  level.applyDefaults();
+  for (const srv of stream.servers) {
+    srv.level.mergeFrom(level);
+    if (!srv.handler) throw new ConfError(`no handler for server in ${srv.file}:${srv.line}`);
+  }
+  for (const m of modules) m.postconfiguration?.(stream);
+  // as nginx, variables may be used before a map defines them
+  const unknown = stream.variables.unresolved();
+  if (unknown !== undefined) throw new ConfError(`unknown "${unknown}" variable`);
+  for (const srv of stream.servers) {
+    for (const listen of srv.listens) stream.addresses.set(listen.spec.key, { listen, server: srv });
+  }
+  slot.conf = stream;
+}
+
+function readServer(cf: ConfContext, node: ConfNode): void {
+  const stream = streamMainOf(cf);
+  const srv: StreamServerConf = { listens: [], level: new Level(cf.level), file: node.file, line: node.line };
+  stream.servers.push(srv);
+  cf.block(node.children ?? [], Ctx.STREAM_SERVER, srv.level, 'server', { streamServer: srv });
+  if (srv.listens.length === 0) throw new ConfError(`no "listen" is defined for server in ${srv.file}:${srv.line}`);
+}
+
+function readListen(cf: ConfContext, node: ConfNode): void {
+  const stream = streamMainOf(cf);
+  const srv = streamServerOf(cf);
+  for (const listen of parseStreamListen(cf, node.args)) {
+    const taken = stream.servers.some((s) => s.listens.some((l) => l.spec.key === listen.spec.key && l.udp === listen.udp));
+    if (taken) throw cf.error(`duplicate "${listen.addrText}" address and port pair`);
+    srv.listens.push(listen);
+  }
+}
+
+const ANY = Ctx.STREAM | Ctx.STREAM_SERVER;
+
+const directives: Directive[] = [
+  { name: 'stream', contexts: Ctx.MAIN, args: 0, block: true, handler: readStream },
+  { name: 'server', contexts: Ctx.STREAM, args: 0, block: true, handler: readServer },
+  { name: 'listen', contexts: Ctx.STREAM_SERVER, args: [1, Infinity], handler: readListen },
+  {
+    name: 'error_log', contexts: ANY, args: [1, Infinity],
+    handler(cf, node) { (cf.get(streamCoreSrv).errorLogs ??= []).push(parseErrorLog(cf, node.args)); },
+  },
+  { name: 'tcp_nodelay', contexts: ANY, args: 'flag', handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'tcpNodelay', () => flagArg(cf, n.args[0])) },
+  { name: 'preread_buffer_size', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'prereadBufferSize', () => sizeArg(cf, n.args[0])) },
+  { name: 'preread_timeout', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'prereadTimeout', () => msecArg(cf, n.args[0])) },
+  { name: 'proxy_protocol_timeout', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'proxyProtocolTimeout', () => msecArg(cf, n.args[0])) },
+  { name: 'resolver_timeout', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'resolverTimeout', () => msecArg(cf, n.args[0])) },
+  {
+    name: 'resolver', contexts: ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(streamCoreSrv);
+      if (c.resolver) return 'is duplicate';
+      const r = parseResolverArgs(node.args, (s) => msecArg(cf, s));
+      if (typeof r === 'string') throw cf.error(r);
+      c.resolver = r;
+    },
+  },
+  // nginx sizes its variables hash with these; a JavaScript Map needs no tuning
+  { name: 'variables_hash_max_size', contexts: Ctx.STREAM, args: 1, handler: (cf, n) => { numberArg(cf, n.args[0]); } },
+  { name: 'variables_hash_bucket_size', contexts: Ctx.STREAM, args: 1, handler: (cf, n) => { numberArg(cf, n.args[0]); } },
+];
+
+/** `$session_time` and the `$upstream_*` times: seconds with milliseconds. */
+export function msText(ms: number): string {
+  const v = Math.max(0, Math.floor(ms));
+  return `${Math.floor(v / 1000)}.${String(v % 1000).padStart(3, '0')}`;
+}
+
+const hostname = os.hostname();
+
+const variables: StreamVariable[] = [
+  {
+    name: 'binary_remote_addr',
+    get(s) { const b = addressBytes(s.remoteAddress); return b ? String.fromCharCode(...b) : undefined; },
+  },
+  { name: 'remote_addr', get: (s) => s.remoteAddress },
+  { name: 'remote_port', get: (s) => (s.remotePort ? String(s.remotePort) : '') },
+  { name: 'server_addr', get: (s) => s.localAddress },
+  { name: 'server_port', get: (s) => (s.localPort ? String(s.localPort) : '') },
+  { name: 'bytes_sent', get: (s) => String(s.sent) },
+  { name: 'bytes_received', get: (s) => String(s.received) },
+  { name: 'session_time', noCache: true, get: (s) => msText(performance.now() - s.startHr) },
+  { name: 'status', noCache: true, get: (s) => String(s.status).padStart(3, '0') },
+  { name: 'connection', get: (s) => String(s.number) },
+  { name: 'nginx_version', get: () => NGINX_VERSION },
+  { name: 'hostname', get: () => hostname },
+  { name: 'pid', get: () => String(process.pid) },
+  { name: 'msec', noCache: true, get: () => (Date.now() / 1000).toFixed(3) },
+  { name: 'time_iso8601', noCache: true, get: () => timeIso8601() },
+  { name: 'time_local', noCache: true, get: () => timeLocal() },
+  { name: 'protocol', get: (s) => (s.listen.udp ? 'UDP' : 'TCP') },
+  { name: 'proxy_protocol_addr', get: (s) => s.proxyProtocol?.srcAddr },
+  { name: 'proxy_protocol_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.srcPort) : undefined) },
+  { name: 'proxy_protocol_server_addr', get: (s) => s.proxyProtocol?.dstAddr },
+  { name: 'proxy_protocol_server_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.dstPort) : undefined) },
+];
+
+/** Every distinct error_log list of the block's levels. */
+function errorLogLists(stream: StreamMainConf): Set<ErrorLogSpec[]> {
+  const lists = new Set<ErrorLogSpec[]>();
+  for (const srv of stream.servers) {
+    const specs = srv.level.get(streamCoreSrv).errorLogs;
+    if (specs) lists.add(specs);
+  }
+  return lists;
+}
+
+export const streamCoreModule: StreamModule = {
+  name: 'ngx_stream_core_module',
+  directives,
+  variables,
+  initCycle(cycle: Cycle) {
+    const stream = streamConf(cycle);
+    if (!stream) return;
+    for (const a of stream.addresses.values()) cycle.addListener(a.listen.spec);
+    // the master checks (and creates) the log files, as nginx opens them at startup
+    if (!isMainThread) return;
+    for (const specs of errorLogLists(stream)) {
+      for (const s of specs) {
+        const err = checkLogFile(s.file);
+        if (err) throw new ConfError(err);
+      }
+    }
+  },
+  initWorker(cycle, worker) {
+    const stream = streamConf(cycle);
+    if (!stream) return;
+    const logs = new Map<ErrorLogSpec[], ErrorLog>();
+    for (const specs of errorLogLists(stream)) {
+      try {
+        logs.set(specs, new ErrorLog(specs));
+      } catch (e) {
+        mainErrorLog().crit(`open() "${(e as NodeJS.ErrnoException).path ?? specs[0]?.file}" failed: ${(e as Error).message}`);
+      }
+    }
+    const logOf = (a: StreamAddress) => {
+      const specs = a.server.level.get(streamCoreSrv).errorLogs;
+      return (specs && logs.get(specs)) || mainErrorLog();
+    };
+    const sessions = new StreamSessions(stream, logOf, (a) => {
+      const c = a.server.level.get(streamCoreSrv);
+      return { tcpNodelay: c.tcpNodelay!, proxyProtocolTimeout: c.proxyProtocolTimeout! };
+    });
+    for (const address of stream.addresses.values()) {
+      worker.onConnection(address.listen.spec.key, (socket) => sessions.accept(address, socket));
+    }
+    // a graceful stop leaves sessions running (nginx does not close them); a hard one ends them
+    worker.onShutdown((graceful) => { if (!graceful) sessions.terminateAll(); });
+    worker.onClose(() => { for (const log of logs.values()) log.close(); });
+  },
+};

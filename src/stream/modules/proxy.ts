@@ -1,0 +1,191 @@
+/**
+ * ngx_stream_proxy_module: `proxy_pass` and the settings of a proxied
+ * session (timeouts, next upstream, half-close, rates, PROXY protocol).
+ * The session itself runs in src/stream/proxy-session.ts.
+ */
+import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { flagArg, msecArg, numberArg, once, parseSize, sizeArg } from '../../conf/values.ts';
+import { parseUrl } from '../../upstream/address.ts';
+import { Resolver } from '../../upstream/resolver.ts';
+import type { ResolverConf } from '../../upstream/resolver.ts';
+import { compileComplex } from '../../http/variables.ts';
+import type { ComplexValue } from '../../http/variables.ts';
+import { streamMainOf, streamServerOf } from '../conf.ts';
+import type { StreamMainConf, StreamModule } from '../conf.ts';
+import { StreamProxy } from '../proxy-session.ts';
+import type { ProxySettings, ProxyTarget } from '../proxy-session.ts';
+import { parseLocalAddress } from '../listen.ts';
+import type { LocalAddress } from '../listen.ts';
+import type { StreamSession } from '../session.ts';
+import { streamCoreSrv } from './core.ts';
+import { findStreamUpstream, streamUpstreamAdd, streamUpstreams } from './upstream.ts';
+
+interface ProxyConf {
+  /** proxy_pass without variables: the group's index in the block's list. */
+  upstream?: number;
+  /** proxy_pass with variables. */
+  upstreamValue?: ComplexValue<StreamSession>;
+  connectTimeout?: number;
+  timeout?: number;
+  bufferSize?: number;
+  uploadRate?: ComplexValue<StreamSession>;
+  downloadRate?: ComplexValue<StreamSession>;
+  requests?: number;
+  responses?: number;
+  nextUpstream?: boolean;
+  nextUpstreamTries?: number;
+  nextUpstreamTimeout?: number;
+  proxyProtocol?: boolean;
+  halfClose?: boolean;
+  socketKeepalive?: boolean;
+  /** proxy_bind: an address, a string with variables, or null for `off`. */
+  bind?: LocalAddress | ComplexValue<StreamSession> | null;
+  /** Built once the block is read, for the sessions of this server. */
+  settings?: ProxySettings;
+  target?: ProxyTarget;
+}
+
+const proxySrv = defineSlot<ProxyConf>('stream_proxy_srv', () => ({}), inheritUnset, {
+  connectTimeout: 60_000, timeout: 600_000, bufferSize: 16384, requests: 0, responses: 0x7fffffff,
+  nextUpstream: true, nextUpstreamTries: 0, nextUpstreamTimeout: 0, proxyProtocol: false, halfClose: false, socketKeepalive: false,
+});
+
+function proxyPass(cf: ConfContext, node: ConfNode): string | void {
+  const conf = cf.get(proxySrv);
+  if (conf.upstream !== undefined || conf.upstreamValue) return 'is duplicate';
+  streamServerOf(cf).handler = proxyHandler;
+  const text = node.args[0];
+  const value = compileComplex(cf, streamMainOf(cf).variables, text);
+  if (value.constant === undefined) {
+    conf.upstreamValue = value;
+    return;
+  }
+  const u = parseUrl(text, { uriPart: false });
+  if (typeof u === 'string') throw cf.error(`${u} in upstream "${text}"`);
+  conf.upstream = streamUpstreamAdd(cf, u, false);
+}
+
+type Field = 'connectTimeout' | 'timeout' | 'nextUpstreamTimeout' | 'bufferSize' | 'requests' | 'responses' | 'nextUpstreamTries'
+  | 'nextUpstream' | 'proxyProtocol' | 'halfClose' | 'socketKeepalive';
+
+function setting(name: string, field: Field, parse: (cf: ConfContext, v: string) => number | boolean, args: Directive['args'] = 1): Directive {
+  return {
+    name, contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args,
+    handler: (cf, n) => once(cf, cf.get(proxySrv) as Record<Field, unknown>, field, () => parse(cf, n.args[0])),
+  };
+}
+
+/** ngx_stream_set_complex_value_size_slot: a size, or a string with variables evaluated per session. */
+function rateSetting(name: string, field: 'uploadRate' | 'downloadRate'): Directive {
+  return {
+    name, contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: 1,
+    handler(cf, n) {
+      const conf = cf.get(proxySrv);
+      if (conf[field]) return 'is duplicate';
+      const v = compileComplex(cf, streamMainOf(cf).variables, n.args[0]);
+      if (v.constant !== undefined && Number.isNaN(parseSize(v.constant))) return 'invalid value';
+      conf[field] = v;
+    },
+  };
+}
+
+function proxyBind(cf: ConfContext, node: ConfNode): string | void {
+  const conf = cf.get(proxySrv);
+  if (conf.bind !== undefined) return 'is duplicate';
+  const [text, flag] = node.args;
+  if (node.args.length === 1 && text === 'off') {
+    conf.bind = null;
+    return;
+  }
+  const value = compileComplex(cf, streamMainOf(cf).variables, text);
+  if (value.constant === undefined) conf.bind = value;
+  else {
+    const addr = parseLocalAddress(text);
+    if (!addr) throw cf.error(`invalid address "${text}"`);
+    conf.bind = addr;
+  }
+  if (flag === undefined) return;
+  if (flag !== 'transparent') throw cf.error(`invalid parameter "${flag}"`);
+  // nginx says so (as an emerg) and goes on where IP_TRANSPARENT is missing; Node cannot set it
+  cf.warn('transparent proxying is not supported on this platform, ignored');
+}
+
+/** Directives nginx has for what Gatehouse does not tune (socket buffers): values are checked, then ignored. */
+function accepted(name: string, parse: (cf: ConfContext, v: string) => unknown): Directive {
+  return { name, contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: 1, handler: (cf, n) => { parse(cf, n.args[0]); } };
+}
+
+const directives: Directive[] = [
+  { name: 'proxy_pass', contexts: Ctx.STREAM_SERVER, args: 1, handler: proxyPass },
+  { name: 'proxy_bind', contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: [1, 2], handler: proxyBind },
+  setting('proxy_connect_timeout', 'connectTimeout', msecArg),
+  setting('proxy_timeout', 'timeout', msecArg),
+  setting('proxy_buffer_size', 'bufferSize', sizeArg),
+  setting('proxy_requests', 'requests', numberArg),
+  setting('proxy_responses', 'responses', numberArg),
+  setting('proxy_next_upstream', 'nextUpstream', flagArg, 'flag'),
+  setting('proxy_next_upstream_tries', 'nextUpstreamTries', numberArg),
+  setting('proxy_next_upstream_timeout', 'nextUpstreamTimeout', msecArg),
+  setting('proxy_protocol', 'proxyProtocol', flagArg, 'flag'),
+  setting('proxy_half_close', 'halfClose', flagArg, 'flag'),
+  setting('proxy_socket_keepalive', 'socketKeepalive', flagArg, 'flag'),
+  rateSetting('proxy_upload_rate', 'uploadRate'),
+  rateSetting('proxy_download_rate', 'downloadRate'),
+  accepted('proxy_socket_rcvbuf', sizeArg),
+  accepted('proxy_socket_sndbuf', sizeArg),
+];
+
+/** One resolver per `resolver` line and worker, made when a session first needs it. */
+const resolvers = new WeakMap<ResolverConf, Resolver>();
+
+function resolverOf(conf: ResolverConf | undefined, timeoutMs: number): Resolver | undefined {
+  if (!conf) return undefined;
+  let r = resolvers.get(conf);
+  if (!r) {
+    r = new Resolver(conf, timeoutMs);
+    resolvers.set(conf, r);
+  }
+  return r;
+}
+
+/** Builds each proxying server's settings and target once, after merging. */
+function prepareServers(stream: StreamMainConf): void {
+  const groups = stream.level.get(streamUpstreams).groups;
+  for (const srv of stream.servers) {
+    if (srv.handler !== proxyHandler) continue;
+    const c = srv.level.get(proxySrv);
+    const core = srv.level.get(streamCoreSrv);
+    c.settings = {
+      connectTimeout: c.connectTimeout!, timeout: c.timeout!, nextUpstream: c.nextUpstream!,
+      nextUpstreamTries: c.nextUpstreamTries!, nextUpstreamTimeout: c.nextUpstreamTimeout!, halfClose: c.halfClose!,
+      proxyProtocol: c.proxyProtocol!, socketKeepalive: c.socketKeepalive!, tcpNodelay: core.tcpNodelay!,
+      uploadRate: c.uploadRate, downloadRate: c.downloadRate, bind: c.bind ?? undefined,
+    };
+    if (c.upstreamValue) {
+      const resolver = core.resolver;
+      const timeout = core.resolverTimeout!;
+      c.target = {
+        value: c.upstreamValue,
+        find: (host, port) => findStreamUpstream(stream, host, port),
+        get resolver() { return resolverOf(resolver, timeout); },
+      };
+    } else {
+      c.target = { group: groups[c.upstream!] };
+    }
+  }
+}
+
+function proxyHandler(s: StreamSession): void {
+  const c = s.level.get(proxySrv);
+  new StreamProxy(s, c.settings!).start(c.target!);
+}
+
+export const streamProxyModule: StreamModule = {
+  name: 'ngx_stream_proxy_module',
+  directives,
+  postconfiguration: prepareServers,
+};

@@ -1,0 +1,124 @@
+/**
+ * Reading the PROXY protocol header a load balancer sends first on
+ * `listen … proxy_protocol` (ngx_proxy_protocol_read, versions 1 and 2):
+ * the client's and the balancer's addresses for `$proxy_protocol_addr`,
+ * `$proxy_protocol_port`, `$proxy_protocol_server_addr` and
+ * `$proxy_protocol_server_port`. As in nginx 1.22 the header must fit in
+ * 107 bytes; bytes after it stay in the socket for the session. Also the
+ * v1 line `proxy_protocol on` sends to upstreams.
+ */
+import net from 'node:net';
+import type { Socket } from 'node:net';
+import type { StreamSession } from './session.ts';
+
+export interface ProxyProtocolInfo {
+  srcAddr: string;
+  srcPort: number;
+  dstAddr: string;
+  dstPort: number;
+}
+
+/** nginx's NGX_PROXY_PROTOCOL_MAX_HEADER (1.22). */
+const MAX_HEADER = 107;
+const V2_SIGNATURE = Buffer.from('\r\n\r\n\0\r\nQUIT\n', 'latin1');
+
+/** What a complete header gave: the addresses (undefined for UNKNOWN / LOCAL), and its length. */
+type Parsed = { info: ProxyProtocolInfo | undefined; length: number } | { error: string };
+
+/** Whether `buf` holds a whole header yet (or can never hold one within the limit). */
+function complete(buf: Buffer): boolean {
+  if (buf.length >= MAX_HEADER) return true;
+  if (buf.length >= 16 && buf.subarray(0, 12).equals(V2_SIGNATURE)) return buf.length >= 16 + buf.readUInt16BE(14);
+  return buf.indexOf('\n') >= 0;
+}
+
+function readPort(text: string): number {
+  return /^\d{1,5}$/.test(text) && Number(text) <= 65535 ? Number(text) : NaN;
+}
+
+/** Parses a header at the start of `buf` (at most MAX_HEADER bytes are looked at). */
+export function parseProxyProtocol(data: Buffer): Parsed {
+  const buf = data.subarray(0, MAX_HEADER);
+  const broken = { error: `broken header: "${buf.toString('latin1')}"` };
+  if (buf.length >= 16 && buf.subarray(0, 12).equals(V2_SIGNATURE)) return parseV2(buf);
+  const text = buf.toString('latin1');
+  if (buf.length < 8 || !text.startsWith('PROXY ')) return broken;
+  if (text.startsWith('UNKNOWN', 6)) {
+    const crlf = text.indexOf('\r\n', 13);
+    return crlf < 0 ? broken : { info: undefined, length: crlf + 2 };
+  }
+  const m = /^PROXY TCP[46] ([0-9A-Fa-f:.]+) ([0-9A-Fa-f:.]+) ([^ ]*) ([^\r]*)\r\n/.exec(text);
+  if (!m) return broken;
+  const srcPort = readPort(m[3]);
+  const dstPort = readPort(m[4]);
+  if (Number.isNaN(srcPort) || Number.isNaN(dstPort)) return broken;
+  return { info: { srcAddr: m[1], srcPort, dstAddr: m[2], dstPort }, length: m[0].length };
+}
+
+function parseV2(buf: Buffer): Parsed {
+  const version = buf[12] >> 4;
+  if (version !== 2) return { error: `unknown PROXY protocol version: ${version}` };
+  const len = buf.readUInt16BE(14);
+  if (buf.length - 16 < len) return { error: 'header is too large' };
+  const length = 16 + len;
+  // only PROXY over STREAM with IPv4 or IPv6 addresses carries addresses; the rest is skipped
+  if ((buf[12] & 0x0f) !== 1 || (buf[13] & 0x0f) !== 1) return { info: undefined, length };
+  const family = buf[13] >> 4;
+  const body = buf.subarray(16, length);
+  if (family === 1) {
+    if (body.length < 12) return { error: 'header is too large' };
+    const ip = (o: number) => `${body[o]}.${body[o + 1]}.${body[o + 2]}.${body[o + 3]}`;
+    return { info: { srcAddr: ip(0), dstAddr: ip(4), srcPort: body.readUInt16BE(8), dstPort: body.readUInt16BE(10) }, length };
+  }
+  if (family === 2) {
+    if (body.length < 36) return { error: 'header is too large' };
+    const ip = (o: number) => ipv6Text(body.subarray(o, o + 16));
+    return { info: { srcAddr: ip(0), dstAddr: ip(16), srcPort: body.readUInt16BE(32), dstPort: body.readUInt16BE(34) }, length };
+  }
+  return { info: undefined, length };
+}
+
+/** An IPv6 address as inet_ntop prints it (compressed, IPv4-mapped as dotted). */
+function ipv6Text(b: Buffer): string {
+  const groups: string[] = [];
+  for (let i = 0; i < 16; i += 2) groups.push(b.readUInt16BE(i).toString(16));
+  return new net.SocketAddress({ address: groups.join(':'), family: 'ipv6' }).address;
+}
+
+/**
+ * Reads the header from `socket`, then leaves the rest of the data in it.
+ * Resolves with the header's addresses, `undefined` when it carries none,
+ * or an error text; `timeoutMs` ends the wait with 'timeout'.
+ */
+export function readProxyProtocol(socket: Socket, timeoutMs: number): Promise<ProxyProtocolInfo | undefined | { error: string } | 'timeout' | 'closed'> {
+  return new Promise((resolve) => {
+    let buf: Buffer = Buffer.alloc(0);
+    const done = (result: ProxyProtocolInfo | undefined | { error: string } | 'timeout' | 'closed', rest?: Buffer) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('end', onEnd);
+      socket.pause();
+      if (rest && rest.length) socket.unshift(rest);
+      resolve(result);
+    };
+    const onData = (chunk: Buffer) => {
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      if (!complete(buf)) return;
+      const r = parseProxyProtocol(buf);
+      if ('error' in r) done(r);
+      else done(r.info, buf.subarray(r.length));
+    };
+    // a whole header would have been taken by now: what is left is broken
+    const onEnd = () => done(buf.length ? { error: `broken header: "${buf.subarray(0, MAX_HEADER).toString('latin1')}"` } : 'closed');
+    const timer = setTimeout(() => done('timeout'), timeoutMs);
+    socket.on('data', onData);
+    socket.on('end', onEnd);
+  });
+}
+
+/** The PROXY protocol v1 line nginx sends first with `proxy_protocol on` (ngx_proxy_protocol_write). */
+export function proxyProtocolHeader(s: StreamSession): string {
+  if (s.listen.spec.path !== undefined) return 'PROXY UNKNOWN\r\n';
+  const v6 = s.remoteAddress.includes(':');
+  return `PROXY TCP${v6 ? 6 : 4} ${s.remoteAddress} ${s.localAddress} ${s.remotePort} ${s.localPort}\r\n`;
+}

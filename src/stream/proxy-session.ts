@@ -1,0 +1,391 @@
+/**
+ * One proxied stream session (ngx_stream_proxy_handler and friends):
+ * choosing a peer with the shared round robin, connecting with
+ * proxy_connect_timeout, trying the next peer on failure as
+ * proxy_next_upstream allows, then relaying bytes both ways with
+ * backpressure until nginx would close: without proxy_half_close a FIN from
+ * either side ends the session once what was read is written on; with it,
+ * the FIN is passed on and the other direction goes on until it ends too.
+ */
+import net from 'node:net';
+import type { Socket } from 'node:net';
+import { sysErrorText } from '../conf/errors.ts';
+import { parseSize } from '../conf/values.ts';
+import { LogLevel } from '../core/error-log.ts';
+import { nextConnectionNumber } from '../core/shared.ts';
+import { addressName, parseUrl } from '../upstream/address.ts';
+import { UpstreamConnection } from '../upstream/connection.ts';
+import type { ConnectionUser } from '../upstream/connection.ts';
+import { resolvedPeerList } from '../upstream/group.ts';
+import type { PeerList, UpstreamGroup } from '../upstream/group.ts';
+import { ResolveError } from '../upstream/resolver.ts';
+import type { Resolver } from '../upstream/resolver.ts';
+import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
+import type { ComplexValue } from '../http/variables.ts';
+import { Status } from './conf.ts';
+import { Pump } from './pump.ts';
+import { parseLocalAddress } from './listen.ts';
+import type { LocalAddress } from './listen.ts';
+import { proxyProtocolHeader } from './proxy-protocol.ts';
+import type { StreamSession, UpstreamTry } from './session.ts';
+
+/** The merged proxy settings of a server (every field set). */
+export interface ProxySettings {
+  connectTimeout: number;
+  timeout: number;
+  nextUpstream: boolean;
+  nextUpstreamTries: number;
+  nextUpstreamTimeout: number;
+  halfClose: boolean;
+  proxyProtocol: boolean;
+  socketKeepalive: boolean;
+  tcpNodelay: boolean;
+  uploadRate: ComplexValue<StreamSession> | undefined;
+  downloadRate: ComplexValue<StreamSession> | undefined;
+  /** proxy_bind: a fixed address or one computed per session. */
+  bind: LocalAddress | ComplexValue<StreamSession> | undefined;
+}
+
+/** Where to connect: a configured group, or a target computed from variables. */
+export type ProxyTarget =
+  | { group: UpstreamGroup }
+  | { value: ComplexValue<StreamSession>; find(host: string, port: number | undefined): UpstreamGroup | undefined; resolver: Resolver | undefined };
+
+export class StreamProxy implements ConnectionUser {
+  private readonly s: StreamSession;
+  private readonly client: Socket;
+  private readonly conf: ProxySettings;
+  private picker: RoundRobinPicker | undefined;
+  /** The name nginx logs when no peer is left (the group's host). */
+  private listName = '';
+  private conn: UpstreamConnection | undefined;
+  private state: UpstreamTry | undefined;
+  private readonly tries: UpstreamTry[] = [];
+  private tryStart = 0;
+  private firstTry = 0;
+  private connected = false;
+  /** Bytes read from the upstream (nginx's u->received). */
+  received = 0;
+  private clientEof = false;
+  private upstreamEof = false;
+  private clientFlushed = false;
+  private upstreamFlushed = false;
+  /** Client → upstream and upstream → client, once connected. */
+  private up: Pump | undefined;
+  private down: Pump | undefined;
+  /** When proxying started, in whole seconds (nginx's u->start_sec, for the rates). */
+  private readonly startSec = Math.floor(Date.now() / 1000);
+  private local: LocalAddress | undefined;
+  private done = false;
+  /** Bytes sent to the upstream when the session ended (for the log lines written after). */
+  private finalSent = 0;
+
+  constructor(s: StreamSession, conf: ProxySettings) {
+    this.s = s;
+    this.client = s.socket;
+    this.conf = conf;
+    s.upstreamStates = this.tries;
+    s.logContext = this.logContext;
+    s.terminate = () => this.finish(Status.OK);
+    s.onClientError = this.onClientError;
+  }
+
+  /** Picks the peers for `target` and connects to the first one. */
+  start(target: ProxyTarget): void {
+    this.firstTry = performance.now();
+    this.local = this.localAddress();
+    if ('group' in target) {
+      this.usePeers(target.group.primary, target.group.name);
+      return;
+    }
+    const text = target.value.evaluate(this.s);
+    const u = parseUrl(text, { uriPart: false });
+    if (typeof u === 'string') {
+      this.s.error(LogLevel.error, `${u} in upstream "${text}"`);
+      this.finish(Status.INTERNAL_SERVER_ERROR);
+      return;
+    }
+    const group = target.find(u.host, u.port);
+    if (group) {
+      this.usePeers(group.primary, group.name);
+      return;
+    }
+    if (u.unix || net.isIP(u.host)) {
+      if (u.port === undefined && !u.unix) return this.noPort(u.host);
+      const addr = u.unix ? { name: 'unix:' + u.host, path: u.host } : { name: addressName(u.host, u.port!), host: u.host, port: u.port! };
+      this.usePeers(resolvedPeerList([addr], text), u.host);
+      return;
+    }
+    if (u.port === undefined) return this.noPort(u.host);
+    if (!target.resolver) {
+      this.s.error(LogLevel.error, `no resolver defined to resolve ${u.host}`);
+      this.finish(Status.INTERNAL_SERVER_ERROR);
+      return;
+    }
+    target.resolver.resolve(u.host).then((ips) => {
+      if (this.done) return;
+      const port = u.port!;
+      this.usePeers(resolvedPeerList(ips.map((ip) => ({ name: addressName(ip, port), host: ip, port })), u.host), u.host);
+    }, (err: unknown) => {
+      if (this.done) return;
+      const e = err instanceof ResolveError ? err : new ResolveError(2, 'Server failure');
+      this.s.error(LogLevel.error, `${u.host} could not be resolved (${e.code}: ${e.message})`);
+      this.finish(Status.BAD_GATEWAY);
+    });
+  }
+
+  /** ngx_stream_proxy_set_local: an address that does not parse is logged and not used. */
+  private localAddress(): LocalAddress | undefined {
+    const bind = this.conf.bind;
+    if (!bind || 'address' in bind) return bind;
+    const text = bind.evaluate(this.s);
+    if (text === '') return undefined;
+    const addr = parseLocalAddress(text);
+    if (!addr) this.s.error(LogLevel.error, `invalid local address "${text}"`);
+    return addr;
+  }
+
+  private noPort(host: string): void {
+    this.s.error(LogLevel.error, `no port in upstream "${host}"`);
+    this.finish(Status.INTERNAL_SERVER_ERROR);
+  }
+
+  private usePeers(list: PeerList, name: string): void {
+    this.picker = new RoundRobinPicker(list);
+    this.listName = name;
+    const max = this.conf.nextUpstreamTries;
+    if (max && this.picker.tries > max) this.picker.tries = max;
+    this.connect();
+  }
+
+  /** ngx_stream_proxy_connect: a new try on the next peer. */
+  private connect(): void {
+    const now = performance.now();
+    if (this.state && this.state.sessionTime === -1) this.state.sessionTime = now - this.tryStart;
+    this.s.action = 'connecting to upstream';
+    this.tryStart = now;
+    const peer = this.picker!.get();
+    const state: UpstreamTry = { peer: peer ? peer.name : this.listName, connectTime: -1, firstByteTime: -1, sessionTime: -1, bytesSent: 0, bytesReceived: 0 };
+    this.state = state;
+    this.tries.push(state);
+    if (!peer) {
+      this.s.error(LogLevel.error, 'no live upstreams');
+      this.finish(Status.BAD_GATEWAY);
+      return;
+    }
+    // nginx numbers upstream connections from the same counter: keep `*N` and $connection in step
+    nextConnectionNumber();
+    const conn = UpstreamConnection.open(peer, {
+      timeoutMs: this.conf.connectTimeout, noDelay: this.conf.tcpNodelay, keepAlive: this.conf.socketKeepalive,
+      localAddress: this.local?.address, localPort: this.local?.port,
+    }, this);
+    // a FIN from the peer must not end our side (proxy_half_close passes it on itself)
+    conn.socket.allowHalfOpen = true;
+    this.conn = conn;
+  }
+
+  onConnect(conn: UpstreamConnection): void {
+    if (conn !== this.conn || this.done) return;
+    const s = this.s;
+    const state = this.state!;
+    state.connectTime = performance.now() - this.tryStart;
+    // ngx_stream_upstream_notify_round_robin_peer: a peer that accepts is alive again
+    const peer = conn.peer;
+    if (peer.accessed < peer.checked) peer.fails = 0;
+    const sock = conn.socket;
+    if (s.log.enabled(LogLevel.info)) {
+      const local = sock.localAddress ? addressName(sock.localAddress, sock.localPort ?? 0) : 'unix:';
+      s.plain(LogLevel.info, `proxy ${local} connected to ${peer.name}`);
+    }
+    this.connected = true;
+    this.up = new Pump(this.client, sock, s, rate(this.conf.uploadRate, s), this.startSec);
+    this.down = new Pump(sock, this.client, this, rate(this.conf.downloadRate, s), this.startSec);
+    conn.setTimeout(this.conf.timeout);
+    this.client.setTimeout(this.conf.timeout);
+    if (this.conf.proxyProtocol) sock.write(proxyProtocolHeader(s), 'latin1');
+    s.action = 'proxying connection';
+    sock.once('finish', this.onUpstreamFlushed);
+    const c = this.client;
+    c.on('data', this.onClientData);
+    c.on('end', this.onClientEnd);
+    c.on('drain', this.onClientDrain);
+    c.on('timeout', this.onIdle);
+    c.once('finish', this.onClientFlushed);
+    // paused while the PROXY protocol header was read
+    c.resume();
+  }
+
+  // ---- client → upstream
+
+  private readonly onClientData = (chunk: Buffer): void => {
+    this.up!.push(chunk);
+  };
+
+  /** The upstream took what we wrote: read from the client again. */
+  onDrain(): void {
+    this.up?.drained();
+  }
+
+  private readonly onClientEnd = (): void => {
+    this.up!.end(this.clientEnded);
+  };
+
+  private readonly clientEnded = (): void => {
+    if (this.done) return;
+    this.clientEof = true;
+    this.conn!.socket.end();
+    this.check(false);
+  };
+
+  private readonly onUpstreamFlushed = (): void => {
+    this.upstreamFlushed = true;
+    this.check(false);
+  };
+
+  // ---- upstream → client
+
+  onData(conn: UpstreamConnection, chunk: Buffer): void {
+    if (conn !== this.conn || this.done) return;
+    if (this.state!.firstByteTime === -1) this.state!.firstByteTime = performance.now() - this.tryStart;
+    this.down!.push(chunk);
+  }
+
+  private readonly onClientDrain = (): void => {
+    this.down?.drained();
+  };
+
+  onEnd(conn: UpstreamConnection): void {
+    if (conn !== this.conn || this.done) return;
+    this.down!.end(this.upstreamEnded);
+  }
+
+  private readonly upstreamEnded = (): void => {
+    if (this.done) return;
+    this.upstreamEof = true;
+    this.client.end();
+    this.check(true);
+  };
+
+  private readonly onClientFlushed = (): void => {
+    this.clientFlushed = true;
+    this.check(true);
+  };
+
+  /**
+   * ngx_stream_proxy_test_finalize: without half-close, one side's EOF ends
+   * the session once what it sent is written on; with it, both must end.
+   */
+  private check(fromUpstream: boolean): void {
+    if (this.done) return;
+    const clientSideDone = this.clientEof && this.upstreamFlushed;
+    const upstreamSideDone = this.upstreamEof && this.clientFlushed;
+    if (this.conf.halfClose ? !(clientSideDone && upstreamSideDone) : !(clientSideDone || upstreamSideDone)) return;
+    this.s.plain(LogLevel.info, `${fromUpstream ? 'upstream' : 'client'} disconnected${this.bytesText()}`);
+    this.finish(Status.OK);
+  }
+
+  // ---- failures
+
+  onError(conn: UpstreamConnection, err: NodeJS.ErrnoException): void {
+    if (conn !== this.conn || this.done) return;
+    if (!this.connected) {
+      this.s.error(LogLevel.error, `connect() failed ${sysErrorText(err)}`);
+      this.nextUpstream();
+      return;
+    }
+    const writing = err.syscall === 'write' || err.code === 'EPIPE';
+    this.s.action = writing ? 'proxying and sending to upstream' : 'proxying and reading from upstream';
+    this.s.error(LogLevel.error, `${writing ? 'send()' : 'recv()'} failed ${sysErrorText(err)}`);
+    this.s.action = 'proxying connection';
+    // the socket is gone: what was read from it is all the client gets
+    this.upstreamFlushed = true;
+    this.down!.end(this.upstreamEnded);
+  }
+
+  onTimeout(conn: UpstreamConnection): void {
+    if (conn !== this.conn || this.done) return;
+    if (!this.connected) {
+      this.s.error(LogLevel.error, 'upstream timed out (110: Connection timed out)');
+      this.nextUpstream();
+      return;
+    }
+    this.onIdle();
+  }
+
+  /** proxy_timeout passed without a read or write. */
+  private readonly onIdle = (): void => {
+    if (this.done) return;
+    this.s.error(LogLevel.info, 'connection timed out (110: Connection timed out)');
+    this.finish(Status.OK);
+  };
+
+  private readonly onClientError = (err: NodeJS.ErrnoException): void => {
+    if (this.done) return;
+    const writing = err.syscall === 'write' || err.code === 'EPIPE';
+    if (this.connected) this.s.action = writing ? 'proxying and sending to client' : 'proxying and reading from client';
+    this.s.error(LogLevel.info, `${writing ? 'send()' : 'recv()'} failed ${sysErrorText(err)}`);
+    this.finish(Status.OK);
+  };
+
+  /** ngx_stream_proxy_next_upstream: the try failed while connecting. */
+  private nextUpstream(): void {
+    const conn = this.conn!;
+    const state = this.state!;
+    state.bytesReceived = this.received;
+    state.bytesSent = sentBytes(conn.socket);
+    conn.destroy();
+    this.conn = undefined;
+    const picker = this.picker!;
+    if (picker.free(PEER_FAILED)) this.s.error(LogLevel.warn, 'upstream server temporarily disabled');
+    const timeout = this.conf.nextUpstreamTimeout;
+    if (picker.tries === 0 || !this.conf.nextUpstream || (timeout && performance.now() - this.firstTry >= timeout)) {
+      this.finish(Status.BAD_GATEWAY);
+      return;
+    }
+    this.connect();
+  }
+
+  /** ngx_stream_proxy_finalize: records the try, releases the peer, closes both sides. */
+  private finish(status: number): void {
+    if (this.done) return;
+    const state = this.state;
+    const conn = this.conn;
+    if (state) {
+      if (state.sessionTime === -1) state.sessionTime = performance.now() - this.tryStart;
+      if (conn) {
+        state.bytesReceived = this.received;
+        state.bytesSent = sentBytes(conn.socket);
+      }
+    }
+    this.finalSent = conn ? sentBytes(conn.socket) : 0;
+    this.done = true;
+    this.up?.stop();
+    this.down?.stop();
+    if (this.picker?.current) this.picker.free(PEER_OK);
+    conn?.destroy();
+    this.s.finalize(status);
+  }
+
+  private bytesText(): string {
+    const up = this.done ? this.finalSent : this.conn ? sentBytes(this.conn.socket) : 0;
+    return `, bytes from/to client:${this.s.received}/${this.s.sent}, bytes from/to upstream:${this.received}/${up}`;
+  }
+
+  /** ngx_stream_proxy_log_error: what the proxy adds to the session's error lines. */
+  private readonly logContext = (): string => {
+    const peer = this.state?.peer;
+    return (peer ? `, upstream: "${peer}"` : '') + this.bytesText();
+  };
+}
+
+/** Bytes handed to the kernel on `socket` (nginx's c->sent). */
+function sentBytes(socket: Socket): number {
+  return (socket.bytesWritten ?? 0) - socket.writableLength;
+}
+
+/** proxy_upload_rate / proxy_download_rate for this session, bytes per second (0: no limit). */
+function rate(value: ComplexValue<StreamSession> | undefined, s: StreamSession): number {
+  if (!value) return 0;
+  const n = parseSize(value.constant ?? value.evaluate(s));
+  return n > 0 ? n : 0;
+}
