@@ -50,6 +50,8 @@ export interface CoreLocConf {
   sendfile?: boolean;
   tcpNodelay?: boolean;
   resolver?: string[];
+  /** Every `resolver` argument, `valid=` and `ipv6=` included (the proxy's resolver reads them). */
+  resolverArgs?: string[];
   resolverTimeout?: number;
   errorLogs?: ErrorLogSpec[];
   lingeringClose?: 'on' | 'off' | 'always';
@@ -257,6 +259,7 @@ export const httpSettingsDirectives: Directive[] = [
       const c = cf.get(coreLoc);
       if (c.resolver !== undefined) return 'is duplicate';
       c.resolver = node.args.filter((a) => !a.includes('='));
+      c.resolverArgs = node.args;
     },
   },
   loc('resolver_timeout', 'resolverTimeout', time),

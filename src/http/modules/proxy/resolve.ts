@@ -26,8 +26,8 @@ export interface Placement {
 const resolvers = new WeakMap<string[], Resolver>();
 
 function resolverFor(r: HttpRequest): Resolver | undefined {
-  const core = r.level.get(coreLoc) as { resolverArgs?: string[]; resolver?: string[]; resolverTimeout?: number };
-  const args = core.resolverArgs ?? core.resolver;
+  const core = r.level.get(coreLoc);
+  const args = core.resolverArgs;
   if (!args || args.length === 0) return undefined;
   let res = resolvers.get(args);
   if (!res) {
