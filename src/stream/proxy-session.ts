@@ -324,6 +324,8 @@ export class StreamProxy implements ConnectionUser {
     const writing = err.syscall === 'write' || err.code === 'EPIPE';
     if (this.connected) this.s.action = writing ? 'proxying and sending to client' : 'proxying and reading from client';
     this.s.error(LogLevel.info, `${writing ? 'send()' : 'recv()'} failed ${sysErrorText(err)}`);
+    // nginx takes a failed read for the client's EOF, and says so; a failed write ends the session at once
+    if (this.connected && !writing) this.s.plain(LogLevel.info, `client disconnected${this.bytesText()}`);
     this.finish(Status.OK);
   };
 

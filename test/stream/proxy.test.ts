@@ -7,7 +7,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type net from 'node:net';
+import net from 'node:net';
 import { freePort } from '../kit/server.ts';
 import { converse, flavors, logLines, startBackend, upperEcho, waitForLines } from './stream-kit.ts';
 import type { Backend } from './stream-kit.ts';
@@ -18,6 +18,7 @@ interface Ports {
   byeFirst: number;
   silent: number;
   refused: number;
+  resetting: number;
 }
 
 const conf = (p: Ports) => `
@@ -37,6 +38,13 @@ stream {
     server { listen 127.0.0.1:%%PORT_8086%%; proxy_pass retry; }
     server { listen 127.0.0.1:%%PORT_8087%%; proxy_pass noretry; proxy_next_upstream off; }
     server { listen 127.0.0.1:%%PORT_8088%%; proxy_pass 127.0.0.1:${p.silent}; proxy_timeout 1s; }
+
+    upstream dead { server 127.0.0.1:${p.refused} down; server 127.0.0.1:${p.echo} down; }
+    map $server_port $target { default localhost:${p.echo}; }
+    server { listen 127.0.0.1:%%PORT_8089%%; proxy_pass dead; }
+    server { listen 127.0.0.1:%%PORT_8090%%; proxy_pass $target; }
+    server { listen 127.0.0.1:%%PORT_8091%%; proxy_pass 127.0.0.1:${p.silent}; }
+    server { listen 127.0.0.1:%%PORT_8092%%; proxy_pass 127.0.0.1:${p.resetting}; }
 }
 `;
 
@@ -59,9 +67,18 @@ async function backends(): Promise<{ ports: Ports; received: Record<string, stri
     s.end('bye');
   });
   const silent = await startBackend(() => { /* never answers */ });
+  // answers, then resets the connection at the next data
+  const resetting = await startBackend((s) => {
+    s.write('first');
+    s.on('data', () => s.resetAndDestroy());
+  });
   const refused = await freePort();
-  const all = [echo, lateReply, byeFirst, silent];
-  return { ports: { echo: echo.port, lateReply: lateReply.port, byeFirst: byeFirst.port, silent: silent.port, refused }, received, all };
+  const all = [echo, lateReply, byeFirst, silent, resetting];
+  return {
+    ports: { echo: echo.port, lateReply: lateReply.port, byeFirst: byeFirst.port, silent: silent.port, refused, resetting: resetting.port },
+    received,
+    all,
+  };
 }
 
 for (const flavor of flavors) {
@@ -74,8 +91,8 @@ for (const flavor of flavors) {
     observed.set(flavor.name, out);
     const names = {
       L1: srv.port(8081), L2: srv.port(8082), L3: srv.port(8083), L4: srv.port(8084), L5: srv.port(8085),
-      L6: srv.port(8086), L7: srv.port(8087), L8: srv.port(8088),
-      ECHO: b.ports.echo, LATE: b.ports.lateReply, BYE: b.ports.byeFirst, SILENT: b.ports.silent, REFUSED: b.ports.refused,
+      L6: srv.port(8086), L7: srv.port(8087), L8: srv.port(8088), L9: srv.port(8089), L10: srv.port(8090), L11: srv.port(8091), L12: srv.port(8092),
+      ECHO: b.ports.echo, RESET: b.ports.resetting, LATE: b.ports.lateReply, BYE: b.ports.byeFirst, SILENT: b.ports.silent, REFUSED: b.ports.refused,
     };
 
     await t.test('relays both ways in turns, then ends on the client FIN', async () => {
@@ -127,7 +144,31 @@ for (const flavor of flavors) {
       assert.deepEqual(r, { data: '', end: 'fin' });
     });
 
-    const lines = await waitForLines(srv, 's.log', 8);
+    await t.test('no live upstreams: every peer is down', async () => {
+      const r = await converse(srv.port(8089), [{ send: 'x', fin: true }]);
+      assert.equal(r.data, '');
+    });
+
+    await t.test('a host name from variables needs a resolver', async () => {
+      const r = await converse(srv.port(8090), [{ send: 'x', fin: true }]);
+      assert.equal(r.data, '');
+    });
+
+    await t.test('a client reset ends the session', async () => {
+      await new Promise<void>((resolve) => {
+        const c = net.connect({ port: srv.port(8091), host: '127.0.0.1' }, () => {
+          c.write('x');
+          setTimeout(() => { c.resetAndDestroy(); resolve(); }, 100);
+        });
+      });
+    });
+
+    await t.test('an upstream reset ends the session after what it sent', async () => {
+      const r = await converse(srv.port(8092), [{ until: 5 }, { send: 'x' }]);
+      assert.deepEqual(r, { data: 'first', end: 'fin' });
+    });
+
+    const lines = await waitForLines(srv, 's.log', 12);
     out.accessLog = lines.map((l) => normaliseLine(l, names)).sort();
     assert.deepEqual(out.accessLog, [
       // client connections and upstream connections (refused ones too) share the numbering
@@ -139,6 +180,10 @@ for (const flavor of flavors) {
       'L6 200 1 1 "127.0.0.1:REFUSED, 127.0.0.1:ECHO" "0, 1" "0, 1" TCP 11',
       'L7 502 0 0 "127.0.0.1:REFUSED" "0" "0" TCP 14',
       'L8 200 0 0 "127.0.0.1:SILENT" "0" "0" TCP 16',
+      'L9 502 0 0 "dead" "0" "0" TCP 18',
+      'L10 500 0 0 "-" "-" "-" TCP 19',
+      'L11 200 1 0 "127.0.0.1:SILENT" "1" "0" TCP 20',
+      'L12 200 1 5 "127.0.0.1:RESET" "1" "5" TCP 22',
     ].sort());
 
     out.errors = logLines(srv, / \[(error|warn)\] /, names);
@@ -147,12 +192,19 @@ for (const flavor of flavors) {
       '[warn] upstream server temporarily disabled while connecting to upstream, client: 127.0.0.1, server: 127.0.0.1:L6, upstream: "127.0.0.1:REFUSED", bytes from/to client:0/0, bytes from/to upstream:0/0',
       '[error] connect() failed (111: Connection refused) while connecting to upstream, client: 127.0.0.1, server: 127.0.0.1:L7, upstream: "127.0.0.1:REFUSED", bytes from/to client:0/0, bytes from/to upstream:0/0',
       '[warn] upstream server temporarily disabled while connecting to upstream, client: 127.0.0.1, server: 127.0.0.1:L7, upstream: "127.0.0.1:REFUSED", bytes from/to client:0/0, bytes from/to upstream:0/0',
+      '[error] no live upstreams while connecting to upstream, client: 127.0.0.1, server: 127.0.0.1:L9, upstream: "dead", bytes from/to client:0/0, bytes from/to upstream:0/0',
+      '[error] no resolver defined to resolve localhost, client: 127.0.0.1, server: 127.0.0.1:L10, bytes from/to client:0/0, bytes from/to upstream:0/0',
+      '[error] recv() failed (104: Connection reset by peer) while proxying and reading from upstream, client: 127.0.0.1, server: 127.0.0.1:L12, upstream: "127.0.0.1:RESET", bytes from/to client:1/5, bytes from/to upstream:5/1',
     ]);
     out.timeout = logLines(srv, /timed out/, names);
     assert.deepEqual(out.timeout, [
       '[info] connection timed out (110: Connection timed out) while proxying connection, client: 127.0.0.1, server: 127.0.0.1:L8, upstream: "127.0.0.1:SILENT", bytes from/to client:0/0, bytes from/to upstream:0/0',
     ]);
     out.disconnects = logLines(srv, /disconnected/, names).sort();
+    out.reset = logLines(srv, /reading from client/, names);
+    assert.deepEqual(out.reset, [
+      '[info] recv() failed (104: Connection reset by peer) while proxying and reading from client, client: 127.0.0.1, server: 127.0.0.1:L11, upstream: "127.0.0.1:SILENT", bytes from/to client:1/0, bytes from/to upstream:0/1',
+    ]);
   });
 }
 
