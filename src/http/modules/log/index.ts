@@ -17,6 +17,7 @@ import type { ConfNode } from '../../../conf/parser.ts';
 import { parseSize, parseTime } from '../../../conf/values.ts';
 import { Cycle } from '../../../core/cycle.ts';
 import { checkLogFile } from '../../../core/error-log.ts';
+import { checkSyslog } from '../../../core/modules/core.ts';
 import { LogFile } from '../../../core/log-file.ts';
 import { httpMainOf, OK } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, PhaseHandler } from '../../http-conf.ts';
@@ -27,6 +28,7 @@ import type { ComplexValue, VariableRegistry } from '../../variables.ts';
 import { httpConf } from '../core/structure.ts';
 import { COMBINED_FORMAT, compileFormat, parseFormat } from './format.ts';
 import type { LogFormat } from './format.ts';
+import { SyslogPeer } from './syslog.ts';
 import { OpenLogFileCache, writeToVariablePath } from './variable-path.ts';
 
 /** One `access_log` directive. */
@@ -36,6 +38,8 @@ interface AccessLog {
   file?: LogFile;
   /** A path with variables, made absolute. */
   path?: ComplexValue;
+  /** `syslog:server=…`. */
+  syslog?: SyslogPeer;
   /** `if=`: skip the line when empty or "0". */
   filter?: ComplexValue;
 }
@@ -53,6 +57,7 @@ interface LogMainConf {
   /** Files without variables, by absolute path. */
   files: Map<string, LogFile>;
   caches: OpenLogFileCache[];
+  syslogs: SyslogPeer[];
   /** nginx's default `logs/access.log combined`, for servers with no access_log of their own. */
   defaultLogs?: AccessLog[];
 }
@@ -70,6 +75,7 @@ const logMain = defineSlot<LogMainConf>('http_log_main', () => ({
   formats: [{ name: 'combined', ...parseFormat([COMBINED_FORMAT]) }],
   files: new Map(),
   caches: [],
+  syslogs: [],
 }));
 
 /** The compiled format (the built-in `combined` is compiled on first use). */
@@ -98,10 +104,14 @@ function setLog(cf: ConfContext, node: ConfNode): string | void {
   const main = cf.at('http', logMain);
   const vars = httpMainOf(cf).variables;
   const log = {} as AccessLog;
-  if (a[0].startsWith('syslog:')) throw cf.error(`logging to syslog is not supported`);
   // nginx's ngx_conf_full_name: relative to the prefix, by plain concatenation
   const full = a[0].startsWith('/') ? a[0] : cf.paths.prefix + a[0];
-  if (a[0].includes('$')) {
+  if (a[0].startsWith('syslog:')) {
+    checkSyslog(cf, a[0].slice(7));
+    log.syslog = new SyslogPeer(a[0].slice(7));
+    if (log.syslog.unix) cf.warn('syslog over a unix socket is not supported, its lines are dropped');
+    main.syslogs.push(log.syslog);
+  } else if (a[0].includes('$')) {
     log.path = compileComplex(cf, vars, full);
   } else {
     log.file = logFileFor(main, full);
@@ -135,6 +145,7 @@ function setLog(cf: ConfContext, node: ConfNode): string | void {
   }
   if (flushMs && !size) throw cf.error(`no buffer is defined for access_log "${a[0]}"`);
   if (size) {
+    if (log.syslog) throw cf.error('logs to syslog cannot be buffered');
     if (!log.file) throw cf.error('buffered logs cannot have variables in name');
     const b = log.file.buffer;
     if (b && (b.size !== size || b.flushMs !== flushMs || b.gzip !== gzip)) {
@@ -199,6 +210,10 @@ function logPhase(main: LogMainConf): PhaseHandler {
         const v = log.filter.evaluate(r);
         if (v === '' || v === '0') continue;
       }
+      if (log.syslog) {
+        log.syslog.send(log.format.render!(r));
+        continue;
+      }
       const line = log.format.render!(r) + '\n';
       if (log.file) log.file.write(line);
       else writeToVariablePath(r, log.path!.evaluate(r), conf.cache ?? undefined, line);
@@ -241,6 +256,7 @@ export const logModule: HttpModule = {
     const closeAll = () => {
       for (const f of main.files.values()) f.close();
       for (const c of main.caches) c.close();
+      for (const p of main.syslogs) p.close();
     };
     // a file that cannot be opened fails this configuration (the start, or the reload), as in nginx
     for (const f of main.files.values()) {
