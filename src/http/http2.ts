@@ -61,6 +61,9 @@ function adaptResponse(res: http2.Http2ServerResponse): void {
 /** Serves HTTP/2 on a TLS socket that negotiated `h2`. */
 export function serveHttp2(server: HttpAddressServer, conn: HttpConnection, socket: TLSSocket, named: ServerConf): void {
   conn.socket = socket;
+  // a server-side TLS socket keeps `secureConnecting` set (only clients get 'secureConnect'),
+  // which would make node:http2 wait for that event forever before reading
+  (socket as TLSSocket & { secureConnecting: boolean }).secureConnecting = false;
   const h2 = named.level.get(http2Srv);
   const session = http2.performServerHandshake(socket, {
     settings: {

@@ -90,7 +90,8 @@ export function dnOneline(name: Buffer): string {
       rdn.forEach((a, i) => {
         const bytes = stringBytes(a.value) ?? a.value.value;
         let s = '';
-        for (const c of bytes) s += c < 0x20 || c > 0x7e ? '\\x' + hex2(c) : String.fromCharCode(c);
+        // OpenSSL 3 escapes the separators `/` and `+` inside values
+        for (const c of bytes) s += c < 0x20 || c > 0x7e ? '\\x' + hex2(c) : c === 0x2f || c === 0x2b ? '\\' + String.fromCharCode(c) : String.fromCharCode(c);
         out += `${i ? '+' : '/'}${a.type}=${s}`;
       });
     }

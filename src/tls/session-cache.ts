@@ -77,8 +77,8 @@ export class SharedSessionCache implements SessionStore {
   private readonly ringStart: number;
   private readonly ringSize: number;
 
-  constructor(name: string, size: number) {
-    this.buf = sharedZone(`ssl_session_cache:${name}`, size);
+  constructor(name: string, size: number, kind = 'ssl_session_cache') {
+    this.buf = sharedZone(`${kind}:${name}`, size);
     this.i32 = new Int32Array(this.buf);
     this.u8 = new Uint8Array(this.buf);
     this.view = new DataView(this.buf);
@@ -191,12 +191,12 @@ export class SharedSessionCache implements SessionStore {
 
 const sharedCaches = new Map<string, SharedSessionCache>();
 
-/** The shared cache `name` of this thread (one object per zone). */
-export function sharedSessionCache(name: string, size: number): SharedSessionCache {
-  const key = `${name}:${size}`;
+/** The shared cache `name` of this thread (one object per zone); `kind` separates zone namespaces. */
+export function sharedSessionCache(name: string, size: number, kind = 'ssl_session_cache'): SharedSessionCache {
+  const key = `${kind}:${name}:${size}`;
   let c = sharedCaches.get(key);
   if (!c) {
-    c = new SharedSessionCache(name, size);
+    c = new SharedSessionCache(name, size, kind);
     sharedCaches.set(key, c);
   }
   return c;

@@ -150,6 +150,8 @@ interface NativeContext {
   onticketkeycallback: (name: Buffer, iv: Buffer, enc: boolean) => unknown[];
 }
 
+const UNKNOWN_KEY = Buffer.alloc(16);
+
 /** Makes `ctx` issue and accept tickets with `source`'s keys (TLS 1.3 tickets are always renewed, as nginx does). */
 export function installTicketKeys(ctx: SecureContext, source: TicketKeySource): void {
   const native = (ctx as unknown as { context: NativeContext }).context;
@@ -160,7 +162,8 @@ export function installTicketKeys(ctx: SecureContext, source: TicketKeySource): 
       return [1, k.hmac, k.aes, k.name, crypto.randomBytes(16)];
     }
     const found = source.decryptKey(name);
-    if (!found) return [0];
+    // Node reads the keys even for "unknown ticket" (0): give placeholders
+    if (!found) return [0, UNKNOWN_KEY, UNKNOWN_KEY];
     return [found.renew ? 2 : 1, found.key.hmac, found.key.aes];
   };
 }

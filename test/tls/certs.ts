@@ -39,13 +39,14 @@ export class CertFactory {
     execFileSync('openssl', args, { cwd: this.dir, stdio: ['ignore', 'ignore', 'pipe'] });
   }
 
-  /** ca.conf for signing: `days`, and an OCSP responder URL to put in issued certificates' AIA. */
+  /** ca.conf for signing (its name): CA:TRUE unless `ca` is false, and an OCSP responder URL in issued certificates' AIA. */
   private caConf(ocspUrl?: string, ca = true): string {
     const name = `ca-${ocspUrl ? 'ocsp' : 'plain'}-${ca ? 'ca' : 'leaf'}.conf`;
     this.write(name, [
       '[ ca ]', 'default_ca = myca', '[ myca ]', `new_certs_dir = ${this.dir}`, `database = ${this.dir}/certindex`,
       'default_md = sha256', 'policy = myca_policy', `serial = ${this.dir}/certserial`, 'default_days = 3',
-      'x509_extensions = myca_extensions', 'unique_subject = no', '[ myca_policy ]', 'commonName = supplied',
+      'x509_extensions = myca_extensions', 'unique_subject = no', 'preserve = yes', '[ myca_policy ]', 'commonName = supplied',
+      'countryName = optional', 'organizationName = optional', 'organizationalUnitName = optional', 'UID = optional',
       '[ myca_extensions ]', `basicConstraints = critical,CA:${ca ? 'TRUE' : 'FALSE'}`,
       ...(ocspUrl ? [`authorityInfoAccess = OCSP;URI:${ocspUrl}`] : []), '',
     ].join('\n'));
@@ -70,9 +71,9 @@ export class CertFactory {
       this.openssl('ecparam', '-genkey', '-name', 'prime256v1', '-out', `${name}.key`);
       this.openssl('req', '-new', '-key', `${name}.key`, '-config', 'openssl.conf', '-subj', subj, '-out', `${name}.csr`);
     } else {
-      this.openssl('req', '-new', '-config', 'openssl.conf', '-subj', subj, '-out', `${name}.csr`, '-keyout', `${name}.key`);
+      this.openssl('req', '-new', '-utf8', '-config', 'openssl.conf', '-subj', subj, '-out', `${name}.csr`, '-keyout', `${name}.key`);
     }
-    this.openssl('ca', '-batch', '-config', this.caConf(opts.ocspUrl, !opts.leaf), '-keyfile', `${issuer}.key`, '-cert', `${issuer}.crt`,
+    this.openssl('ca', '-batch', '-utf8', '-config', this.caConf(opts.ocspUrl, !opts.leaf), '-keyfile', `${issuer}.key`, '-cert', `${issuer}.crt`,
       '-subj', subj, '-in', `${name}.csr`, '-out', `${name}.crt`);
   }
 
@@ -83,13 +84,11 @@ export class CertFactory {
 
   /** A CRL of `issuer` (PEM) from the index. */
   crl(out: string, issuer: string): void {
-    this.write('crlnumber', '1000');
-    const conf = this.caConf();
-    fs.appendFileSync(this.file(conf), `crlnumber = ${this.dir}/crlnumber\ndefault_crl_days = 1\n`.replace(/^/, ''));
-    // crlnumber must be in the [ myca ] section: rewrite the file with it there
-    const text = this.read(conf).toString().replace('[ myca ]\n', `[ myca ]\ncrlnumber = ${this.dir}/crlnumber\ndefault_crl_days = 1\n`);
-    this.write(conf, text);
-    this.openssl('ca', '-gencrl', '-config', conf, '-keyfile', `${issuer}.key`, '-cert', `${issuer}.crt`, '-out', out);
+    if (!fs.existsSync(this.file('crlnumber'))) this.write('crlnumber', '1000');
+    const conf = this.read(this.caConf()).toString()
+      .replace('[ myca ]\n', `[ myca ]\ncrlnumber = ${this.dir}/crlnumber\ndefault_crl_days = 1\n`);
+    this.write('crl.conf', conf);
+    this.openssl('ca', '-gencrl', '-config', 'crl.conf', '-keyfile', `${issuer}.key`, '-cert', `${issuer}.crt`, '-out', out);
   }
 
   /** An OCSP response (DER) for `cert` issued by `issuer`, signed by `signer`, from the index. */

@@ -40,7 +40,6 @@ function execOpenssl(cwd: string, args: string[]): void {
 const sniConf = `
 events {}
 http {
-    access_log off;
     ssl_protocols TLSv1.2 TLSv1.3;
     server {
         listen 127.0.0.1:%%PORT_8443%% ssl;
@@ -120,7 +119,6 @@ test('ssl_reject_handshake refuses with unrecognized_name; other names are serve
     conf: `
 events {}
 http {
-    access_log off;
     server {
         listen 127.0.0.1:%%PORT_8443%% ssl;
         server_name localhost;
@@ -150,7 +148,6 @@ test('RSA and ECDSA certificates in one server: the client signature algorithms 
     conf: `
 events {}
 http {
-    access_log off;
     server {
         listen 127.0.0.1:%%PORT_8443%% ssl;
         ssl_certificate ec.crt;
@@ -174,7 +171,6 @@ test('certificates named by variables are loaded per handshake; a missing file f
     conf: `
 events {}
 http {
-    access_log off;
     server {
         listen 127.0.0.1:%%PORT_8443%% ssl;
         server_name localhost;

@@ -117,12 +117,17 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
     rejectUnauthorized: false,
     ALPNProtocols: http2 ? ['h2', 'http/1.1'] : ['http/1.1'],
   });
+  let established = false;
   tlsSocket.on('error', (err: Error) => {
-    const text = err.message.replace(/^[0-9A-F]+:error:/, 'error:').replace(/:[^:]*\.c:\d+:.*$/s, '');
-    connectionLog(server, conn, LogLevel.info, `SSL_do_handshake() failed (SSL: ${text}) while SSL handshaking`);
+    // after the handshake, errors belong to HTTP (which has its own handler)
+    if (!established) {
+      const text = err.message.replace(/^[0-9A-F]+:error:/, 'error:').replace(/:[^:]*\.c:\d+:.*$/s, '');
+      connectionLog(server, conn, LogLevel.info, `SSL_do_handshake() failed (SSL: ${text}) while SSL handshaking`);
+    }
     tlsSocket.destroy();
   });
   tlsSocket.once('secure', () => {
+    established = true;
     socket.setTimeout(0);
     const info: TlsConnection = {
       socket: tlsSocket,
