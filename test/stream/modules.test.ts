@@ -4,10 +4,11 @@
 // client must read the same bytes and the logs hold the same lines.
 
 import { test } from 'node:test';
+import dgram from 'node:dgram';
 import assert from 'node:assert/strict';
 import { converse, flavors, logLines, startBackend, upperEcho, waitForLines } from './stream-kit.ts';
 
-const conf = (echo: number) => `
+const conf = (echo: number, syslog: number) => `
 events {}
 stream {
     log_format plain '$server_port $status $bytes_sent $protocol $remote_addr $server_addr "$upstream_addr"';
@@ -30,6 +31,7 @@ stream {
         listen 127.0.0.1:%%PORT_8082%%;
         return "$greeting\\n";
         access_log %%PREFIX%%/all.log plain if=$greeting;
+        access_log syslog:server=127.0.0.1:${syslog},tag=stream,nohostname esc;
     }
     server {
         listen 127.0.0.1:%%PORT_8083%%;
@@ -69,7 +71,12 @@ for (const flavor of flavors) {
   test(`stream modules (${flavor.name})`, { skip: flavor.skip }, async (t) => {
     const echo = await startBackend(upperEcho);
     t.after(() => echo.close());
-    const srv = await flavor.start({ conf: conf(echo.port) });
+    const syslog = dgram.createSocket('udp4');
+    const datagrams: string[] = [];
+    syslog.on('message', (m) => datagrams.push(m.toString('latin1')));
+    await new Promise<void>((r) => syslog.bind(0, '127.0.0.1', () => r()));
+    t.after(() => syslog.close());
+    const srv = await flavor.start({ conf: conf(echo.port, syslog.address().port) });
     t.after(() => srv.stop());
     const out: Record<string, unknown> = {};
     observed.set(flavor.name, out);
@@ -84,6 +91,12 @@ for (const flavor of flavors) {
     await t.test('a map regex capture reaches the value', async () => {
       const r = await converse(srv.port(8082), []);
       assert.deepEqual(r, { data: `digit ${digit}\n`, end: 'fin' });
+    });
+
+    await t.test('access_log to syslog: one datagram per session', async () => {
+      for (let i = 0; i < 50 && datagrams.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      out.syslog = datagrams.map((d) => d.replace(/^(<\d+>)\w{3} [ \d]\d \d\d:\d\d:\d\d /, '$1TIME ').replace(`digit ${digit}`, 'digit D'));
+      assert.deepEqual(out.syslog, ['<190>TIME stream: [digit D]']);
     });
 
     await t.test('deny closes the connection before proxying', async () => {

@@ -3,8 +3,8 @@
  * `open_log_file_cache` of the stream block; one line per session and log
  * when the session ends. Unlike http there is no default log and no
  * built-in format: a format must be defined before an access_log names it.
- * Format parsing and escaping are the http log module's; files are the
- * core's LogFile (one write per turn of the event loop, `buffer=`,
+ * Format parsing, escaping and syslog are the http log module's; files are
+ * the core's LogFile (one write per turn of the event loop, `buffer=`,
  * `flush=`, `gzip`, reopened on USR1).
  */
 import fs from 'node:fs';
@@ -21,7 +21,9 @@ import { checkLogFile, LogLevel, openAppend, writeAll } from '../../core/error-l
 import { LogFile } from '../../core/log-file.ts';
 import { escapeDefault, escapeJson, parseFormat } from '../../http/modules/log/format.ts';
 import type { Escape, FormatPart } from '../../http/modules/log/format.ts';
+import { SyslogPeer } from '../../http/modules/log/syslog.ts';
 import { OpenLogFileCache } from '../../http/modules/log/variable-path.ts';
+import { checkSyslog } from '../../core/modules/core.ts';
 import { compileComplex } from '../../http/variables.ts';
 import type { ComplexValue, VariableRegistry } from '../../http/variables.ts';
 import { streamConf, streamMainOf } from '../conf.ts';
@@ -39,6 +41,8 @@ interface AccessLog {
   format: StreamLogFormat;
   /** A path without variables: shared by every directive naming it. */
   file?: LogFile;
+  /** `syslog:server=…`. */
+  syslog?: SyslogPeer;
   /** A path with variables: the file is opened for each line. */
   path?: ComplexValue<StreamSession>;
   /** `if=`: no line when empty or "0". */
@@ -60,8 +64,8 @@ const logSrv = defineSlot<LogSrvConf>('stream_log_srv', () => ({}), (parent, chi
   if (child.cache === undefined) child.cache = parent.cache;
 });
 
-const logMain = defineSlot<{ formats: StreamLogFormat[]; files: Map<string, LogFile>; caches: OpenLogFileCache[] }>(
-  'stream_log_main', () => ({ formats: [], files: new Map(), caches: [] }));
+const logMain = defineSlot<{ formats: StreamLogFormat[]; files: Map<string, LogFile>; caches: OpenLogFileCache[]; syslogs: SyslogPeer[] }>(
+  'stream_log_main', () => ({ formats: [], files: new Map(), caches: [], syslogs: [] }));
 
 /** Compiles a format into one function of the session (ngx_stream_log_compile_format). */
 function compileFormat(vars: VariableRegistry<StreamSession>, parts: FormatPart[], escape: Escape): Render {
@@ -102,13 +106,17 @@ function setLog(cf: ConfContext, node: ConfNode): void {
     if (a.length > 1) throw cf.error(`invalid parameter "${a[1]}"`);
     return;
   }
-  if (a[0].startsWith('syslog:')) throw cf.error('logging to syslog is not supported');
   const main = cf.at('stream', logMain);
   const vars = streamMainOf(cf).variables;
   const log = {} as AccessLog;
   // nginx's ngx_conf_full_name: relative to the prefix, by plain concatenation
   const full = a[0].startsWith('/') ? a[0] : cf.paths.prefix + a[0];
-  if (a[0].includes('$')) log.path = compileComplex(cf, vars, full);
+  if (a[0].startsWith('syslog:')) {
+    checkSyslog(cf, a[0].slice(7));
+    log.syslog = new SyslogPeer(a[0].slice(7));
+    if (log.syslog.unix) cf.warn('syslog over a unix socket is not supported, its lines are dropped');
+    main.syslogs.push(log.syslog);
+  } else if (a[0].includes('$')) log.path = compileComplex(cf, vars, full);
   else {
     log.file = main.files.get(full);
     if (!log.file) main.files.set(full, log.file = new LogFile(full));
@@ -140,6 +148,7 @@ function setLog(cf: ConfContext, node: ConfNode): void {
   }
   if (flushMs && !size) throw cf.error(`no buffer is defined for access_log "${a[0]}"`);
   if (size) {
+    if (log.syslog) throw cf.error('logs to syslog cannot be buffered');
     if (!log.file) throw cf.error('buffered logs cannot have variables in name');
     const b = log.file.buffer;
     if (b && (b.size !== size || b.flushMs !== flushMs || b.gzip !== gzip)) {
@@ -203,6 +212,10 @@ function logHandler(s: StreamSession): void {
       const v = log.filter.evaluate(s);
       if (v === '' || v === '0') continue;
     }
+    if (log.syslog) {
+      log.syslog.send(log.format.render(s));
+      continue;
+    }
     const line = log.format.render(s) + '\n';
     if (log.file) log.file.write(line);
     else writeToPath(s, log.path!.evaluate(s), conf.cache ?? undefined, line);
@@ -237,6 +250,7 @@ export const streamLogModule: StreamModule = {
     const closeAll = () => {
       for (const f of main.files.values()) f.close();
       for (const c of main.caches) c.close();
+      for (const p of main.syslogs) p.close();
     };
     // a file that cannot be opened fails this configuration (the start, or the reload), as in nginx
     for (const f of main.files.values()) {
