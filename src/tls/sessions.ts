@@ -25,9 +25,10 @@ let placeholderContext: tls.SecureContext | undefined;
 /**
  * The `server` object for one handshake with `settings` (one per
  * connection: the events carry no socket, so the hub holds the
- * connection's ClientHello itself).
+ * connection's ClientHello itself); none when there is nothing to ask.
  */
-export function sessionHub(settings: ServerTls, hello: ClientHello | undefined): EventEmitter {
+export function sessionHub(settings: ServerTls, hello: ClientHello | undefined): EventEmitter | undefined {
+  if (!settings.sessionStore && !settings.stapler) return undefined;
   const hub = new EventEmitter() as Hub;
   // Node reads a context from its server before asking for an OCSP staple; the staple itself comes from `settings`
   hub._sharedCreds = placeholderContext ??= tls.createSecureContext();

@@ -76,6 +76,26 @@ test('a shared cache resumes sessions in every worker (TLS 1.3 and 1.2, tickets 
   assert.ok(tids.size >= 2, `connections reached both workers (${[...tids]})`);
 });
 
+test('a full shared cache drops its oldest sessions and keeps serving the newest', async (t) => {
+  const srv = await startGatehouse({
+    conf: conf(`
+    server {
+        listen 127.0.0.1:%%PORT_8443%% ssl;
+        ssl_session_cache shared:SMALL:32k;
+        ssl_session_tickets off;
+        location / { return 200 "$ssl_session_reused"; }
+    }`),
+    files,
+  });
+  t.after(() => srv.stop());
+  const port = srv.port(8443);
+  const oldest = await tlsExchange(port);
+  let latest = oldest;
+  for (let i = 0; i < 150; i++) latest = await tlsExchange(port);
+  assert.equal(bodyOf((await tlsExchange(port, { session: latest.session })).data), 'r', 'the newest session resumes');
+  assert.equal(bodyOf((await tlsExchange(port, { session: oldest.session })).data), '.', 'the oldest was evicted');
+});
+
 test('builtin caches resume; off and none do not', async (t) => {
   const srv = await startGatehouse({
     conf: conf(`
