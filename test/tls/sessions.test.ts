@@ -96,6 +96,29 @@ test('a full shared cache drops its oldest sessions and keeps serving the newest
   assert.equal(bodyOf((await tlsExchange(port, { session: oldest.session })).data), '.', 'the oldest was evicted');
 });
 
+test('sessions survive a reload (shared cache, and tickets with the generated keys)', async (t) => {
+  const srv = await startGatehouse({
+    conf: conf(`
+    server {
+        listen 127.0.0.1:%%PORT_8443%% ssl;
+        ssl_session_cache shared:SSL:1m;
+        ssl_session_tickets off;
+        location / { return 200 "$ssl_session_reused"; }
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8444%% ssl;
+        location / { return 200 "$ssl_session_reused"; }
+    }`, 2),
+    files,
+  });
+  t.after(() => srv.stop());
+  const cached = await tlsExchange(srv.port(8443));
+  const ticket = await tlsExchange(srv.port(8444));
+  await srv.reload();
+  assert.equal(bodyOf((await tlsExchange(srv.port(8443), { session: cached.session })).data), 'r', 'cache');
+  assert.equal(bodyOf((await tlsExchange(srv.port(8444), { session: ticket.session })).data), 'r', 'ticket');
+});
+
 test('builtin caches resume; off and none do not', async (t) => {
   const srv = await startGatehouse({
     conf: conf(`
