@@ -17,7 +17,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 /** Sends `request`, waits `ms` without reading, then closes: FIN (end) or RST (reset). */
 function closeEarly(port: number, request: string, ms: number, how: 'fin' | 'reset'): Promise<void> {
-  return new Promise((resolve, reject) => {
+  return new Promise((resolve) => {
     const sock = net.connect(port, '127.0.0.1', () => {
       sock.write(request);
       setTimeout(() => {
@@ -27,7 +27,8 @@ function closeEarly(port: number, request: string, ms: number, how: 'fin' | 'res
     });
     sock.on('error', () => undefined);
     sock.on('close', () => resolve());
-    sock.setTimeout(15000, () => reject(new Error('no close')));
+    // the server may keep a half-closed connection open: give up waiting after the held-back response
+    sock.setTimeout(4000, () => { sock.destroy(); resolve(); });
   });
 }
 
@@ -163,6 +164,7 @@ test('the same lines as nginx', { skip: nginxSkip }, async () => {
 test('499 for a client that half-closes (FIN) while the response is held back', { todo: 'the HTTP core keeps half-closed connections waiting for their answer' }, async (t) => {
   const srv = await startGatehouse({ conf: statusConf, files: { htpasswd: 'user:$apr1$x$y\n' } });
   t.after(() => srv.stop());
-  await closeEarly(srv.port(8080), `GET /slow?fin HTTP/1.1\r\n${H}\r\n`, 200, 'fin');
-  assert.deepEqual(await waitLines(srv, 's.log', 1), ['"GET /slow?fin HTTP/1.1" 499 0 43']);
+  // (Connection: close, so that a server answering anyway closes at once)
+  await closeEarly(srv.port(8080), `GET /slow?fin HTTP/1.1\r\n${H}Connection: close\r\n\r\n`, 200, 'fin');
+  assert.deepEqual(await waitLines(srv, 's.log', 1), ['"GET /slow?fin HTTP/1.1" 499 0 62']);
 });
