@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import { startOrigin, startProxy, type BenchServer } from './servers.ts';
 import { idleConnections, streamBody, wrkRun, type WrkResult } from './cases.ts';
 import { cpuMicros } from './proc.ts';
+import { handshakeRun, startTlsServer, tlsKeepalive } from './tls.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY?.split(',');
@@ -58,6 +59,34 @@ async function throughputCase(label: string, path: string, servers: Record<'ngin
   if (n.errors || g.errors) console.log(`  socket errors/non-2xx: nginx ${n.errors}, gatehouse ${g.errors}`);
 }
 
+async function tlsCases(): Promise<void> {
+  const tlsServers = { nginx: await startTlsServer('nginx'), gatehouse: await startTlsServer('gatehouse') };
+  try {
+    const cases = [
+      ['full handshake, ECDSA P-256', 'ecdsa', false],
+      ['full handshake, RSA 2048', 'rsa', false],
+      ['resumed handshake, session cache', 'cache', true],
+      ['resumed handshake, session tickets', 'tickets', true],
+    ] as const;
+    for (const [label, port, resume] of cases) {
+      const n = await handshakeRun(tlsServers.nginx, tlsServers.nginx.ports[port], resume, SECONDS);
+      const g = await handshakeRun(tlsServers.gatehouse, tlsServers.gatehouse.ports[port], resume, SECONDS);
+      console.log(`\nTLS ${label} (with one small request)`);
+      report('CPU per handshake', 'µs', n.cpuPerHandshake, g.cpuPerHandshake, true);
+      report('handshakes per CPU second', '/s', 1e6 / n.cpuPerHandshake, 1e6 / g.cpuPerHandshake, false);
+      if (resume) console.log(`  resumed: nginx ${(n.resumedShare * 100).toFixed(0)}%, gatehouse ${(g.resumedShare * 100).toFixed(0)}%`);
+    }
+    const n = await tlsKeepalive(tlsServers.nginx, SECONDS);
+    const g = await tlsKeepalive(tlsServers.gatehouse, SECONDS);
+    console.log('\nkeepalive requests over TLS (small GET)');
+    report('CPU per request', 'µs', n.cpuPerReq, g.cpuPerReq, true);
+    report('requests/s', 'req/s', n.rps, g.rps, false);
+  } finally {
+    await tlsServers.nginx.stop();
+    await tlsServers.gatehouse.stop();
+  }
+}
+
 async function main(): Promise<void> {
   for (const c of ['nginx', 'wrk', 'taskset']) need(c);
   const origin = await startOrigin();
@@ -85,6 +114,7 @@ async function main(): Promise<void> {
   } finally {
     for (const s of [servers.nginx, servers.gatehouse, origin]) await s.stop();
   }
+  if (!ONLY || ONLY.includes('tls')) await tlsCases();
   const out = process.env.BENCH_JSON;
   if (out) fs.writeFileSync(out, JSON.stringify(rows, null, 2));
 }

@@ -22,14 +22,14 @@ const PROXY_CORE = CORES > 1 ? 1 : 0;
 const LOAD_CORE = 0;
 
 /** Pins every process and thread of `pid`'s tree to `core`. */
-function pin(pid: number, core: number): void {
+export function pinTree(pid: number, core: number): void {
   for (const p of processTree(pid)) execFileSync('taskset', ['-a', '-p', '-c', String(core), String(p)], { stdio: 'ignore' });
 }
 
 export const SMALL_BODY = 'x'.repeat(99) + '\n';
 
 async function wrap(kind: BenchServer['kind'], s: RunningServer, port: number, core: number): Promise<BenchServer> {
-  pin(s.pid, core);
+  pinTree(s.pid, core);
   return { kind, port, pid: s.pid, core, stop: async () => { await s.stop(); } };
 }
 
@@ -90,4 +90,4 @@ export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number
   return wrap(kind, s, port, PROXY_CORE);
 }
 
-export { LOAD_CORE };
+export { LOAD_CORE, PROXY_CORE };
