@@ -125,7 +125,7 @@ export class HttpAddressServer {
     this.connections.add(conn);
     socket.once('close', () => this.connections.delete(conn));
     if (this.shuttingDown) conn.closing = true;
-    if (this.addr.ssl && secureAccept) secureAccept(this, conn, socket);
+    if ((this.addr.ssl || this.addr.http2) && secureAccept) secureAccept(this, conn, socket);
     else this.server.emit('connection', socket);
   }
 

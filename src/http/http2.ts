@@ -10,6 +10,7 @@
  */
 import http2 from 'node:http2';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { HttpAddressServer, HttpConnection } from './connection.ts';
 import type { AddressConf, ServerConf } from './http-conf.ts';
@@ -58,8 +59,8 @@ function adaptResponse(res: http2.Http2ServerResponse): void {
   };
 }
 
-/** Serves HTTP/2 on a TLS socket that negotiated `h2`. */
-export function serveHttp2(server: HttpAddressServer, conn: HttpConnection, socket: TLSSocket, named: ServerConf): void {
+/** Serves HTTP/2 on a TLS socket that negotiated `h2`, or a plain one that sent the HTTP/2 preface (h2c). */
+export function serveHttp2(server: HttpAddressServer, conn: HttpConnection, socket: Socket, named: ServerConf): void {
   conn.socket = socket;
   // a server-side TLS socket keeps `secureConnecting` set (only clients get 'secureConnect'),
   // which would make node:http2 wait for that event forever before reading

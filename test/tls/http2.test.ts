@@ -11,6 +11,7 @@ import http2 from 'node:http2';
 import os from 'node:os';
 import path from 'node:path';
 import { startGatehouse } from '../kit/server.ts';
+import { rawRequest } from '../kit/client.ts';
 import { CertFactory } from './certs.ts';
 import { bodyOf, tlsExchange } from './client.ts';
 
@@ -24,9 +25,9 @@ after(() => fs.rmSync(certs.dir, { recursive: true, force: true }));
 
 interface H2Response { status: number; headers: http2.IncomingHttpHeaders; body: string }
 
-function h2get(port: number, paths: string[], authority = 'localhost'): Promise<H2Response[]> {
+function h2get(port: number, paths: string[], authority = 'localhost', scheme = 'https'): Promise<H2Response[]> {
   return new Promise((resolve, reject) => {
-    const session = http2.connect(`https://127.0.0.1:${port}`, { rejectUnauthorized: false, servername: authority });
+    const session = http2.connect(`${scheme}://127.0.0.1:${port}`, { rejectUnauthorized: false, servername: authority });
     session.on('error', reject);
     // several streams at once on one connection
     Promise.all(paths.map((p) => new Promise<H2Response>((res, rej) => {
@@ -64,6 +65,10 @@ http {
         location / { return 200 "$http2"; }
     }
     server {
+        listen 127.0.0.1:%%PORT_8446%% http2;
+        location / { return 200 "$http2:$server_protocol"; }
+    }
+    server {
         listen 127.0.0.1:%%PORT_8445%% ssl;
         server_name localhost;
         ssl_certificate localhost.crt;
@@ -96,4 +101,9 @@ test('HTTP/2 by ALPN through the same pipeline, HTTP/1.1 on the same port', asyn
   const plain = await tlsExchange(srv.port(8445), { ALPNProtocols: ['h2', 'http/1.1'] });
   assert.equal(plain.alpn, 'http/1.1');
   assert.equal(bodyOf(plain.data), 'HTTP/1.0');
+
+  // without TLS: HTTP/2 with prior knowledge, and HTTP/1.x on the same port
+  const [h2c] = await h2get(srv.port(8446), ['/'], 'localhost', 'http');
+  assert.equal(h2c.body, 'h2c:HTTP/2.0');
+  assert.equal(bodyOf(await rawRequest(srv.port(8446), 'GET / HTTP/1.0\r\n\r\n')), ':HTTP/1.0');
 });

@@ -1,7 +1,9 @@
 /**
  * ngx_http_v2_module: `http2 on|off`, the `http2_*` settings and `$http2`.
  * HTTP/2 runs on TLS listeners, chosen by ALPN (`listen … ssl http2` or
- * `http2 on` in the server selected by SNI); see src/http/http2.ts.
+ * `http2 on` in the server selected by SNI), and without TLS on `listen …
+ * http2` addresses for clients that start with the HTTP/2 preface (h2c);
+ * see src/http/http2.ts.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
@@ -80,6 +82,6 @@ export const http2Module: HttpModule = {
     ignored('http2_max_concurrent_pushes', Ctx.HTTP | Ctx.SERVER),
   ],
   variables: [
-    { name: 'http2', get: (r) => (r.httpVersion === '2.0' ? 'h2' : '') },
+    { name: 'http2', get: (r) => (r.httpVersion !== '2.0' ? '' : r.conn.tls ? 'h2' : 'h2c') },
   ],
 };

@@ -36,6 +36,7 @@ export const handshakeServerName = new WeakMap<HttpConnection, string>();
 
 export function secureAccept(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
   const addr = server.addr;
+  if (!addr.ssl) return acceptCleartext(server, conn, socket);
   const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
   socket.setTimeout(timeout, () => socket.destroy());
   let buffered: Buffer = Buffer.alloc(0);
@@ -58,6 +59,25 @@ export function secureAccept(server: HttpAddressServer, conn: HttpConnection, so
   const onEnd = () => socket.destroy();
   socket.on('data', onData);
   socket.once('end', onEnd);
+}
+
+const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/** `listen … http2` without TLS: HTTP/2 with prior knowledge (h2c) when the client starts with its preface, else HTTP/1.x. */
+function acceptCleartext(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
+  let buffered: Buffer = Buffer.alloc(0);
+  const onData = (chunk: Buffer) => {
+    buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
+    const n = Math.min(buffered.length, H2_PREFACE.length);
+    const preface = buffered.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+    if (preface && n < H2_PREFACE.length) return;
+    socket.off('data', onData);
+    socket.pause();
+    if (!preface) return server.serve(conn, socket, buffered);
+    socket.unshift(buffered);
+    serveHttp2(server, conn, socket, server.addr.defaultServer);
+  };
+  socket.on('data', onData);
 }
 
 /** nginx's SNI rules: a name that selects a server block, or undefined (the default server serves). */

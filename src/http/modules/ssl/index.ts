@@ -19,6 +19,7 @@ import type { ServerTlsConfig } from '../../../tls/server-tls.ts';
 import { sessionIdOf } from '../../../tls/der.ts';
 import { isOptionalVerifyError } from '../../../tls/verify.ts';
 import { coreLoc } from '../core/settings.ts';
+import { http2Srv } from '../http2.ts';
 import { sslDirectives, sslSrv } from './conf.ts';
 import { secureAccept, serverTls } from './handshake.ts';
 import { sslVariables } from './variables.ts';
@@ -45,6 +46,8 @@ function postconfiguration(http: HttpMainConf): void {
   setSecureAccept(secureAccept);
   const sslServers = new Set<ServerConf>();
   for (const addr of http.addresses.values()) {
+    // without TLS there is no SNI: `http2 on` of the default server decides, as in nginx
+    if (!addr.ssl && addr.defaultServer.level.get(http2Srv).enable) addr.http2 = true;
     if (!addr.ssl) continue;
     for (const s of addr.servers) sslServers.add(s);
     // nginx: the default server of a TLS address needs certificates, unless it rejects handshakes
