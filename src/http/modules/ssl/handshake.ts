@@ -123,8 +123,9 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
     if (hello?.serverName !== undefined) handshakeServerName.set(conn, hello.serverName);
     ctx = settings.contextFor((cv) => cv.evaluate(handshakeRequest(server, conn, named)));
   } catch (err) {
-    if (!(err instanceof CertLoadError)) throw err;
-    connectionLog(server, conn, LogLevel.error, `${err.message} while SSL handshaking`);
+    // a certificate that cannot be used fails this handshake only (nginx's certificate callback)
+    const text = err instanceof CertLoadError ? err.message : `cannot use certificate: ${(err as Error).message}`;
+    connectionLog(server, conn, LogLevel.error, `${text} while SSL handshaking`);
     refuse(socket, ALERT_INTERNAL_ERROR);
     return;
   }
@@ -141,7 +142,9 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
   tlsSocket.on('error', (err: Error) => {
     // after the handshake, errors belong to HTTP (which has its own handler)
     if (!established) {
-      const text = err.message.replace(/^[0-9A-F]+:error:/, 'error:').replace(/:[^:]*\.c:\d+:.*$/s, '');
+      // OpenSSL 3's text as nginx prints it: `error:0A0000C1:SSL routines::no shared cipher`
+      const text = err.message.replace(/^[0-9A-F]+:error:/, 'error:').replace(/:[^:]*\.c:\d+:.*$/s, '')
+        .replace(/^(error:[0-9A-F]+:[^:]+:)[^:]*:/, '$1:');
       connectionLog(server, conn, LogLevel.info, `SSL_do_handshake() failed (SSL: ${text}) while SSL handshaking`);
     }
     tlsSocket.destroy();
@@ -165,7 +168,7 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
       if (tlsSocket.alpnProtocol === 'h2') serveHttp2(server, conn, tlsSocket, named);
       else server.serve(conn, tlsSocket);
     };
-    void verifyClient(settings, tlsSocket).then((result) => {
+    void verifyClient(settings, tlsSocket).catch(() => ({ code: 1, reason: 'unspecified certificate verification error' })).then((result) => {
       info.verify = result;
       // TLS 1.3 session tickets are issued right after 'secure' and reach the session
       // cache through tlsSocket.server, which node:http replaces: hand over after them
