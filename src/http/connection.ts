@@ -1,24 +1,75 @@
 /**
- * The HTTP side of one listening address in a worker: a node:http server
- * (llhttp) fed with the sockets the worker accepts, per-connection state,
- * and the hand-off of each request to the phase engine.
+ * One client connection (nginx's ngx_connection_t + ngx_http_connection_t):
+ * the read loop and the connection's life between requests.
+ *
+ * Bytes reach node:http (llhttp) only through this loop. A request head is
+ * read with nginx's grammar and limits first (src/http/request-head.ts);
+ * llhttp then gets a canonical request line and the header block, and the
+ * body bytes up to the end of the body (src/http/body-framing.ts).
+ * Requests are served one at a time, as nginx does: bytes of a pipelined
+ * request wait until the current one is answered. After a response the
+ * connection stays open (keepalive_timeout), lingers (lingering_close) or
+ * closes; client_header_timeout and send_timeout apply here.
+ * See docs/http-parsing.md.
  */
 import http from 'node:http';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { Writable } from 'node:stream';
 import { nextConnectionNumber } from '../core/shared.ts';
-import type { AddressConf, HttpMainConf } from './http-conf.ts';
-import { coreLoc, coreSrv, CORE_LOC_DEFAULTS, CORE_SRV_DEFAULTS } from './modules/core/settings.ts';
-import { handleRequest, rejectMalformed } from './phases.ts';
+import { LogLevel, mainErrorLog } from '../core/error-log.ts';
+import { markIdle } from '../core/graceful.ts';
+import type { AddressServer } from './address-server.ts';
+import { BodyFraming } from './body-framing.ts';
+import type { AddressConf } from './http-conf.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import { handleRequest } from './phases.ts';
+import { HEAD_DONE, HEAD_ERROR, HeadReader, RequestHead } from './request-head.ts';
 import { HttpRequest } from './request.ts';
-import { parseTarget } from './uri.ts';
-import { selectServer } from './virtual-server.ts';
+import { requestLog } from './request-log.ts';
 import type { TlsConnection } from '../tls/connection-info.ts';
+
+export { AddressServer as HttpAddressServer, setSecureAccept } from './address-server.ts';
+export type { SecureAccept } from './address-server.ts';
 
 /** On an upgrade request: the bytes that came after its head (null once a tunnel took the socket). */
 export const UPGRADE_HEAD = Symbol('upgradeHead');
 
-/** Per-connection state (nginx's ngx_connection_t plus ngx_http_connection_t). */
+/** Where the read loop is. */
+const READ_HEAD = 0;
+/** Body bytes go to llhttp. */
+const READ_BODY = 1;
+/** A request is being answered; later bytes wait. */
+const WAIT = 2;
+/** Response sent, FIN sent: reading and discarding until the client closes (lingering_close). */
+const LINGER = 3;
+/** The socket belongs to someone else (an upgraded connection) or is closed. */
+const DETACHED = 4;
+
+const T_NONE = 0;
+const T_HEADER = 1;
+const T_KEEPALIVE = 2;
+const T_SEND = 3;
+const T_LINGER = 4;
+
+/** Bytes of pipelined requests held before reading pauses. */
+const HOLD_LIMIT = 64 * 1024;
+
+/** Canonical request lines for llhttp ("GET / HTTP/1.1"), by method, for HTTP/1.0 and 1.1. */
+const requestLines = [new Map<string, Buffer>(), new Map<string, Buffer>()];
+/** Methods llhttp knows; others go in as GET (only CONNECT changes its framing, and nginx refuses it). */
+const LLHTTP_METHODS = new Set(http.METHODS);
+
+function canonicalLine(method: string, version: number): Buffer {
+  const cache = requestLines[version > 1000 ? 1 : 0];
+  let line = cache.get(method);
+  if (!line) {
+    const m = LLHTTP_METHODS.has(method) && method !== 'CONNECT' ? method : 'GET';
+    line = Buffer.from(`${m} / HTTP/1.${version > 1000 ? 1 : 0}\r\n`, 'latin1');
+    if (cache.size < 64) cache.set(method, line);
+  }
+  return line;
+}
+
 export class HttpConnection {
   readonly number: number;
   /** The client socket; on `listen … ssl` the TLS socket once the handshake is done (src/tls). */
@@ -32,12 +83,37 @@ export class HttpConnection {
   /** The cycle is shutting down: finish the current request, then close. */
   closing = false;
   keepaliveDisabled = false;
-  /** Request being processed, if any (for graceful shutdown). */
+  /** Request being processed, if any. */
   active: HttpRequest | undefined;
+  /** When the connection last went idle and its bytes read then (graceful shutdown, src/core/graceful.ts). */
+  idleSince = Date.now();
+  idleBytes = 0;
   readonly remoteAddress: string;
   readonly remotePort: number;
   readonly localAddress: string;
   readonly localPort: number;
+  /** The head being handed to node:http, taken by the request it produces. */
+  incoming: RequestHead | undefined;
+
+  private server: AddressServer | undefined;
+  private reader: HeadReader | undefined;
+  private pending: Buffer | undefined;
+  private phase = READ_HEAD;
+  private framing: BodyFraming | undefined;
+  private feed: ((d: Buffer) => void) | undefined;
+  private bodyDone = true;
+  private responseDone = true;
+  private clientEnded = false;
+  /** llhttp refused bytes of a body: nothing more goes to it. */
+  private broken = false;
+  /** One timer per connection; `due` is when the current kind expires (the timer may fire early and re-arm). */
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = 0;
+  private timerKind = T_NONE;
+  private due = 0;
+  private lingerUntil = 0;
+  private lingerTimeout = 0;
+  private sentMark = 0;
 
   constructor(socket: Socket, addr: AddressConf) {
     this.number = nextConnectionNumber();
@@ -52,123 +128,381 @@ export class HttpConnection {
       this.localAddress = 'unix:' + addr.spec.path;
     }
   }
+
+  /** Starts reading requests from `socket` for `server`; `initial` is what was read from it already. */
+  start(server: AddressServer, socket: Socket, initial?: Buffer): void {
+    this.server = server;
+    this.socket = socket;
+    // a client may half-close after its request and still read the answer
+    socket.allowHalfOpen = true;
+    // keep node:http from reading the socket itself (it would consume the handle in C++)
+    const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;
+    if (handle) handle._consumed = true;
+    server.server.emit('connection', socket);
+    const listeners = socket.listeners('data');
+    this.feed = listeners[listeners.length - 1] as (d: Buffer) => void;
+    socket.removeListener('data', this.feed);
+    socket.on('data', this.onData);
+    socket.on('end', this.onEnd);
+    socket.once('close', this.onClose);
+    this.reader = new HeadReader(server.headContext);
+    this.setTimer(server.headerTimeout, T_HEADER);
+    if (initial?.length) this.onData(initial);
+  }
+
+  /** Whether bytes of a request head are in (graceful shutdown waits for such a request). */
+  get reading(): boolean {
+    return this.reader?.started === true || this.pending !== undefined;
+  }
+
+  private onData = (chunk: Buffer): void => {
+    if (this.phase === LINGER) {
+      if (Date.now() >= this.lingerUntil) this.socket.destroy();
+      else this.setTimer(this.lingerTimeout, T_LINGER);
+      return;
+    }
+    if (this.phase === DETACHED) return;
+    this.pending = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
+    this.pump();
+  };
+
+  /** Processes pending bytes as far as the current state allows. */
+  private pump(): void {
+    while (this.pending !== undefined) {
+      // node:http paused reading because the client is slow to take responses
+      if ((this.socket as unknown as { _paused?: boolean })._paused) return;
+      if (this.phase === READ_HEAD) {
+        if (!this.readHead()) return;
+      } else if (this.phase === READ_BODY) {
+        this.readBody();
+      } else {
+        if (this.phase === WAIT && this.pending.length > HOLD_LIMIT) this.socket.pause();
+        return;
+      }
+    }
+  }
+
+  private readHead(): boolean {
+    const server = this.server!;
+    const reader = this.reader!;
+    const b = this.pending!;
+    if (this.timerKind !== T_HEADER) this.setTimer(server.headerTimeout, T_HEADER);
+    const rc = reader.feed(b);
+    if (rc !== HEAD_DONE && rc !== HEAD_ERROR) return false;
+    const head = reader.head;
+    this.clearTimer();
+    if (rc === HEAD_ERROR) {
+      this.pending = undefined;
+      this.manualRequest(head);
+      return false;
+    }
+    this.pending = b.length > head.end ? b.subarray(head.end) : undefined;
+    this.framing = head.contentLength > 0 || head.chunked ? new BodyFraming(head.contentLength, head.chunked) : undefined;
+    this.bodyDone = this.framing === undefined;
+    this.responseDone = false;
+    this.phase = this.bodyDone ? WAIT : READ_BODY;
+    if (head.version === 9) {
+      this.manualRequest(head);
+      return true;
+    }
+    this.incoming = head;
+    this.feed!(canonicalLine(head.method, head.version));
+    this.feed!(head.rewritten ?? b.subarray(head.headersStart, head.end));
+    const r = this.active;
+    if (this.incoming !== undefined || !r) {
+      // llhttp produced no request from a head nginx accepted: never guess, close
+      this.incoming = undefined;
+      this.socket.destroy();
+      return false;
+    }
+    if (this.phase === DETACHED) {
+      // an upgraded connection: what follows the head belongs to the tunnel
+      if (this.pending) this.socket.unshift(this.pending);
+      this.pending = undefined;
+      handleRequest(r, true);
+      return false;
+    }
+    // body bytes already here go to llhttp before the request runs, so a bad body is its 400 as in nginx
+    if (this.phase === READ_BODY && this.pending && !(this.socket as unknown as { _paused?: boolean })._paused) this.readBody();
+    handleRequest(r, true);
+    return true;
+  }
+
+  private readBody(): void {
+    const b = this.pending!;
+    if (this.broken) {
+      this.pending = undefined;
+      return;
+    }
+    const framing = this.framing!;
+    const end = framing.consume(b, 0, b.length);
+    this.pending = end < b.length ? b.subarray(end) : undefined;
+    if (this.active) this.active.bodyRead += end;
+    if (end > 0) this.feed!(end < b.length ? b.subarray(0, end) : b);
+    if (this.broken) {
+      this.pending = undefined;
+      return;
+    }
+    if (!framing.done || this.phase !== READ_BODY) return;
+    const req = this.active?.req;
+    if (req !== undefined && !req.complete) {
+      // llhttp did not end the message where the framing did
+      this.socket.destroy();
+      return;
+    }
+    this.bodyDone = true;
+    this.phase = WAIT;
+    if (this.responseDone && this.active) this.afterResponse(this.active);
+  }
+
+  /** node:http made a request of the head just fed (called from the 'request' event). */
+  takeHead(): RequestHead | undefined {
+    const head = this.incoming;
+    this.incoming = undefined;
+    return head;
+  }
+
+  /** A request starts (from node:http, or built here for an error or HTTP/0.9). */
+  requestStarted(r: HttpRequest): void {
+    this.active = r;
+    this.sentMark = this.socket.bytesWritten;
+    const send = r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout;
+    this.setTimer(send, T_SEND);
+    r.res.once('finish', this.onFinish);
+  }
+
+  /** llhttp refused the body: no keepalive, and no more bytes for it. */
+  markBroken(): void {
+    this.broken = true;
+    this.keepaliveDisabled = true;
+    this.bodyDone = true;
+    if (this.phase === READ_BODY) this.phase = WAIT;
+  }
+
+  /** An upgrade request took the socket over (node:http freed its parser). */
+  detach(): void {
+    this.phase = DETACHED;
+    this.clearTimer();
+    this.socket.removeListener('data', this.onData);
+  }
+
+  private onFinish = (): void => {
+    if (this.active) this.responseFinished(this.active);
+  };
+
+  private responseFinished(r: HttpRequest): void {
+    r.completed = true;
+    if (this.active !== r || this.phase === DETACHED) return;
+    this.responseDone = true;
+    this.clearTimer();
+    if (!r.keepalive || this.closing || this.clientEnded || this.keepaliveDisabled) {
+      this.close(r);
+      return;
+    }
+    if (this.bodyDone) {
+      this.afterResponse(r);
+      return;
+    }
+    // the body nobody read is read and thrown away before the next request (ngx_http_discard_request_body)
+    const core = r.level.get(coreLoc);
+    this.setTimer(core.lingeringTimeout ?? CORE_LOC_DEFAULTS.lingeringTimeout, T_LINGER);
+  }
+
+  /** The request is done and the connection stays: wait for (or read) the next one. */
+  private afterResponse(r: HttpRequest): void {
+    this.active = undefined;
+    this.framing = undefined;
+    markIdle(this, this.socket);
+    if (this.closing) {
+      this.close(r);
+      return;
+    }
+    this.reader!.reset();
+    this.reader!.head.pipelined = this.pending !== undefined;
+    this.phase = READ_HEAD;
+    const core = r.level.get(coreLoc);
+    this.setTimer(core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout, T_KEEPALIVE);
+    if (this.socket.isPaused() && !(this.socket as unknown as { _paused?: boolean })._paused) this.socket.resume();
+    this.pump();
+  }
+
+  /** Closes after a response: with lingering_close as nginx decides, else at once. */
+  private close(r: HttpRequest | undefined): void {
+    if (this.phase === LINGER || this.phase === DETACHED) return;
+    this.active = undefined;
+    const core = r?.level.get(coreLoc);
+    const mode = core?.lingeringClose ?? 'on';
+    const hadBody = r !== undefined && (r.head.contentLength > 0 || r.head.chunked) && r.status !== 400;
+    const linger = mode === 'always' || (mode === 'on' && (hadBody || !this.bodyDone || this.pending !== undefined
+      || r?.head.error === 414 || r?.head.error === 494));
+    this.pending = undefined;
+    if (!linger || this.clientEnded) {
+      this.phase = DETACHED;
+      this.clearTimer();
+      this.socket.destroySoon();
+      return;
+    }
+    this.phase = LINGER;
+    this.lingerUntil = Date.now() + (core?.lingeringTime ?? CORE_LOC_DEFAULTS.lingeringTime);
+    this.lingerTimeout = core?.lingeringTimeout ?? CORE_LOC_DEFAULTS.lingeringTimeout;
+    this.socket.end();
+    this.setTimer(this.lingerTimeout, T_LINGER);
+    if (this.socket.isPaused()) this.socket.resume();
+  }
+
+  private onEnd = (): void => {
+    this.clientEnded = true;
+    switch (this.phase) {
+      case READ_HEAD:
+        if (this.reader?.started) this.closedWhileReading('client prematurely closed connection', 400);
+        else this.socket.destroySoon();
+        return;
+      case LINGER:
+        this.socket.destroy();
+        return;
+    }
+  };
+
+  private onClose = (): void => {
+    this.stopTimer();
+    this.phase = DETACHED;
+  };
+
+  /** The client went away or timed out before its head was complete: nginx logs the request with `status`. */
+  private closedWhileReading(message: string, status: number): void {
+    this.reader!.abort(status, message, this.pending);
+    const head = this.reader!.head;
+    this.phase = DETACHED;
+    this.manualRequest(head, false);
+    this.socket.destroy();
+  }
+
+  /**
+   * A request node:http does not parse: an error nginx answers right after
+   * the head (`respond` false: only logged), or HTTP/0.9 (no response head).
+   */
+  private manualRequest(head: RequestHead, respond = true): void {
+    const server = this.server!;
+    const socket = this.socket;
+    const req = new http.IncomingMessage(socket);
+    req.method = head.method;
+    req.url = head.target;
+    req.httpVersion = head.version >= 1001 ? '1.1' : head.version === 1000 ? '1.0' : '0.9';
+    req.httpVersionMajor = head.version >= 1000 ? 1 : 0;
+    req.httpVersionMinor = head.version >= 1001 ? 1 : head.version === 1000 ? 0 : 9;
+    if (head.hostHeader !== undefined) {
+      req.rawHeaders = ['Host', head.hostHeader];
+      req.headers = { host: head.hostHeader };
+    }
+    req.complete = true;
+    req.push(null);
+    const res = new http.ServerResponse(req);
+    res.shouldKeepAlive = false;
+    this.requests++;
+    const r = new HttpRequest(this, server.main, head.server, req, res, head);
+    if (head.version === 9) {
+      // HTTP/0.9: the body alone, then close
+      r.out = new Writable({
+        write: (chunk: Buffer, _enc, cb) => { socket.write(chunk, cb); },
+        final: (cb) => { cb(); res.emit('finish'); },
+      });
+    } else if (respond) {
+      res.assignSocket(socket);
+    }
+    res.once('finish', () => {
+      if (res.socket) res.detachSocket(socket);
+      process.nextTick(() => res.emit('close'));
+    });
+    if (respond) {
+      this.phase = WAIT;
+      this.requestStarted(r);
+    }
+    handleRequest(r, respond);
+    if (!respond) res.emit('close');
+  }
+
+  /**
+   * Sets the connection's one deadline. Moving it later only updates it
+   * (the timer fires early and re-arms), so a request costs no timer calls.
+   */
+  private setTimer(ms: number, kind: number): void {
+    const due = Date.now() + Math.max(1, ms);
+    this.due = due;
+    this.timerKind = kind;
+    if (this.timer !== undefined && this.timerAt <= due) return;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timerAt = due;
+    this.timer = setTimeout(this.onTimer, due - Date.now());
+  }
+
+  private clearTimer(): void {
+    this.timerKind = T_NONE;
+  }
+
+  /** Drops the timer itself (the connection closed). */
+  private stopTimer(): void {
+    this.timerKind = T_NONE;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+  }
+
+  private onTimer = (): void => {
+    this.timer = undefined;
+    const kind = this.timerKind;
+    if (kind === T_NONE) return;
+    const now = Date.now();
+    if (now < this.due) {
+      // the deadline moved later since the timer was set
+      this.timerAt = this.due;
+      this.timer = setTimeout(this.onTimer, this.due - now);
+      return;
+    }
+    this.timerKind = T_NONE;
+    switch (kind) {
+      case T_HEADER:
+        if (this.reader?.started) {
+          this.closedWhileReading('client timed out (110: Connection timed out)', 408);
+        } else {
+          connectionLog(this, LogLevel.info, 'client timed out (110: Connection timed out) while waiting for request');
+          this.socket.destroy();
+        }
+        return;
+      case T_SEND: {
+        const r = this.active;
+        if (!r || this.responseDone) return;
+        const written = this.socket.bytesWritten;
+        if (this.socket.writableLength > 0 && written === this.sentMark) {
+          requestLog(r, 'sending to client').info('client timed out (110: Connection timed out)');
+          this.socket.destroy();
+          return;
+        }
+        this.sentMark = written;
+        this.setTimer(r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout, T_SEND);
+        return;
+      }
+      default:
+        // keepalive_timeout, lingering_timeout: close silently
+        this.socket.destroy();
+    }
+  };
 }
 
 function stripV4Mapped(a: string): string {
   return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }
 
-const connOf = new WeakMap<Socket, HttpConnection>();
-
-/** Takes over accepted sockets of `listen … ssl` addresses (the ssl module installs it); calls server.serve() after the handshake. */
-export type SecureAccept = (server: HttpAddressServer, conn: HttpConnection, socket: Socket) => void;
-let secureAccept: SecureAccept | undefined;
-
-export function setSecureAccept(fn: SecureAccept): void {
-  secureAccept = fn;
+/** A connection-level error log line (`..., client: 127.0.0.1, server: 0.0.0.0:80`). */
+function connectionLog(conn: HttpConnection, level: number, msg: string): void {
+  const log = mainErrorLog();
+  if (log.enabled(level)) log.log(level, `${msg}, client: ${conn.remoteAddress}, server: ${conn.addr.spec.key}`, conn.number);
 }
+
+const connOf = new WeakMap<Socket, HttpConnection>();
 
 export function connectionOf(socket: Socket): HttpConnection | undefined {
   return connOf.get(socket);
 }
 
-/** Serves HTTP/1.x on one address for one cycle. */
-export class HttpAddressServer {
-  readonly server: http.Server;
-  readonly addr: AddressConf;
-  readonly main: HttpMainConf;
-  readonly connections = new Set<HttpConnection>();
-  private shuttingDown = false;
-
-  constructor(main: HttpMainConf, addr: AddressConf) {
-    this.main = main;
-    this.addr = addr;
-    const srv = addr.defaultServer.level.get(coreSrv);
-    const loc = addr.defaultServer.level.get(coreLoc);
-    const large = srv.largeHeaderBuffers ?? CORE_SRV_DEFAULTS.largeHeaderBuffers;
-    this.server = http.createServer({
-      // llhttp's single header-size limit; nginx's per-line buffer limits are checked on top
-      maxHeaderSize: Math.max(large.count * large.size, srv.clientHeaderBufferSize ?? 1024) + 1024,
-      headersTimeout: srv.clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout,
-      requestTimeout: 0,
-      keepAliveTimeout: loc.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout,
-      requireHostHeader: false,
-      joinDuplicateHeaders: false,
-      noDelay: true,
-    });
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
-    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => rejectMalformed(this, err, socket));
-    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
-    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onUpgrade(req, socket, head));
-  }
-
-  /**
-   * A request asking to switch protocols (WebSocket): node:http hands over the
-   * socket, so the request gets a response of its own on it; the connection
-   * closes after that response unless a proxied 101 claims the socket for a
-   * tunnel (src/http/modules/proxy/upgrade.ts sets UPGRADE_HEAD to null).
-   */
-  private onUpgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
-    const held = req as unknown as Record<symbol, Buffer | null>;
-    held[UPGRADE_HEAD] = head;
-    const res = new http.ServerResponse(req);
-    res.assignSocket(socket);
-    res.shouldKeepAlive = false;
-    res.once('finish', () => { if (held[UPGRADE_HEAD] !== null) socket.end(); });
-    this.onRequest(req, res);
-  }
-
-  /** A socket the worker accepted for this address. */
-  accept(socket: Socket): void {
-    const conn = new HttpConnection(socket, this.addr);
-    connOf.set(socket, conn);
-    this.connections.add(conn);
-    socket.once('close', () => this.connections.delete(conn));
-    if (this.shuttingDown) conn.closing = true;
-    if ((this.addr.ssl || this.addr.http2) && secureAccept) secureAccept(this, conn, socket);
-    else this.server.emit('connection', socket);
-  }
-
-  /**
-   * Starts HTTP/1.x on `socket` for `conn` (after a TLS handshake, or plain
-   * HTTP on a TLS port); `head` is what was read from it already.
-   */
-  serve(conn: HttpConnection, socket: Socket, head?: Buffer): void {
-    conn.socket = socket;
-    connOf.set(socket, conn);
-    this.server.emit('connection', socket);
-    if (head?.length) socket.emit('data', head);
-  }
-
-  /** A request from llhttp, or an HTTP/2 stream (src/http/http2.ts passes its connection). */
-  onRequest(req: IncomingMessage, res: ServerResponse, conn = connOf.get(req.socket)): void {
-    if (!conn) { res.destroy(); return; }
-    conn.requests++;
-    const target = parseTarget(req.url ?? '');
-    const hostHeader = req.headers.host;
-    let host = (target?.host ?? hostHeader ?? '').toLowerCase();
-    host = host.replace(/:\d*$/, '').replace(/\.$/, '');
-    if (host.startsWith('[')) host = host.replace(/^\[(.*)\]$/, '[$1]');
-    const match = selectServer(this.addr, host);
-    const r = new HttpRequest(conn, this.main, match.server, req, res);
-    r.host = host;
-    if (match.captures) r.captures = match.captures;
-    conn.active = r;
-    res.once('close', () => { if (conn.active === r) conn.active = undefined; });
-    void handleRequest(r, target);
-  }
-
-  /** Graceful stop: idle keepalive connections close now, busy ones after their response. */
-  shutdown(): void {
-    this.shuttingDown = true;
-    for (const c of this.connections) {
-      c.closing = true;
-      if (!c.active) c.socket.destroy();
-    }
-  }
-
-  /** Forced stop (worker_shutdown_timeout, TERM). */
-  destroyAll(): void {
-    for (const c of this.connections) c.socket.destroy();
-  }
+export function setConnectionOf(socket: Socket, conn: HttpConnection): void {
+  connOf.set(socket, conn);
 }

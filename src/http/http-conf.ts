@@ -6,6 +6,7 @@
 import type { ConfContext, Level } from '../conf/context.ts';
 import type { CycleModule, ListenSpec } from '../core/cycle.ts';
 import type { HttpRequest } from './request.ts';
+import type { HttpRegex } from './regex.ts';
 import { VariableRegistry } from './variables.ts';
 import type { VariableDef } from './variables.ts';
 
@@ -94,8 +95,11 @@ export interface ListenConf {
 }
 
 export interface ServerName {
+  /** Lowercased; a regex name without its `~`. */
   name: string;
   regex?: RegExp;
+  /** The regex with its named captures as variables. */
+  httpRegex?: HttpRegex;
 }
 
 export interface ServerConf {

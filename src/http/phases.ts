@@ -4,8 +4,6 @@
  * finalization with nginx's error pages; the log phase runs once the
  * response is done.
  */
-import type { Socket } from 'node:net';
-import type { HttpAddressServer } from './connection.ts';
 import { DECLINED, DONE, OK, Phase } from './http-conf.ts';
 import type { LocationConf, PhaseHandler } from './http-conf.ts';
 import { enterLocation, findLocation } from './location.ts';
@@ -13,32 +11,39 @@ import { coreLoc, coreSrv } from './modules/core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { sendSpecialResponse } from './response.ts';
 import { specialPage } from './special-response.ts';
-import { escapeUri, normalizeUri } from './uri.ts';
-import type { RequestTarget } from './uri.ts';
+import { escapeUri } from './uri.ts';
 import { requestLog } from './request-log.ts';
 import { mapUriToPath } from './modules/core/root.ts';
 
-/** Entry point for a new request from the connection. */
-export async function handleRequest(r: HttpRequest, target: RequestTarget | undefined): Promise<void> {
+/**
+ * Entry point for a request read from a connection. A head nginx refused
+ * (head.error) is answered with that status; with `respond` false (the
+ * client went away or timed out) it is only logged.
+ */
+export function handleRequest(r: HttpRequest, respond: boolean): void {
   r.res.once('close', () => runLogPhase(r));
-  try {
-    if (!target) return void (await finalize(r, 400));
-    if (r.httpVersion === '1.1' && r.req.headers.host === undefined) {
-      requestLog(r).info('client sent HTTP/1.1 request without "Host" header while reading client request headers');
-      return void (await finalize(r, 400));
+  const head = r.head;
+  if (head.error) {
+    requestLog(r, head.errorAction).info(head.errorLog);
+    if (!respond) {
+      r.status = head.error;
+      return;
     }
-    const uri = normalizeUri(target.path, r.server.level.get(coreSrv).mergeSlashes ?? true);
-    if (uri === undefined) {
-      requestLog(r).info('client sent invalid request while reading client request line');
-      return void (await finalize(r, 400));
-    }
-    r.uri = uri;
-    await runPhases(r, Phase.POST_READ);
-  } catch (err) {
-    requestLog(r).error(`unexpected error: ${(err as Error).stack ?? err}`);
-    if (!r.headerSent) await finalize(r, 500).catch(() => r.res.destroy());
-    else r.res.destroy();
+    void finalize(r, head.error).catch((err) => failed(r, err));
+    return;
   }
+  if (head.dropped) for (const line of head.dropped) requestLog(r, 'reading client request headers').info(line);
+  if (r.bodyError) {
+    void finalize(r, r.bodyError).catch((err) => failed(r, err));
+    return;
+  }
+  runPhases(r, Phase.POST_READ).catch((err) => failed(r, err));
+}
+
+function failed(r: HttpRequest, err: unknown): void {
+  requestLog(r).error(`unexpected error: ${(err as Error).stack ?? err}`);
+  if (!r.headerSent) finalize(r, 500).catch(() => r.res.destroy());
+  else r.res.destroy();
 }
 
 async function runHandlers(r: HttpRequest, handlers: PhaseHandler[]): Promise<number> {
@@ -222,6 +227,8 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
   }
   // nginx's r->err_status: the response goes out with this status, even from an error page's target
   r.errStatus = rc;
+  // an error answer does not invite the body (ngx_http_special_response_handler)
+  r.expectTested = true;
   if (r.main.errorPage && !r.errorPageDone && (await r.main.errorPage(r, rc))) return;
   if (rc >= 200 && rc < 300 && specialPage(rc, 'on', false) === undefined) {
     r.status = rc;
@@ -244,18 +251,4 @@ function runLogPhase(r: HttpRequest): void {
       requestLog(r).error(`log handler failed: ${(err as Error).message}`);
     }
   }
-}
-
-/** A request llhttp refused before it became a request (nginx answers 400 and closes). */
-export function rejectMalformed(server: HttpAddressServer, err: NodeJS.ErrnoException, socket: Socket): void {
-  if (!socket.writable || err.code === 'ECONNRESET') { socket.destroy(); return; }
-  const code = (err as { code?: string }).code;
-  // a connection that timed out waiting for a request is closed silently, as nginx does
-  if (code === 'ERR_HTTP_REQUEST_TIMEOUT' || code === 'HPE_HEADER_TIMEOUT') { socket.destroy(); return; }
-  const status = code === 'HPE_HEADER_OVERFLOW' ? 494 : 400;
-  const core = server.addr.defaultServer.level.get(coreLoc);
-  const page = specialPage(status, core.serverTokens ?? 'on', false) ?? '';
-  const head = `HTTP/1.1 400 Bad Request\r\nServer: ${core.serverTokens === 'off' ? 'nginx' : 'nginx/1.28.0'}\r\n`
-    + `Date: ${new Date().toUTCString()}\r\nContent-Type: text/html\r\nContent-Length: ${page.length}\r\nConnection: close\r\n\r\n`;
-  socket.end(head + page, 'latin1');
 }

@@ -45,6 +45,9 @@ export function compileRegex(cf: ConfContext | undefined, pattern: string, casel
   src = src.replace(/\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>/g, '(?<$1>').replace(/\(\?P=([A-Za-z_]\w*)\)/g, '\\k<$1>');
   src = src.replace(/\(\?'([A-Za-z_]\w*)'/g, '(?<$1>');
   src = src.replace(/\\Z/g, '$').replace(/\\A/g, '^').replace(/\\z/g, '$');
+  // PCRE's \Q...\E quotes a literal; \p{...} needs JavaScript's unicode mode
+  src = src.replace(/\\Q(.*?)(?:\\E|$)/g, (_m, lit: string) => lit.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&'));
+  if (/\\[pP]\{/.test(src) && !flags.includes('u')) flags += 'u';
   let regex: RegExp;
   try {
     regex = new RegExp(src, flags);

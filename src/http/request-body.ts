@@ -177,9 +177,14 @@ class BodyReader {
     this.consumer.bodyEnd();
   };
 
-  private onAborted = (): void => {
+  private onAborted = (err?: unknown): void => {
     if (this.done) return;
     this.finish();
+    // a malformed chunked body (the connection logged it): nginx's 400
+    if ((err as { status?: number } | undefined)?.status === 400) {
+      this.consumer.bodyError(400);
+      return;
+    }
     requestLog(this.r).info('client prematurely closed connection while reading client request body');
     this.consumer.bodyError(499);
   };

@@ -8,6 +8,8 @@ import type { Writable } from 'node:stream';
 import type { Level } from '../conf/context.ts';
 import type { HttpMainConf, LocationConf, PhaseHandler, ServerConf } from './http-conf.ts';
 import type { HttpConnection } from './connection.ts';
+import { applyMatch } from './regex.ts';
+import { RequestHead } from './request-head.ts';
 import type { VarValue } from './variables.ts';
 
 /** A response header as it will be sent (name in its written case). */
@@ -31,9 +33,11 @@ export class HttpRequest {
    */
   contentHandler: PhaseHandler | undefined;
 
-  /** Method as sent (`GET`). */
+  /** The request head as read (request line, host, port, version, length). */
+  readonly head: RequestHead;
+  /** Method as sent (`GET`); error_page may turn it into GET. */
   method: string;
-  /** `1.0` or `1.1` (`0.9` never reaches here). */
+  /** `1.0`, `1.1` (any 1.x from 1.1 on), `0.9` or `2.0`. */
   readonly httpVersion: string;
   /** The request target as sent, unmodified (`$request_uri`). */
   readonly requestUri: string;
@@ -93,8 +97,26 @@ export class HttpRequest {
   /** Server / Date are in headersOut (proxy_pass_header): nginx's own are not sent. */
   ownServer = false;
   ownDate = false;
+  /** This request's number on its connection (`$connection_requests`). */
+  readonly connectionRequests: number;
+  /** Arrived while an earlier request on the connection was still being answered (`$pipe`). */
+  readonly pipelined: boolean;
+  /** The request line as received (`$request`). */
+  rawRequestLine: string | undefined;
+  /** The connection stays open after this response (nginx's r->keepalive, settled when the head is sent). */
+  keepalive = false;
+  /** The response body goes out chunked (nginx's r->chunked). */
+  chunked = false;
+  /** llhttp refused the request body (nginx's 400 when found before the request runs). */
+  bodyError = 0;
+  /** Body bytes received so far ($request_length counts them after the head). */
+  bodyRead = 0;
+  /** The whole response went out ($request_completion). */
+  completed = false;
+  /** `set $limit_rate`: bytes per second for this request, over the location's limit_rate. */
+  limitRate: number | undefined;
 
-  constructor(conn: HttpConnection, main: HttpMainConf, server: ServerConf, req: IncomingMessage, res: ServerResponse) {
+  constructor(conn: HttpConnection, main: HttpMainConf, server: ServerConf, req: IncomingMessage, res: ServerResponse, head?: RequestHead) {
     this.conn = conn;
     this.main = main;
     this.server = server;
@@ -103,17 +125,49 @@ export class HttpRequest {
     this.req = req;
     this.res = res;
     this.out = res;
-    this.method = req.method ?? 'GET';
-    this.httpVersion = req.httpVersion;
-    const target = req.url ?? '/';
-    this.requestUri = target;
-    const q = target.indexOf('?');
-    this.hasArgs = q >= 0;
-    this.args = q >= 0 ? target.slice(q + 1) : '';
-    this.uri = '/';
-    this.host = '';
+    this.head = head ?? headOf(req, server);
+    this.method = this.head.method;
+    const v = this.head.version;
+    this.httpVersion = v >= 2000 ? '2.0' : v >= 1001 ? '1.1' : v === 1000 ? '1.0' : '0.9';
+    this.requestUri = this.head.target;
+    this.rawRequestLine = this.head.line;
+    this.args = this.head.args;
+    this.hasArgs = this.args !== '';
+    this.uri = this.head.uri;
+    this.host = this.head.host;
+    // a server_name regex: its captures, and named captures as variables
+    const m = this.head.match;
+    if (m?.match) applyMatch(this, m.match, m.named);
     this.startMs = Date.now();
     this.startHr = process.hrtime.bigint();
+    this.connectionRequests = conn.requests;
+    this.pipelined = this.head.pipelined;
+  }
+
+  /** `$request_length`: the head as received and the body bytes read. */
+  get requestLength(): number {
+    return this.head.length + this.bodyRead;
+  }
+
+  /** `100 Continue` was sent, or must not be any more (nginx's r->expect_tested). */
+  expectTested = false;
+
+  /**
+   * Sends `HTTP/1.1 100 Continue` once, when the client asked for it with
+   * exactly `Expect: 100-continue` (ngx_http_test_expect): called when the
+   * body is about to be read or discarded.
+   */
+  testExpect(): void {
+    if (this.expectTested) return;
+    this.expectTested = true;
+    if (this.head.version < 1001 || this.head.version >= 2000 || this.res.headersSent) return;
+    const expect = this.header('expect');
+    if (expect !== undefined && expect.length === 12 && expect.toLowerCase() === '100-continue') this.res.writeContinue();
+  }
+
+  /** Whether nginx answers this request without a response head (HTTP/0.9). */
+  get http09(): boolean {
+    return this.head.version === 9;
   }
 
   /** First request header named `name` (lowercase). */
@@ -147,4 +201,18 @@ export class HttpRequest {
     this.level = loc.level;
     this.contentHandler = loc.contentHandler;
   }
+}
+
+/** A head for a request made outside the request reader (a TLS handshake failure). */
+function headOf(req: IncomingMessage, server: ServerConf): RequestHead {
+  const head = new RequestHead(server);
+  head.method = req.method ?? 'GET';
+  head.target = req.url ?? '/';
+  head.version = req.httpVersion === '1.0' ? 1000 : 1001;
+  head.protocol = `HTTP/${req.httpVersion}`;
+  head.line = `${head.method} ${head.target} ${head.protocol}`;
+  const q = head.target.indexOf('?');
+  head.uri = q >= 0 ? head.target.slice(0, q) : head.target;
+  head.args = q >= 0 ? head.target.slice(q + 1) : '';
+  return head;
 }

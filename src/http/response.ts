@@ -2,10 +2,12 @@
  * Sending a response: the header filter chain, the response head in nginx's
  * header order, nginx's special pages, and finishing a request.
  */
+import type { ServerResponse } from 'node:http';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import { absoluteLocation } from './redirect.ts';
 import type { HttpRequest } from './request.ts';
-import { closesConnection, NGINX_VER, specialPage, statusLineReason, wireStatus } from './special-response.ts';
+import { CONN_CLOSE, CONN_NONE, UA_CHROME, UA_MSIE, UA_MSIE6, UA_SAFARI } from './request-head.ts';
+import { closesConnection, NGINX_VER, NGINX_VER_BUILD, refreshPage, specialPage, statusLineReason, wireStatus } from './special-response.ts';
 
 let cachedDate = '';
 let cachedDateSec = 0;
@@ -20,20 +22,24 @@ export function httpDate(ms = Date.now()): string {
   return cachedDate;
 }
 
-/** Whether the connection stays open after this response (nginx's r->keepalive). */
-function keepAlive(r: HttpRequest, status: number): boolean {
-  if (r.conn.closing || r.conn.keepaliveDisabled) return false;
+/**
+ * Whether the connection stays open after this response (nginx's
+ * r->keepalive): asked for by the request, allowed by the location's
+ * keepalive settings, and not after an error nginx closes on.
+ */
+function keepAlive(r: HttpRequest): boolean {
+  const head = r.head;
+  if (head.error || r.conn.closing || r.conn.keepaliveDisabled) return false;
+  if (head.connection === CONN_CLOSE || (head.connection === CONN_NONE && head.version <= 1000)) return false;
   const core = r.level.get(coreLoc);
   if ((core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout) === 0) return false;
   if (r.conn.requests >= (core.keepaliveRequests ?? CORE_LOC_DEFAULTS.keepaliveRequests)) return false;
   if (Date.now() - r.conn.startMs > (core.keepaliveTime ?? CORE_LOC_DEFAULTS.keepaliveTime)) return false;
-  if (closesConnection(status)) return false;
-  const conn = (r.header('connection') ?? '').toLowerCase();
-  if (r.httpVersion === '1.0') {
-    if (!/\bkeep-alive\b/.test(conn)) return false;
-    return r.contentLength !== undefined || noBody(r, status);
-  }
-  return !/\bclose\b/.test(conn);
+  const disable = core.keepaliveDisable ?? CORE_LOC_DEFAULTS.keepaliveDisable;
+  // MSIE may wait a while after a POST answered on a keepalive connection; Safari may send a POST to a closed one
+  if (head.userAgent & UA_MSIE6 && r.method === 'POST' && disable.includes('msie6')) return false;
+  if (head.userAgent & UA_SAFARI && disable.includes('safari')) return false;
+  return !(r.errStatus && closesConnection(r.errStatus));
 }
 
 function noBody(r: HttpRequest, status: number): boolean {
@@ -53,14 +59,17 @@ export async function sendHeader(r: HttpRequest): Promise<void> {
     const p = f(r);
     if (p) await p;
   }
-  writeHead(r);
+  // nginx has read or discarded the body before answering: that sends 100 Continue
+  r.testExpect();
+  // HTTP/0.9: no response head at all
+  if (!r.http09) writeHead(r);
 }
 
 function writeHead(r: HttpRequest): void {
   const status = wireStatus(r.status || 200);
   const core = r.level.get(coreLoc);
   const raw: string[] = [];
-  if (!r.ownServer) raw.push('Server', core.serverTokens === 'off' ? 'nginx' : NGINX_VER);
+  if (!r.ownServer) raw.push('Server', core.serverTokens === 'off' ? 'nginx' : core.serverTokens === 'build' ? NGINX_VER_BUILD : NGINX_VER);
   if (!r.ownDate) raw.push('Date', httpDate());
   // nginx sends no Content-Type with 204
   if (r.contentType !== undefined && status !== 204) raw.push('Content-Type', r.contentType);
@@ -83,17 +92,47 @@ function writeHead(r: HttpRequest): void {
   const chunked = r.contentLength === undefined && !bodyless && r.httpVersion !== '1.0'
     && (core.chunkedTransferEncoding ?? true);
   // without a length or chunking, the end of the body is the end of the connection
-  const keep = keepAlive(r, status) && (r.contentLength !== undefined || bodyless || chunked);
+  const keep = keepAlive(r) && (r.contentLength !== undefined || bodyless || chunked);
+  r.keepalive = keep;
+  r.chunked = chunked;
   if (chunked) raw.push('Transfer-Encoding', 'chunked');
   raw.push('Connection', status === 101 ? 'upgrade' : keep ? 'keep-alive' : 'close');
   if (keep && status !== 101 && core.keepaliveHeader) raw.push('Keep-Alive', `timeout=${Math.floor(core.keepaliveHeader)}`);
   if (location !== undefined) raw.push('Location', location);
   for (const h of r.headersOut) raw.push(h.name, h.value);
   const res = r.res;
-  res.sendDate = false;
-  if (!keep) res.shouldKeepAlive = false;
-  if (!chunked) res.useChunkedEncodingByDefault = false;
-  res.writeHead(status, r.statusReason ?? statusLineReason(status), raw);
+  const reason = r.statusReason ?? statusLineReason(status);
+  if (r.head.version >= 2000) {
+    res.writeHead(status, reason, raw);
+    return;
+  }
+  // HTTP/1.x: the head as nginx writes it, byte for byte (node:http would refuse bytes nginx sends)
+  let text = `HTTP/1.1 ${status} ${reason}\r\n`;
+  for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${raw[i + 1]}\r\n`;
+  setRawHead(res, status, reason, text + '\r\n', chunked);
+}
+
+/** What ServerResponse.writeHead leaves behind, for a head written here. */
+interface RawResponse {
+  statusCode: number;
+  statusMessage: string;
+  _header: string;
+  _headerSent: boolean;
+  _hasBody: boolean;
+  chunkedEncoding: boolean;
+  _last: boolean;
+}
+
+function setRawHead(res: ServerResponse, status: number, reason: string, head: string, chunked: boolean): void {
+  const o = res as unknown as RawResponse;
+  o.statusCode = status;
+  o.statusMessage = reason;
+  if (status === 204 || status === 304 || (status >= 100 && status < 200)) o._hasBody = false;
+  o.chunkedEncoding = chunked;
+  // the connection decides when to close (lingering_close), not node:http
+  o._last = false;
+  o._header = head;
+  o._headerSent = false;
 }
 
 /** Writes body bytes through the body filters. */
@@ -122,8 +161,20 @@ export async function sendSimple(r: HttpRequest, status: number, body: string | 
 /** nginx's own page for `status` (ngx_http_special_response_handler without error_page). */
 export async function sendSpecialResponse(r: HttpRequest, status: number): Promise<void> {
   const core = r.level.get(coreLoc);
-  const ua = r.header('user-agent') ?? '';
-  const page = specialPage(status, core.serverTokens ?? 'on', (core.msiePadding ?? true) && ua.includes('MSIE '));
+  const ua = r.head.userAgent;
+  if (core.msieRefresh && ua & UA_MSIE && (status === 301 || status === 302) && r.location !== undefined) {
+    // msie_refresh: a page that refreshes to the new location, sent as 200
+    const page = refreshPage(r.location);
+    r.location = undefined;
+    r.setHeader('ETag', undefined);
+    r.setHeader('Accept-Ranges', undefined);
+    r.lastModified = undefined;
+    r.errStatus = 0;
+    await sendSimple(r, 200, page, 'text/html');
+    return;
+  }
+  const padding = (core.msiePadding ?? true) && (ua & (UA_MSIE | UA_CHROME)) !== 0 && r.head.version >= 1000;
+  const page = specialPage(status, core.serverTokens ?? 'on', padding);
   // nginx keeps the headers set so far (WWW-Authenticate, Content-Range) and drops only these
   r.setHeader('ETag', undefined);
   r.setHeader('Accept-Ranges', undefined);

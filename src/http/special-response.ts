@@ -1,16 +1,21 @@
 /**
  * nginx's built-in response pages (ngx_http_special_response.c), byte for
- * byte, and its status line reason phrases.
+ * byte, and its status line reason phrases (ngx_http_header_filter_module.c),
+ * as in nginx 1.22.
  */
 
 export const NGINX_VERSION = '1.28.0';
 export const NGINX_VER = `nginx/${NGINX_VERSION}`;
+/** `server_tokens build`: nginx's NGINX_VER_BUILD (the version, as no build name is configured). */
+export const NGINX_VER_BUILD = NGINX_VER;
 
-/** Reason phrases nginx sends in the status line (ngx_http_status_lines). */
+/**
+ * Reason phrases nginx puts in the status lines it writes itself
+ * (ngx_http_status_lines); any other status goes out as `HTTP/1.1 NNN `.
+ */
 export const REASONS: Record<number, string> = {
-  100: 'Continue', 101: 'Switching Protocols', 102: 'Processing', 103: 'Early Hints',
   200: 'OK', 201: 'Created', 202: 'Accepted', 204: 'No Content', 206: 'Partial Content',
-  300: 'Multiple Choices', 301: 'Moved Permanently', 302: 'Moved Temporarily', 303: 'See Other',
+  301: 'Moved Permanently', 302: 'Moved Temporarily', 303: 'See Other',
   304: 'Not Modified', 307: 'Temporary Redirect', 308: 'Permanent Redirect',
   400: 'Bad Request', 401: 'Unauthorized', 402: 'Payment Required', 403: 'Forbidden',
   404: 'Not Found', 405: 'Not Allowed', 406: 'Not Acceptable', 408: 'Request Time-out',
@@ -22,34 +27,28 @@ export const REASONS: Record<number, string> = {
   507: 'Insufficient Storage',
 };
 
-/** Titles of pages whose title differs from the status reason (nginx's 494-497 are sent as 400). */
+/** Page titles where they differ from the status line (nginx's own codes 494-497 are sent as 400). */
 const PAGE_TITLES: Record<number, string> = {
-  401: '401 Authorization Required',
   302: '302 Found',
+  401: '401 Authorization Required',
   494: '400 Request Header Or Cookie Too Large',
   495: '400 The SSL certificate error',
   496: '400 No required SSL certificate was sent',
   497: '400 The plain HTTP request was sent to HTTPS port',
+  498: '404 Not Found',
 };
 
-const PAGE_DETAIL: Record<number, string> = {
-  494: 'Request Header Or Cookie Too Large',
-  495: 'The SSL certificate error',
-  496: 'No required SSL certificate was sent',
-  497: 'The plain HTTP request was sent to HTTPS port',
-};
-
-/** Codes nginx has a page for; others get an empty body. */
+/** Codes with a page (others: an empty body). */
 const HAS_PAGE = new Set([
   301, 302, 303, 307, 308,
   400, 401, 402, 403, 404, 405, 406, 408, 409, 410, 411, 412, 413, 414, 415, 416, 421, 429,
-  494, 495, 496, 497,
+  494, 495, 496, 497, 498,
   500, 501, 502, 503, 504, 505, 507,
 ]);
 
 const MSIE_PADDING = '<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n'.repeat(6);
 
-/** The status nginx actually sends for its internal codes (494-497 → 400). */
+/** The status nginx sends for its internal codes (494-497 → 400). */
 export function wireStatus(status: number): number {
   return status >= 494 && status <= 497 ? 400 : status;
 }
@@ -58,21 +57,49 @@ export function statusLineReason(status: number): string {
   return REASONS[status] ?? '';
 }
 
-/** The HTML page nginx sends for `status`, or undefined when it sends none. */
-export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build', msiePadding: boolean): string | undefined {
+const pages = new Map<string, string>();
+
+/**
+ * The HTML page nginx sends for `status`, or undefined when it sends none.
+ * `padding`: msie_padding for an MSIE or Chrome client (4xx and 5xx only).
+ */
+export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build', padding: boolean): string | undefined {
   if (!HAS_PAGE.has(status)) return undefined;
+  const key = `${status}${serverTokens}${padding && status >= 400 ? 'p' : ''}`;
+  let page = pages.get(key);
+  if (page !== undefined) return page;
   const title = PAGE_TITLES[status] ?? `${status} ${REASONS[status]}`;
-  const h1 = status >= 494 && status <= 497 ? '400 Bad Request' : title;
-  const detail = PAGE_DETAIL[status] ? `<center>${PAGE_DETAIL[status]}</center>\r\n` : '';
-  const tail = serverTokens === 'off'
-    ? '<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n'
-    : `<hr><center>${NGINX_VER}</center>\r\n</body>\r\n</html>\r\n`;
-  const padding = msiePadding && status >= 400 ? MSIE_PADDING : '';
-  return `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${h1}</h1></center>\r\n${detail}${tail}${padding}`;
+  let body = `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n`;
+  if (status >= 494 && status <= 497) {
+    body += `<center><h1>400 Bad Request</h1></center>\r\n<center>${title.slice(4)}</center>\r\n`;
+  } else {
+    body += `<center><h1>${title}</h1></center>\r\n`;
+  }
+  const sign = serverTokens === 'off' ? 'nginx' : serverTokens === 'build' ? NGINX_VER_BUILD : NGINX_VER;
+  page = `${body}<hr><center>${sign}</center>\r\n</body>\r\n</html>\r\n`;
+  if (padding && status >= 400) page += MSIE_PADDING;
+  pages.set(key, page);
+  return page;
 }
 
-/** Statuses after which nginx closes the connection instead of keeping it alive. */
+/** ngx_escape_uri's NGX_ESCAPE_REFRESH set: what a Refresh URL escapes. */
+function escapeRefresh(uri: string): string {
+  let out = '';
+  for (let i = 0; i < uri.length; i++) {
+    const c = uri.charCodeAt(i) & 0xff;
+    out += c <= 0x20 || c >= 0x7f || c === 0x22 || c === 0x27
+      ? '%' + c.toString(16).toUpperCase().padStart(2, '0') : uri[i];
+  }
+  return out;
+}
+
+/** The page `msie_refresh` sends MSIE instead of a 301/302 (ngx_http_send_refresh). */
+export function refreshPage(location: string): string {
+  return `<html><head><meta http-equiv="Refresh" content="0; URL=${escapeRefresh(location)}"></head><body></body></html>\r\n`;
+}
+
+/** Error statuses after which nginx closes the connection instead of keeping it alive. */
 export function closesConnection(status: number): boolean {
-  return status === 400 || status === 413 || status === 414 || (status >= 494 && status <= 497)
+  return status === 400 || status === 413 || status === 414 || (status >= 495 && status <= 497)
     || status === 500 || status === 501;
 }

@@ -5,7 +5,7 @@
  */
 
 export interface RequestTarget {
-  /** Host from an absolute-form target (`GET http://host/path`), lowercased. */
+  /** Host from an absolute-form target (`GET http://host/path`), as sent. */
   host?: string;
   /** The path part, still encoded. */
   path: string;
@@ -13,13 +13,16 @@ export interface RequestTarget {
   hasArgs: boolean;
 }
 
-/** Splits a request target into host (absolute form), path and query. */
+/**
+ * Splits a request target that did not come through the request-line
+ * parser (HTTP/2 `:path`) into host, path and query.
+ */
 export function parseTarget(target: string): RequestTarget | undefined {
   let rest = target;
   let host: string | undefined;
   const abs = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/([^/?#]*)/.exec(rest);
   if (abs) {
-    host = abs[1].replace(/^.*@/, '');
+    host = abs[1];
     rest = rest.slice(abs[0].length) || '/';
     if (rest[0] !== '/') rest = '/' + rest;
   } else if (rest[0] !== '/') {
@@ -31,6 +34,12 @@ export function parseTarget(target: string): RequestTarget | undefined {
   return { host, path, args: q >= 0 ? rest.slice(q + 1) : '', hasArgs: q >= 0 };
 }
 
+/** The decoded path and the arguments of a request target. */
+export interface ParsedUri {
+  uri: string;
+  args: string;
+}
+
 function hexValue(c: number): number {
   if (c >= 48 && c <= 57) return c - 48;
   c |= 0x20;
@@ -38,47 +47,138 @@ function hexValue(c: number): number {
   return -1;
 }
 
+const USUAL = new Uint8Array(256);
+for (let c = 0x21; c < 256; c++) USUAL[c] = c === 0x7f || '#%+./?'.includes(String.fromCharCode(c)) ? 0 : 1;
+
+const S_USUAL = 0;
+const S_SLASH = 1;
+const S_DOT = 2;
+const S_DOT_DOT = 3;
+const S_QUOTED = 4;
+const S_QUOTED_SECOND = 5;
+
 /**
- * Decodes `%XX`, merges slashes (when asked), and resolves `.` and `..`
- * segments. Returns undefined when `..` climbs above the root (nginx: 400).
+ * ngx_http_parse_complex_uri: decodes `%XX`, merges slashes (when asked),
+ * resolves `.` and `..`, and splits off the arguments (a `#` ends the path
+ * and the arguments). `raw` is the target from its first `/` (or `?` for
+ * `http://host?args`, `emptyPath`). Returns undefined where nginx answers
+ * 400: a bad escape, `%00`, or `..` above the root.
  */
-export function normalizeUri(path: string, mergeSlashes: boolean): string | undefined {
-  let decoded = path;
-  if (path.includes('%')) {
-    let out = '';
-    for (let i = 0; i < path.length; i++) {
-      const ch = path[i];
-      if (ch === '%' && i + 2 < path.length + 0) {
-        const hi = hexValue(path.charCodeAt(i + 1));
-        const lo = hexValue(path.charCodeAt(i + 2));
-        if (hi >= 0 && lo >= 0) {
-          out += String.fromCharCode(hi * 16 + lo);
-          i += 2;
-          continue;
+export function parseComplexUri(raw: string, mergeSlashes: boolean, emptyPath = false): ParsedUri | undefined {
+  const out = Buffer.allocUnsafe(raw.length + 1);
+  let u = 0;
+  if (emptyPath) out[u++] = 0x2f;
+  let state = S_USUAL;
+  let quotedState = S_USUAL;
+  let decoded = 0;
+  let argsAt = -1;
+  const end = raw.length;
+  let ch = end > 0 ? raw.charCodeAt(0) & 0xff : 0;
+  let p = 1;
+  // back up over a "/.." segment to the previous slash (u points after the "..")
+  const climb = (): boolean => {
+    u -= 4;
+    for (;;) {
+      if (u < 0) return false;
+      if (out[u] === 0x2f) { u++; return true; }
+      u--;
+    }
+  };
+  loop:
+  while (p <= end) {
+    switch (state) {
+      case S_USUAL:
+        if (USUAL[ch]) { out[u++] = ch; break; }
+        switch (ch) {
+          case 0x2f: state = S_SLASH; out[u++] = ch; break;
+          case 0x25: quotedState = state; state = S_QUOTED; break;
+          case 0x3f: argsAt = p; break loop;
+          case 0x23: argsAt = -2; break loop;
+          default: out[u++] = ch;
         }
-        return undefined;
+        break;
+      case S_SLASH:
+        if (USUAL[ch]) { state = S_USUAL; out[u++] = ch; break; }
+        switch (ch) {
+          case 0x2f: if (!mergeSlashes) out[u++] = ch; break;
+          case 0x2e: state = S_DOT; out[u++] = ch; break;
+          case 0x25: quotedState = state; state = S_QUOTED; break;
+          case 0x3f: argsAt = p; break loop;
+          case 0x23: argsAt = -2; break loop;
+          default: state = S_USUAL; out[u++] = ch;
+        }
+        break;
+      case S_DOT:
+        if (USUAL[ch]) { state = S_USUAL; out[u++] = ch; break; }
+        switch (ch) {
+          case 0x2f: state = S_SLASH; u--; break;
+          case 0x2e: state = S_DOT_DOT; out[u++] = ch; break;
+          case 0x25: quotedState = state; state = S_QUOTED; break;
+          case 0x3f: u--; argsAt = p; break loop;
+          case 0x23: u--; argsAt = -2; break loop;
+          default: state = S_USUAL; out[u++] = ch;
+        }
+        break;
+      case S_DOT_DOT:
+        if (USUAL[ch]) { state = S_USUAL; out[u++] = ch; break; }
+        switch (ch) {
+          case 0x2f: case 0x3f: case 0x23:
+            if (!climb()) return undefined;
+            if (ch === 0x3f) { argsAt = p; break loop; }
+            if (ch === 0x23) { argsAt = -2; break loop; }
+            state = S_SLASH;
+            break;
+          case 0x25: quotedState = state; state = S_QUOTED; break;
+          default: state = S_USUAL; out[u++] = ch;
+        }
+        break;
+      case S_QUOTED: {
+        const v = hexValue(ch);
+        if (v < 0) return undefined;
+        decoded = v;
+        state = S_QUOTED_SECOND;
+        break;
       }
-      out += ch;
+      case S_QUOTED_SECOND: {
+        const v = hexValue(ch);
+        if (v < 0) return undefined;
+        ch = decoded * 16 + v;
+        // a decoded "%", "#" or "?" is a plain byte of the path; others take part in "/" and "." handling
+        if (ch === 0x25 || ch === 0x23 || ch === 0x3f) { state = S_USUAL; out[u++] = ch; break; }
+        if (ch === 0) return undefined;
+        state = quotedState;
+        continue loop;
+      }
     }
-    decoded = out;
+    ch = p < end ? raw.charCodeAt(p) & 0xff : 0;
+    p++;
   }
-  if (!decoded.includes('/.') && !(mergeSlashes && decoded.includes('//'))) return decoded;
-  const segs = decoded.split('/');
-  const out: string[] = [];
-  for (let i = 1; i < segs.length; i++) {
-    const s = segs[i];
-    const last = i === segs.length - 1;
-    if (s === '.') { if (last) out.push(''); continue; }
-    if (s === '..') {
-      if (out.length === 0) return undefined;
-      out.pop();
-      if (last) out.push('');
-      continue;
-    }
-    if (s === '' && mergeSlashes && !last) continue;
-    out.push(s);
+  if (argsAt === -1) {
+    if (state === S_QUOTED || state === S_QUOTED_SECOND) return undefined;
+    if (state === S_DOT) u--;
+    else if (state === S_DOT_DOT && !climb()) return undefined;
   }
-  return '/' + out.join('/');
+  const uri = out.toString('latin1', 0, u);
+  if (argsAt < 0) return { uri, args: '' };
+  // arguments run to the end, or to a "#"
+  const hash = raw.indexOf('#', argsAt);
+  return { uri, args: raw.slice(argsAt, hash < 0 ? end : hash) };
+}
+
+/**
+ * The path and arguments of a request target: the target itself when it
+ * needs no decoding (nginx keeps such a URI as sent), else parseComplexUri.
+ */
+export function parseUri(raw: string, complex: boolean, mergeSlashes: boolean, emptyPath = false): ParsedUri | undefined {
+  if (complex || emptyPath) return parseComplexUri(raw, mergeSlashes, emptyPath);
+  const q = raw.indexOf('?');
+  if (q < 0) return { uri: raw, args: '' };
+  return { uri: raw.slice(0, q), args: raw.slice(q + 1) };
+}
+
+/** For code paths without a parsed request line (HTTP/2): the decoded path, or undefined (400). */
+export function normalizeUri(path: string, mergeSlashes: boolean): string | undefined {
+  return parseComplexUri(path, mergeSlashes)?.uri;
 }
 
 /** Bytes ngx_escape_uri escapes: `%00-%20`, `%7F-%FF` and these (NGX_ESCAPE_URI / NGX_ESCAPE_ARGS). */

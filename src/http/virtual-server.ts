@@ -1,72 +1,87 @@
 /**
  * Choosing the virtual server for a request (ngx_http_find_virtual_server):
- * exact name, longest leading wildcard (`*.example.com`), longest trailing
- * wildcard (`www.example.*`), then regexes in order; otherwise the address's
- * default server.
+ * the exact name, then the longest leading wildcard (`*.example.com`,
+ * `.example.com`), then the longest trailing wildcard (`www.example.*`),
+ * then regexes in the order written; otherwise the address's default
+ * server. The table is built once per address and configuration.
  */
 import type { AddressConf, ServerConf } from './http-conf.ts';
+import type { NamedIndexes } from './regex.ts';
 
 interface NameTable {
   exact: Map<string, ServerConf>;
+  /** `*.x` and `.x` as the suffix `.x`, longest first. */
   leading: Array<{ suffix: string; server: ServerConf }>;
+  /** `x.*` as the prefix `x.`, longest first. */
   trailing: Array<{ prefix: string; server: ServerConf }>;
-  regex: Array<{ regex: RegExp; server: ServerConf }>;
+  regex: Array<{ regex: RegExp; named: NamedIndexes | undefined; server: ServerConf }>;
+  /** One server with one plain name: every host gets the default server. */
+  trivial: boolean;
+}
+
+export interface ServerMatch {
+  server: ServerConf;
+  /** The server_name regex match ($1.., named captures become variables). */
+  match?: RegExpExecArray;
+  named?: NamedIndexes;
+  /** $0..$9 of that match. */
+  captures?: string[];
 }
 
 const tables = new WeakMap<AddressConf, NameTable>();
 
-function tableOf(addr: AddressConf): NameTable {
+/** Builds the lookup table of `addr` (the first server to claim a name keeps it, as in nginx). */
+export function nameTable(addr: AddressConf): NameTable {
   let t = tables.get(addr);
   if (t) return t;
-  t = { exact: new Map(), leading: [], trailing: [], regex: [] };
+  t = { exact: new Map(), leading: [], trailing: [], regex: [], trivial: false };
+  const leadingSeen = new Set<string>();
+  const trailingSeen = new Set<string>();
   for (const srv of addr.servers) {
     for (const n of srv.names) {
-      if (n.regex) { t.regex.push({ regex: n.regex, server: srv }); continue; }
+      if (n.regex) {
+        t.regex.push({ regex: n.regex, named: n.httpRegex?.namedIndexes, server: srv });
+        continue;
+      }
       const name = n.name;
       if (name.startsWith('.')) {
         if (!t.exact.has(name.slice(1))) t.exact.set(name.slice(1), srv);
-        t.leading.push({ suffix: name, server: srv });
+        if (!leadingSeen.has(name)) { leadingSeen.add(name); t.leading.push({ suffix: name, server: srv }); }
       } else if (name.startsWith('*.')) {
-        t.leading.push({ suffix: name.slice(1), server: srv });
+        const suffix = name.slice(1);
+        if (!leadingSeen.has(suffix)) { leadingSeen.add(suffix); t.leading.push({ suffix, server: srv }); }
       } else if (name.endsWith('.*')) {
-        t.trailing.push({ prefix: name.slice(0, -1), server: srv });
+        const prefix = name.slice(0, -1);
+        if (!trailingSeen.has(prefix)) { trailingSeen.add(prefix); t.trailing.push({ prefix, server: srv }); }
       } else if (!t.exact.has(name)) {
         t.exact.set(name, srv);
       }
     }
   }
-  // longest wildcard wins; keep the first written among equals
+  // the most specific wildcard wins; sort keeps the first written among equals
   t.leading.sort((a, b) => b.suffix.length - a.suffix.length);
   t.trailing.sort((a, b) => b.prefix.length - a.prefix.length);
+  t.trivial = addr.servers.length === 1 && t.regex.length === 0;
   tables.set(addr, t);
   return t;
 }
 
-export interface ServerMatch {
-  server: ServerConf;
-  captures?: string[];
-  groups?: Record<string, string | undefined>;
-}
-
-/** The server for `host` (lowercase, no port) on `addr`. */
+/** The server for `host` (validated: lowercase, no port; '' when the request named none) on `addr`. */
 export function selectServer(addr: AddressConf, host: string): ServerMatch {
-  if (addr.servers.length === 1 && addr.servers[0].names.length === 1 && !addr.servers[0].names[0].regex) {
-    return { server: addr.defaultServer };
-  }
-  const t = tableOf(addr);
+  const t = nameTable(addr);
+  if (t.trivial) return { server: addr.defaultServer };
   const exact = t.exact.get(host);
   if (exact) return { server: exact };
-  if (host) {
-    for (const w of t.leading) {
-      if (host.endsWith(w.suffix) && host.length > w.suffix.length) return { server: w.server };
-    }
-    for (const w of t.trailing) {
-      if (host.startsWith(w.prefix) && host.length > w.prefix.length) return { server: w.server };
-    }
+  if (host === '') return { server: addr.defaultServer };
+  for (const w of t.leading) {
+    if (host.endsWith(w.suffix) && host.length > w.suffix.length) return { server: w.server };
+  }
+  for (const w of t.trailing) {
+    if (host.startsWith(w.prefix) && host.length > w.prefix.length) return { server: w.server };
   }
   for (const re of t.regex) {
     const m = re.regex.exec(host);
-    if (m) return { server: re.server, captures: Array.from(m, (s) => s ?? ''), groups: m.groups };
+    if (m) return { server: re.server, match: m, named: re.named, captures: Array.from(m, (s) => s ?? '') };
   }
   return { server: addr.defaultServer };
 }

@@ -23,6 +23,8 @@ export interface CoreLocConf {
   keepaliveHeader?: number;
   keepaliveRequests?: number;
   keepaliveTime?: number;
+  /** Browsers keepalive is not used with (`keepalive_disable`): `msie6`, `safari`. */
+  keepaliveDisable?: readonly string[];
   clientMaxBodySize?: number;
   clientBodyBufferSize?: number;
   clientBodyTimeout?: number;
@@ -68,6 +70,8 @@ export interface CoreSrvConf {
   ignoreInvalidHeaders?: boolean;
   mergeSlashes?: boolean;
   underscoresInHeaders?: boolean;
+  /** `max_headers` (nginx 1.29): header lines allowed in a request. */
+  maxHeaders?: number;
 }
 
 
@@ -77,6 +81,7 @@ export const CORE_LOC_DEFAULTS = {
   keepaliveTimeout: 75_000,
   keepaliveRequests: 1000,
   keepaliveTime: 3_600_000,
+  keepaliveDisable: ['msie6'],
   clientMaxBodySize: 1024 * 1024,
   clientBodyBufferSize: 16 * 1024,
   clientBodyTimeout: 60_000,
@@ -112,6 +117,7 @@ export const CORE_SRV_DEFAULTS = {
   ignoreInvalidHeaders: true,
   mergeSlashes: true,
   underscoresInHeaders: false,
+  maxHeaders: 1000,
 } as const satisfies CoreSrvConf;
 
 export const coreSrv = defineSlot<CoreSrvConf>('http_core_srv', () => ({}), inheritUnset, CORE_SRV_DEFAULTS);
@@ -194,6 +200,17 @@ export const httpSettingsDirectives: Directive[] = [
   },
   loc('keepalive_requests', 'keepaliveRequests', count),
   loc('keepalive_time', 'keepaliveTime', time),
+  {
+    name: 'keepalive_disable', contexts: HTTP_ANY, args: [1, 2],
+    handler(cf, node) {
+      const c = cf.get(coreLoc);
+      if (c.keepaliveDisable !== undefined) return 'is duplicate';
+      for (const v of node.args) {
+        if (v !== 'none' && v !== 'msie6' && v !== 'safari') throw cf.error(`invalid value "${v}" in "keepalive_disable" directive`);
+      }
+      c.keepaliveDisable = node.args.filter((v) => v !== 'none');
+    },
+  },
   loc('client_max_body_size', 'clientMaxBodySize', size),
   loc('client_body_buffer_size', 'clientBodyBufferSize', size),
   loc('client_body_timeout', 'clientBodyTimeout', time),
@@ -285,4 +302,5 @@ export const httpSettingsDirectives: Directive[] = [
   srv('ignore_invalid_headers', 'ignoreInvalidHeaders', flag),
   srv('merge_slashes', 'mergeSlashes', flag),
   srv('underscores_in_headers', 'underscoresInHeaders', flag),
+  srv('max_headers', 'maxHeaders', count),
 ];

@@ -4,6 +4,7 @@
  * request path uses (addresses → servers, server → locations).
  */
 import net from 'node:net';
+import os from 'node:os';
 import { defineSlot, Level } from '../../../conf/context.ts';
 import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx } from '../../../conf/directive.ts';
@@ -16,7 +17,7 @@ import { HttpMainConf, httpMainOf, isHttpModule } from '../../http-conf.ts';
 import type { HttpModule, ListenConf, LocationConf, LocationMatch, ServerConf } from '../../http-conf.ts';
 import { checkNesting, indexLocations } from '../../location.ts';
 import { errorPageDirectives, sendErrorPage } from './error-page.ts';
-import { compileHttpRegex, compileRegex } from '../../regex.ts';
+import { compileHttpRegex } from '../../regex.ts';
 
 /** The loaded `http {}` block of a cycle (one per configuration). */
 export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
@@ -44,7 +45,9 @@ function readServer(cf: ConfContext, node: ConfNode): void {
     srv.listens.push(parseListen(cf, [String(port)], node));
   }
   if (srv.names.length === 0) srv.names.push({ name: '' });
-  srv.primaryName = srv.names[0].name;
+  // $server_name: the first name, a regex with its "~", a ".x" name without its dot
+  const first = srv.names[0];
+  srv.primaryName = first.regex ? `~${first.name}` : first.name.startsWith('.') ? first.name.slice(1) : first.name;
   http.servers.push(srv);
 }
 
@@ -177,17 +180,35 @@ export function parseListen(cf: ConfContext, args: string[], node?: ConfNode): L
   return lc;
 }
 
+/** `listen 127.0.0.1:8000-8003` (nginx 1.27.3): one address per port of the range. */
+function portRange(cf: ConfContext, addr: string): string[] {
+  const m = /^(.*?)(\d+)-(\d+)$/.exec(addr);
+  if (!m || addr.startsWith('unix:') || (m[1] !== '' && !m[1].endsWith(':'))) return [addr];
+  const from = Number(m[2]);
+  const to = Number(m[3]);
+  if (from < 1 || to > 65535 || from > to) throw cf.error(`invalid port range in "${addr}" of the "listen" directive`);
+  const out: string[] = [];
+  for (let p = from; p <= to; p++) out.push(`${m[1]}${p}`);
+  return out;
+}
+
 function readServerNames(cf: ConfContext, node: ConfNode): void {
   const srv = cf.data.server as ServerConf;
   for (const raw of node.args) {
-    const name = raw.toLowerCase();
-    if (name.startsWith('~')) {
-      srv.names.push({ name: raw, regex: compileRegex(cf, raw.slice(1), true).regex });
+    if ((raw[0] === '*' && (raw.length < 3 || raw[1] !== '.')) || (raw[0] === '.' && raw.length < 2)) {
+      throw cf.error(`server name "${raw}" is invalid`);
+    }
+    if (raw.startsWith('~')) {
+      if (raw.length === 1) throw cf.error(`empty regex in server name "${raw}"`);
+      const pattern = raw.slice(1);
+      // nginx matches caselessly only a pattern that has capitals (hosts are lowercased)
+      const re = compileHttpRegex(cf, httpMainOf(cf).variables, pattern, /[A-Z]/.test(pattern));
+      srv.names.push({ name: pattern, regex: re.regex, httpRegex: re });
       continue;
     }
-    if (name.includes('/')) throw cf.error(`server name "${raw}" has suspicious symbols`);
+    const name = raw.toLowerCase() === '$hostname' ? os.hostname().toLowerCase() : raw.toLowerCase();
     if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
-      throw cf.error(`invalid server name or wildcard "${raw}"`);
+      throw cf.error(`invalid server name or wildcard "${raw}" on ${srv.listens[0]?.spec.key ?? '0.0.0.0:80'}`);
     }
     srv.names.push({ name });
   }
@@ -218,7 +239,10 @@ const directives: Directive[] = [
   { name: 'location', contexts: Ctx.SERVER | Ctx.LOCATION, args: [1, 2], block: true, handler: readLocation },
   {
     name: 'listen', contexts: Ctx.SERVER, args: [1, Infinity],
-    handler(cf, node) { (cf.data.server as ServerConf).listens.push(parseListen(cf, node.args)); },
+    handler(cf, node) {
+      const srv = cf.data.server as ServerConf;
+      for (const addr of portRange(cf, node.args[0])) srv.listens.push(parseListen(cf, [addr, ...node.args.slice(1)]));
+    },
   },
   { name: 'server_name', contexts: Ctx.SERVER, args: [1, Infinity], handler: readServerNames },
   {
