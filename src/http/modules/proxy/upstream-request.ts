@@ -53,6 +53,17 @@ function onClientClose(this: Record<symbol, UpstreamRequest | undefined>): void 
   this[EXCHANGE]?.clientClosed();
 }
 
+/** Sockets that have the 'end' listener already (attached once per connection). */
+const WATCHED = Symbol('proxyWatched');
+
+/**
+ * The client sent FIN while its request was being proxied: nginx takes a
+ * closed connection for an aborted request (ngx_http_upstream_check_broken_connection).
+ */
+function onClientEnd(this: Record<symbol, UpstreamRequest | undefined>): void {
+  this[EXCHANGE]?.clientClosed();
+}
+
 export class UpstreamRequest implements ConnectionUser, BodyTarget {
   readonly r: HttpRequest;
   readonly conf: ProxyLocConf;
@@ -103,6 +114,14 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     // before the log phase's own 'close' listener, so the log sees this request's end (499, timings)
     (r.res as unknown as Record<symbol, UpstreamRequest>)[EXCHANGE] = this;
     r.res.prependListener('close', onClientClose);
+    const socket = r.req.socket as unknown as (Record<symbol, unknown> & import('node:net').Socket) | null;
+    if (socket) {
+      socket[EXCHANGE] = this;
+      if (!socket[WATCHED]) {
+        socket[WATCHED] = true;
+        socket.on('end', onClientEnd);
+      }
+    }
   }
 
   start(): void {
@@ -375,6 +394,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
   finalize(rc: number): void {
     if (this.finished) return;
     this.finished = true;
+    this.forget();
     this.phase = DONE_STATE;
     this.closeTry(PEER_OK);
     const c = this.conn;
@@ -405,14 +425,23 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
   /** The relay finished writing (ok) or the client went away. */
   relayDone(): void {
     this.finished = true;
+    this.forget();
+  }
+
+  /** The client socket no longer reports to this exchange. */
+  private forget(): void {
+    const socket = this.r.req.socket as unknown as Record<symbol, unknown> | null;
+    if (socket && socket[EXCHANGE] === this) socket[EXCHANGE] = undefined;
   }
 
   clientClosed(): void {
     if (this.finished || this.r.res.writableFinished) return;
+    this.forget();
     if (this.conf.ignoreClientAbort && !this.settled) return;
     this.log('info', this.conn ? 'client prematurely closed connection, so upstream connection is closed too' : 'client prematurely closed connection',
       this.reader?.inBody ? 'sending to client' : this.action);
-    if (!this.r.res.headersSent) this.r.status = 499;
     this.finalize(499);
+    // no response: the connection closes and the request is logged with 499 (nginx's terminate)
+    if (!this.r.res.destroyed) terminate(this.r, 499);
   }
 }
