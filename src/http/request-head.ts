@@ -79,7 +79,9 @@ export class RequestHead {
   /** The request was already read when the previous one on the connection finished ($pipe). */
   pipelined = false;
   connection = CONN_NONE;
-  userAgent = 0;
+  /** The first User-Agent value (nginx looks only at that one). */
+  userAgentValue: string | undefined;
+  private uaFlags = -1;
   contentLength = -1;
   chunked = false;
   /** Bytes of the head as received ($request_length before the body). */
@@ -101,6 +103,12 @@ export class RequestHead {
 
   constructor(server: ServerConf) {
     this.server = server;
+  }
+
+  /** The browser families of User-Agent nginx notes (UA_*), worked out when first asked. */
+  get userAgent(): number {
+    if (this.uaFlags < 0) this.uaFlags = this.userAgentValue === undefined ? 0 : userAgentFlags(this.userAgentValue);
+    return this.uaFlags;
   }
 }
 
@@ -154,7 +162,6 @@ export class HeadReader {
   private rewrite = false;
   private hostHeader: string | undefined;
   private teValue: string | undefined;
-  private uaSeen = false;
   private uniqueSeen: Map<string, string> | undefined;
   private keptLines: Array<[number, number, number, number]> | undefined;
 
@@ -179,7 +186,6 @@ export class HeadReader {
     this.rewrite = false;
     this.hostHeader = undefined;
     this.teValue = undefined;
-    this.uaSeen = false;
     this.uniqueSeen = undefined;
     this.keptLines = undefined;
   }
@@ -240,7 +246,7 @@ export class HeadReader {
         return this.fail(494, 'client sent too many header lines', b, start, h.next);
       }
       (this.keptLines ??= []).push([h.nameStart, h.nameEnd, h.valueStart, h.valueEnd]);
-      if (h.nameEnd === h.valueStart || h.invalid) this.rewrite = true;
+      if (h.nameEnd === h.valueStart || h.invalid || h.control) this.rewrite = true;
       const err = this.headerLine(b, h);
       if (err) return err;
     }
@@ -287,22 +293,25 @@ export class HeadReader {
   private requestLine(b: Buffer): number {
     const rl = this.rl;
     const head = this.head;
-    head.method = b.toString('latin1', rl.start, rl.methodEnd);
-    head.line = b.toString('latin1', rl.start, rl.end);
+    const o = rl.start;
+    // one string for the line; its parts are slices of it
+    const line = b.toString('latin1', o, rl.end);
+    head.line = line;
+    head.method = line.slice(0, rl.methodEnd - o);
     head.version = rl.major * 1000 + rl.minor;
-    if (rl.protocolStart >= 0) head.protocol = b.toString('latin1', rl.protocolStart, rl.end);
+    if (rl.protocolStart >= 0) head.protocol = line.slice(rl.protocolStart - o);
     head.complexUri = rl.complexUri || rl.quotedUri;
     head.emptyPath = rl.emptyPathInUri;
-    head.target = b.toString('latin1', rl.uriStart, rl.uriEnd);
+    head.target = line.slice(rl.uriStart - o, rl.uriEnd - o);
     const parsed = parseUri(head.target, head.complexUri, this.ctx.mergeSlashes, head.emptyPath);
     if (parsed === undefined) return this.fail(400, 'client sent invalid request', b, rl.start, rl.end);
     head.uri = parsed.uri;
     head.args = parsed.args;
     if (rl.hostEnd >= 0) {
-      const host = validateHost(b.toString('latin1', rl.hostStart, rl.hostEnd));
+      const host = validateHost(line.slice(rl.hostStart - o, rl.hostEnd - o));
       if (host === undefined) return this.fail(400, 'client sent invalid host in request line', b, rl.start, rl.end);
       head.host = host;
-      if (rl.portStart >= 0) head.port = b.toString('latin1', rl.portStart, rl.portEnd);
+      if (rl.portStart >= 0) head.port = line.slice(rl.portStart - o, rl.portEnd - o);
       this.selectServer(host);
     }
     return 0;
@@ -344,10 +353,7 @@ export class HeadReader {
       return 0;
     }
     if (name === 'user-agent') {
-      if (!this.uaSeen) {
-        this.uaSeen = true;
-        head.userAgent = userAgentFlags(b.toString('latin1', h.valueStart, h.valueEnd));
-      }
+      if (head.userAgentValue === undefined) head.userAgentValue = b.toString('latin1', h.valueStart, h.valueEnd);
       return 0;
     }
     if (!UNIQUE.has(name)) return 0;
@@ -389,9 +395,7 @@ export class HeadReader {
     }
     if (head.method === 'CONNECT') return this.fail(405, 'client sent CONNECT method', b, 0, 0);
     if (head.method === 'TRACE') return this.fail(405, 'client sent TRACE method', b, 0, 0);
-    if (this.rewrite || (this.keptLines !== undefined && LLHTTP_BAD_VALUE.test(b.toString('latin1', head.headersStart, end - 2)))) {
-      this.rewriteHeaders(b);
-    }
+    if (this.rewrite) this.rewriteHeaders(b);
     return this.done(end);
   }
 

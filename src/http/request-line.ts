@@ -265,6 +265,8 @@ export class HeaderLine {
   valueEnd = 0;
   /** The name has bytes nginx does not accept (ignored with `ignore_invalid_headers on`). */
   invalid = false;
+  /** The value has control bytes llhttp refuses. */
+  control = false;
   /** For INVALID_HEADER: offset of the offending byte. */
   errorAt = 0;
   next = 0;
@@ -277,6 +279,7 @@ export class HeaderLine {
 export function parseHeaderLine(b: Buffer, p: number, last: number, allowUnderscores: boolean, h: HeaderLine): number {
   let state = 0;
   h.invalid = false;
+  h.control = false;
   h.nameStart = p;
   for (; p < last; p++) {
     const ch = b[p];
@@ -316,26 +319,23 @@ export function parseHeaderLine(b: Buffer, p: number, last: number, allowUndersc
         h.valueStart = p;
         state = 3;
         break;
-      case 3: { // value: find the line end natively, then look back over it
-        const lf = b.indexOf(LF, p);
-        const end0 = lf < 0 || lf >= last ? last : lf;
-        const line = b.subarray(p, end0);
-        const nul = line.indexOf(0);
-        if (end0 === last) {
-          if (nul >= 0) { h.errorAt = p + nul; return INVALID_HEADER; }
-          return AGAIN;
+      case 3: { // value
+        for (; p < last; p++) {
+          const c = b[p];
+          if (c >= 0x20 && c !== 0x7f) continue;
+          if (c === LF || c === CR) break;
+          if (c === 0) { h.errorAt = p; return INVALID_HEADER; }
+          // llhttp refuses control bytes other than tab in values; nginx takes them
+          if (c !== 9) h.control = true;
         }
-        const cr = line.indexOf(CR);
-        if (nul >= 0 && (cr < 0 || nul < cr)) { h.errorAt = p + nul; return INVALID_HEADER; }
-        let end = lf;
-        if (cr >= 0) {
-          // CRs may only end the line
-          for (let i = p + cr; i < lf; i++) if (b[i] !== CR) { h.errorAt = i; return INVALID_HEADER; }
-          end = p + cr;
-        }
+        if (p === last) return AGAIN;
+        let end = p;
+        while (b[p] === CR) p++;
+        if (p === last) return AGAIN;
+        if (b[p] !== LF) { h.errorAt = p; return INVALID_HEADER; }
         while (end > h.valueStart && b[end - 1] === SP) end--;
         h.valueEnd = end;
-        h.next = lf + 1;
+        h.next = p + 1;
         return PARSED;
       }
       case 6: // CR seen: LF ends the line (more CRs are allowed)

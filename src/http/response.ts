@@ -37,8 +37,8 @@ function keepAlive(r: HttpRequest): boolean {
   if (Date.now() - r.conn.startMs > (core.keepaliveTime ?? CORE_LOC_DEFAULTS.keepaliveTime)) return false;
   const disable = core.keepaliveDisable ?? CORE_LOC_DEFAULTS.keepaliveDisable;
   // MSIE may wait a while after a POST answered on a keepalive connection; Safari may send a POST to a closed one
-  if (head.userAgent & UA_MSIE6 && r.method === 'POST' && disable.includes('msie6')) return false;
-  if (head.userAgent & UA_SAFARI && disable.includes('safari')) return false;
+  if (disable.length && ((r.method === 'POST' && disable.includes('msie6') && head.userAgent & UA_MSIE6)
+    || (disable.includes('safari') && head.userAgent & UA_SAFARI))) return false;
   return !(r.errStatus && closesConnection(r.errStatus));
 }
 
