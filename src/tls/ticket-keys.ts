@@ -156,7 +156,7 @@ const UNKNOWN_KEY = Buffer.alloc(16);
 export function installTicketKeys(ctx: SecureContext, source: TicketKeySource): void {
   const native = (ctx as unknown as { context: NativeContext }).context;
   native.enableTicketKeyCallback();
-  native.onticketkeycallback = (name, iv, enc) => {
+  native.onticketkeycallback = (name, _iv, enc) => {
     if (enc) {
       const k = source.encryptKey();
       return [1, k.hmac, k.aes, k.name, crypto.randomBytes(16)];

@@ -161,7 +161,7 @@ http {
 `, files: files(),
   });
   t.after(() => srv.stop());
-  const root = http.createServer((req, res) => { res.writeHead(200); res.end(certs.read('ec-end-root.der')); });
+  const root = http.createServer((_req, res) => { res.writeHead(200); res.end(certs.read('ec-end-root.der')); });
   await new Promise<void>((r) => root.listen(srv.port(8081), '127.0.0.1', r));
   t.after(() => root.close());
   assert.equal(await staple(srv.port(8443), 'ecdsa_secp256r1_sha256', 5), undefined);

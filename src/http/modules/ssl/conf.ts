@@ -108,7 +108,7 @@ function single<K extends keyof SslSrvConf>(name: string, field: K, parse: (cf: 
   };
 }
 
-const str = (cf: ConfContext, v: string): string => v;
+const str = (_cf: ConfContext, v: string): string => v;
 const confPath = (cf: ConfContext, v: string): string => cf.confPath(v);
 const flag = (cf: ConfContext, v: string): boolean => flagArg(cf, v);
 

@@ -36,9 +36,10 @@ export const handshakeServerName = new WeakMap<HttpConnection, string>();
 
 export function secureAccept(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
   const addr = server.addr;
-  if (!addr.ssl) return acceptCleartext(server, conn, socket);
+  // nginx waits for the first bytes (and the handshake) as long as for a request head
   const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
   socket.setTimeout(timeout, () => socket.destroy());
+  if (!addr.ssl) return acceptCleartext(server, conn, socket);
   let buffered: Buffer = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
@@ -72,12 +73,16 @@ function acceptCleartext(server: HttpAddressServer, conn: HttpConnection, socket
     const preface = buffered.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
     if (preface && n < H2_PREFACE.length) return;
     socket.off('data', onData);
+    socket.off('end', onEnd);
+    socket.setTimeout(0);
     socket.pause();
     if (!preface) return server.serve(conn, socket, buffered);
     socket.unshift(buffered);
     serveHttp2(server, conn, socket, server.addr.defaultServer);
   };
+  const onEnd = () => socket.destroy();
   socket.on('data', onData);
+  socket.once('end', onEnd);
 }
 
 /** nginx's SNI rules: a name that selects a server block, or undefined (the default server serves). */
