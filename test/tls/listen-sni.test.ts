@@ -205,6 +205,27 @@ http {
   assert.equal(statusOf(pass.data), 200);
 });
 
+test('the obsolete `ssl on` makes the server\'s address speak TLS, with nginx 1.22\'s warning', async (t) => {
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    server {
+        listen 127.0.0.1:%%PORT_8443%%;
+        ssl on;
+        ssl_certificate localhost.crt;
+        ssl_certificate_key localhost.key;
+        location / { return 200 "$https"; }
+    }
+}
+`, files,
+  });
+  t.after(() => srv.stop());
+  const r = await tlsExchange(srv.port(8443));
+  assert.equal(bodyOf(r.data), 'on');
+  assert.match(srv.readFile('error.log').toString(), /\[warn\] .*the "ssl" directive is deprecated, use the "listen \.\.\. ssl" directive instead in .*nginx\.conf:6/);
+});
+
 test('configuration errors use nginx wording', async () => {
   const cases: Array<[string, RegExp]> = [
     ['ssl_certificate nx.crt; ssl_certificate_key nx.key;', /\[emerg\] cannot load certificate ".*\/nx\.crt": BIO_new_file\(\) failed/],

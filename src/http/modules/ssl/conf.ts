@@ -64,6 +64,8 @@ export interface SslSrvConf {
   earlyData?: boolean;
   confCommands?: Array<[string, string]>;
   rejectHandshake?: boolean;
+  /** The obsolete `ssl on` (nginx ≤ 1.25.0): the server's addresses speak TLS. */
+  enable?: boolean;
 }
 
 /** nginx's defaults (ngx_http_ssl_merge_srv_conf, current nginx). */
@@ -145,6 +147,15 @@ function parseSessionCache(cf: ConfContext, args: string[]): SessionCacheConf {
 }
 
 export const sslDirectives: Directive[] = [
+  {
+    name: 'ssl', contexts: SRV, args: 'flag',
+    handler(cf, node) {
+      const c = cf.get(sslSrv);
+      if (c.enable !== undefined) return 'is duplicate';
+      c.enable = flagArg(cf, node.args[0]);
+      cf.warn('the "ssl" directive is deprecated, use the "listen ... ssl" directive instead');
+    },
+  },
   {
     name: 'ssl_certificate', contexts: SRV, args: 1,
     handler(cf, node) { (cf.get(sslSrv).certificates ??= []).push(pathValue(cf, node.args[0])); },

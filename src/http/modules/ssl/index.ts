@@ -46,6 +46,8 @@ function postconfiguration(http: HttpMainConf): void {
   setSecureAccept(secureAccept);
   const sslServers = new Set<ServerConf>();
   for (const addr of http.addresses.values()) {
+    // `ssl on` in the default server (nginx ≤ 1.25.0) makes the address a TLS one
+    if (addr.defaultServer.level.get(sslSrv).enable) addr.ssl = true;
     // without TLS there is no SNI: `http2 on` of the default server decides, as in nginx
     if (!addr.ssl && addr.defaultServer.level.get(http2Srv).enable) addr.http2 = true;
     if (!addr.ssl) continue;
