@@ -24,6 +24,8 @@ export interface StaplingOptions {
   verify: boolean;
   resolver?: string[];
   resolverTimeout?: number;
+  /** `[warn]` lines about certificates that cannot be stapled for (logged once, by the configuration reader). */
+  warn?: (message: string) => void;
 }
 
 interface Staple {
@@ -59,19 +61,19 @@ export class Stapler {
     this.opts = opts;
     this.trusted = trusted;
     const fileResponse = opts.file ? readFile(opts.file) : undefined;
-    const log = mainErrorLog();
+    const warn = opts.warn ?? ((m: string) => mainErrorLog().warn(m));
     for (const pair of pairs) {
       const issuer = [...pair.chain, ...trusted].find((c) => issued(c, pair.leaf));
       const staple: Staple = { pair, issuer, responder: undefined, response: fileResponse, valid: Infinity, refresh: 0, loading: false };
       this.staples.push(staple);
       if (fileResponse) continue;
       if (!issuer) {
-        log.warn(`"ssl_stapling" ignored, issuer certificate not found for certificate "${pair.certPath}"`);
+        warn(`"ssl_stapling" ignored, issuer certificate not found for certificate "${pair.certPath}"`);
         continue;
       }
       const url = opts.responder ?? ocspUrls(pair.leaf)[0];
       if (!url) {
-        log.warn(`"ssl_stapling" ignored, no OCSP responder URL in the certificate "${pair.certPath}"`);
+        warn(`"ssl_stapling" ignored, no OCSP responder URL in the certificate "${pair.certPath}"`);
         continue;
       }
       const r = parseResponder(url);

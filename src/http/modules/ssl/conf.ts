@@ -8,6 +8,8 @@ import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
 import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
+import { ConfError } from '../../../conf/errors.ts';
+import { Cycle } from '../../../core/cycle.ts';
 import { compileComplex } from '../../variables.ts';
 import type { ComplexValue } from '../../variables.ts';
 import { httpMainOf } from '../../http-conf.ts';
@@ -66,6 +68,8 @@ export interface SslSrvConf {
   rejectHandshake?: boolean;
   /** The obsolete `ssl on` (nginx ≤ 1.25.0): the server's addresses speak TLS. */
   enable?: boolean;
+  /** Where `[warn]` lines found while compiling go (once, from the configuration reader). */
+  warn?: (message: string) => void;
 }
 
 /** nginx's defaults (ngx_http_ssl_merge_srv_conf, current nginx). */
@@ -235,7 +239,21 @@ export const sslDirectives: Directive[] = [
   }),
   single('ssl_ocsp_responder', 'ocspResponder', str),
   single('ssl_ocsp_cache', 'ocspCache', (cf, v) => (v === 'off' ? false : zoneSpec(cf, v, 'ocsp cache'))),
-  single('ssl_stapling', 'stapling', flag, 'flag'),
+  {
+    name: 'ssl_stapling', contexts: SRV, args: 'flag',
+    handler(cf, node) {
+      const c = cf.get(sslSrv);
+      if (c.stapling !== undefined) return 'is duplicate';
+      c.stapling = flagArg(cf, node.args[0]);
+      // nginx warns about certificates it cannot staple for without a location: keep the reader's sink
+      const sink = Cycle.of(cf).options.onWarning;
+      c.warn = (message) => {
+        const w = new ConfError(message);
+        w.level = 'warn';
+        sink?.(w);
+      };
+    },
+  },
   single('ssl_stapling_file', 'staplingFile', confPath),
   single('ssl_stapling_responder', 'staplingResponder', str),
   single('ssl_stapling_verify', 'staplingVerify', flag, 'flag'),
