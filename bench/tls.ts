@@ -58,6 +58,9 @@ http {
     access_log off;
     keepalive_requests 1000000;
     ssl_protocols TLSv1.2 TLSv1.3;
+    # the same key exchange on both: Node's OpenSSL 3.5 would otherwise pick the
+    # heavier X25519MLKEM768 hybrid, which Debian's OpenSSL 3.0 does not have
+    ssl_ecdh_curve X25519:prime256v1;
     ${server(p.ecdsa, 'ecdsa', full)}
     ${server(p.rsa, 'rsa', full)}
     ${server(p.cache, 'ecdsa', 'ssl_session_cache shared:SSL:10m; ssl_session_tickets off;')}
