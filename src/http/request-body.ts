@@ -162,6 +162,8 @@ class BodyReader {
     if (this.done) return;
     this.timer?.refresh();
     this.received += chunk.length;
+    // a body read counts in $request_length (a discarded one does not, as in nginx)
+    this.r.bodyRead += chunk.length;
     if (this.chunked && this.max && this.received > this.max) {
       requestLog(this.r).error(`client intended to send too large chunked body: ${this.received - chunk.length}+${chunk.length} bytes`);
       this.finish();

@@ -197,11 +197,9 @@ export interface UpstreamRecord {
   trailers: HeaderList | undefined;
 }
 
-const records = new WeakMap<HttpRequest, UpstreamRecord>();
-
 /** The request's upstream record, if it used an upstream. */
 export function upstreamRecord(r: HttpRequest): UpstreamRecord | undefined {
-  return records.get(r);
+  return r.upstreamRecord as UpstreamRecord | undefined;
 }
 
 /**
@@ -209,10 +207,10 @@ export function upstreamRecord(r: HttpRequest): UpstreamRecord | undefined {
  * survives internal redirects as nginx's r->upstream_states does.
  */
 export function beginUpstream(r: HttpRequest): UpstreamRecord {
-  let rec = records.get(r);
+  let rec = r.upstreamRecord as UpstreamRecord | undefined;
   if (!rec) {
     rec = { states: [], headers: undefined, trailers: undefined };
-    records.set(r, rec);
+    r.upstreamRecord = rec;
   } else if (rec.states.length) {
     // a second upstream for the same request: an empty state separates them with " : "
     rec.states.push(newState(undefined));
@@ -225,7 +223,7 @@ export function newState(peer: string | undefined): UpstreamState {
 }
 
 function joinStates(r: HttpRequest, item: (s: UpstreamState) => string): VarValue {
-  const states = records.get(r)?.states;
+  const states = upstreamRecord(r)?.states;
   if (!states || states.length === 0) return undefined;
   let out = '';
   let i = 0;
@@ -290,9 +288,9 @@ const variables: VariableDef[] = [
   { name: 'upstream_response_length', noCache: true, get: (r) => joinStates(r, (s) => String(s.responseLength)) },
   { name: 'upstream_bytes_received', noCache: true, get: (r) => joinStates(r, (s) => String(s.bytesReceived)) },
   { name: 'upstream_bytes_sent', noCache: true, get: (r) => joinStates(r, (s) => String(s.bytesSent)) },
-  { name: 'upstream_http_', prefix: true, noCache: true, get: (r, n) => headerValue(records.get(r)?.headers, varHeaderName(n, 14)) },
-  { name: 'upstream_trailer_', prefix: true, noCache: true, get: (r, n) => headerValue(records.get(r)?.trailers, varHeaderName(n, 17)) },
-  { name: 'upstream_cookie_', prefix: true, noCache: true, get: (r, n) => setCookieValue(records.get(r)?.headers, n.slice(16)) },
+  { name: 'upstream_http_', prefix: true, noCache: true, get: (r, n) => headerValue(upstreamRecord(r)?.headers, varHeaderName(n, 14)) },
+  { name: 'upstream_trailer_', prefix: true, noCache: true, get: (r, n) => headerValue(upstreamRecord(r)?.trailers, varHeaderName(n, 17)) },
+  { name: 'upstream_cookie_', prefix: true, noCache: true, get: (r, n) => setCookieValue(upstreamRecord(r)?.headers, n.slice(16)) },
 ];
 
 export const upstreamModule: HttpModule = {

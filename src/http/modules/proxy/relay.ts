@@ -75,6 +75,8 @@ export class BodyRelay {
   private truncated = false;
   private finished = false;
   private sendTimer: NodeJS.Timeout | undefined;
+  /** The last piece of the body, kept to be written with the end. */
+  private tail: Buffer | undefined;
   /** Bound once, only for a client that pushes back. */
   private drainListener: (() => void) | undefined;
 
@@ -94,6 +96,7 @@ export class BodyRelay {
   push(data: Buffer): void {
     if (this.finished || data.length === 0) return;
     if (!this.buffering) {
+      if (this.length >= 0) this.length -= data.length;
       const max = this.bufferSize;
       for (let off = 0; off < data.length; off += max) {
         this.release(off === 0 && data.length <= max ? data : data.subarray(off, off + max));
@@ -147,7 +150,9 @@ export class BodyRelay {
   /** A buffer ready for the client: written now if it can be, else held in memory or the temp file. */
   private release(buf: Buffer): void {
     if (!this.waitingDrain && this.held.length === 0) {
-      this.write(buf);
+      // the last piece of a body of known length goes with the end: one write for a small response
+      if (this.length === 0 && this.tail === undefined && this.pendingLen === 0) this.tail = buf;
+      else this.write(buf);
     } else {
       const memLimit = this.buffering ? this.bufs.num * this.bufs.size : 0;
       if (this.heldMem + buf.length <= Math.max(memLimit, buf.length) || !this.spill(buf)) {
@@ -254,7 +259,11 @@ export class BodyRelay {
     this.finished = true;
     clearTimeout(this.sendTimer);
     this.cleanup();
+    const tail = this.tail;
+    this.tail = undefined;
+    if (tail) this.r.bodyBytesSent += tail.length;
     if (this.truncated) {
+      if (tail) this.r.out.write(tail);
       // no terminating chunk: the client sees the response cut short, as nginx sends it
       const socket = this.r.res.socket;
       if (socket) socket.end();
@@ -262,7 +271,8 @@ export class BodyRelay {
       this.src.relayDone(false);
       return;
     }
-    this.r.out.end();
+    if (tail) this.r.out.end(tail);
+    else this.r.out.end();
     this.src.relayDone(true);
   }
 

@@ -7,6 +7,7 @@
  * the connection's single set of listeners; nothing here allocates closures
  * per event.
  */
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { sysErrorText } from '../../../conf/errors.ts';
@@ -24,6 +25,7 @@ import type { UpstreamRecord, UpstreamState } from '../upstream.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
 import { FT } from './conf.ts';
 import { ResponseReader } from './response-reader.ts';
+import { NO_BODY } from './send-body.ts';
 import type { BodySender, BodyTarget } from './send-body.ts';
 import { keepSessions, peerOptions, verifyPeer } from './tls.ts';
 import type { UpstreamTls } from './tls.ts';
@@ -45,23 +47,28 @@ const NEXT_STATUS: Record<number, number> = {
 
 const NON_IDEMPOTENT = new Set(['POST', 'LOCK', 'PATCH']);
 
-/** The request's exchange, for the shared client 'close' listener. */
+/** On a client socket: the exchange of the request it is being answered for. */
 const EXCHANGE = Symbol('proxyExchange');
 
-/** A client connection closed: tell the exchange of the request it was answering (one listener function for all). */
-function onClientClose(this: Record<symbol, UpstreamRequest | undefined>): void {
+type WatchedSocket = Socket & { [EXCHANGE]?: UpstreamRequest | null };
+
+/**
+ * The client closed its connection (or sent FIN) while its request was being
+ * proxied: nginx takes that for an aborted request
+ * (ngx_http_upstream_check_broken_connection). One pair of listeners per
+ * connection serves all its requests.
+ */
+function onClientGone(this: WatchedSocket): void {
   this[EXCHANGE]?.clientClosed();
 }
 
-/** Sockets that have the 'end' listener already (attached once per connection). */
-const WATCHED = Symbol('proxyWatched');
-
-/**
- * The client sent FIN while its request was being proxied: nginx takes a
- * closed connection for an aborted request (ngx_http_upstream_check_broken_connection).
- */
-function onClientEnd(this: Record<symbol, UpstreamRequest | undefined>): void {
-  this[EXCHANGE]?.clientClosed();
+function watch(socket: WatchedSocket, u: UpstreamRequest): void {
+  if (socket[EXCHANGE] === undefined) {
+    // 'close' ahead of the response's own listener, so the log phase sees this request's end (499, timings)
+    socket.prependListener('close', onClientGone);
+    socket.on('end', onClientGone);
+  }
+  socket[EXCHANGE] = u;
 }
 
 export class UpstreamRequest implements ConnectionUser, BodyTarget {
@@ -111,17 +118,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.picker.tries > limit) this.picker.tries = limit;
-    // before the log phase's own 'close' listener, so the log sees this request's end (499, timings)
-    (r.res as unknown as Record<symbol, UpstreamRequest>)[EXCHANGE] = this;
-    r.res.prependListener('close', onClientClose);
-    const socket = r.req.socket as unknown as (Record<symbol, unknown> & import('node:net').Socket) | null;
-    if (socket) {
-      socket[EXCHANGE] = this;
-      if (!socket[WATCHED]) {
-        socket[WATCHED] = true;
-        socket.on('end', onClientEnd);
-      }
-    }
+    if (r.req.socket) watch(r.req.socket, this);
   }
 
   start(): void {
@@ -198,6 +195,12 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     this.reader = new ResponseReader(this);
     conn.setTimeout(this.conf.sendTimeout!);
     const s = conn.socket;
+    if (this.sender === NO_BODY) {
+      // nothing to write after the head: no cork, one write
+      s.write(this.head, 'latin1');
+      this.bodySent();
+      return;
+    }
     s.cork();
     s.write(this.head, 'latin1');
     this.sender.start(conn, this);
@@ -430,8 +433,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
 
   /** The client socket no longer reports to this exchange. */
   private forget(): void {
-    const socket = this.r.req.socket as unknown as Record<symbol, unknown> | null;
-    if (socket && socket[EXCHANGE] === this) socket[EXCHANGE] = undefined;
+    const socket = this.r.req.socket as WatchedSocket | null;
+    if (socket && socket[EXCHANGE] === this) socket[EXCHANGE] = null;
   }
 
   clientClosed(): void {
