@@ -173,6 +173,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
       timeoutMs: this.conf.connectTimeout!,
       tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
       keepAlive: this.conf.socketKeepalive,
+      localAddress: this.conf.bind ? this.conf.bind.evaluate(this.r) || undefined : undefined,
     }, this);
     if (this.tls) keepSessions(this.tls, peer.name, conn.socket as tls.TLSSocket);
     conn.requests++;
