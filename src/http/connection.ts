@@ -237,7 +237,6 @@ export class HttpConnection {
     const framing = this.framing!;
     const end = framing.consume(b, 0, b.length);
     this.pending = end < b.length ? b.subarray(end) : undefined;
-    if (this.active) this.active.bodyRead += end;
     if (end > 0) this.feed!(end < b.length ? b.subarray(0, end) : b);
     if (this.broken) {
       this.pending = undefined;
@@ -292,10 +291,13 @@ export class HttpConnection {
 
   private responseFinished(r: HttpRequest): void {
     r.completed = true;
+    // nginx clears r->keepalive before the request is logged ($sent_http_connection is "close" there)
+    const keepalive = r.keepalive;
+    r.keepalive = false;
     if (this.active !== r || this.phase === DETACHED) return;
     this.responseDone = true;
     this.clearTimer();
-    if (!r.keepalive || this.closing || this.clientEnded || this.keepaliveDisabled) {
+    if (!keepalive || this.closing || this.clientEnded || this.keepaliveDisabled) {
       this.close(r);
       return;
     }

@@ -14,6 +14,7 @@ import { specialPage } from './special-response.ts';
 import { escapeUri } from './uri.ts';
 import { requestLog } from './request-log.ts';
 import { mapUriToPath } from './modules/core/root.ts';
+import { subrequestFinalized } from './subrequest.ts';
 
 /**
  * Entry point for a request read from a connection. A head nginx refused
@@ -96,6 +97,8 @@ export async function runPhases(r: HttpRequest, from: number, locationChosen = f
   }
   for (const phase of [Phase.PREACCESS, Phase.ACCESS, Phase.PRECONTENT]) {
     if (from > phase) continue;
+    // nginx runs no access checks for subrequests (ngx_http_core_access_phase)
+    if (phase === Phase.ACCESS && r.parent) continue;
     const rc = phase === Phase.ACCESS ? await runAccessPhase(r) : await runHandlers(r, phases[phase]);
     if (rc === DONE) return;
     if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
@@ -216,12 +219,15 @@ export async function namedLocation(r: HttpRequest, name: string): Promise<numbe
  */
 export async function finalize(r: HttpRequest, rc: number): Promise<void> {
   if (rc === DONE || rc === OK || rc === DECLINED) return;
+  // a subrequest's creator may answer it instead (nginx's post_subrequest handler: SSI's stub=)
+  if (r.parent && !r.headerSent && (await subrequestFinalized(r, rc))) return;
   if (r.headerSent) {
     if (!r.finished) r.res.destroy();
     return;
   }
-  if (rc === 444) {
-    r.status = 444;
+  if (rc === 444 || rc === 408 || rc === 499) {
+    // nginx closes without an answer (444), or ends the request as timed out or abandoned
+    r.status = rc;
     r.res.destroy();
     return;
   }

@@ -55,10 +55,13 @@ export async function sendHeader(r: HttpRequest): Promise<void> {
   r.headerSent = true;
   // a response to an error (error_page target) keeps the error's status (nginx's r->err_status)
   if (r.errStatus) r.status = r.errStatus;
-  for (const f of r.main.headerFilters) {
+  // a subrequest runs only the filters made for subrequests (most of nginx's skip them), and its head goes nowhere
+  const filters = r.parent ? r.main.subrequestHeaderFilters : r.main.headerFilters;
+  for (const f of filters) {
     const p = f(r);
     if (p) await p;
   }
+  if (r.parent) return;
   // nginx has read or discarded the body before answering: that sends 100 Continue
   r.testExpect();
   // HTTP/0.9: no response head at all
@@ -74,7 +77,8 @@ function writeHead(r: HttpRequest): void {
   // nginx sends no Content-Type with 204
   if (r.contentType !== undefined && status !== 204) raw.push('Content-Type', r.contentType);
   const bodyless = noBody(r, status);
-  if (r.contentLength !== undefined && status !== 304 && status !== 204) raw.push('Content-Length', String(r.contentLength));
+  // a 304 of the not_modified filter has no length (it clears it); `return 304` keeps nginx's 0
+  if (r.contentLength !== undefined && status !== 204) raw.push('Content-Length', String(r.contentLength));
   // nginx drops Last-Modified from any other status (an error page served from a file)
   if (r.lastModified !== undefined && (status === 200 || status === 206 || status === 304)) {
     raw.push('Last-Modified', new Date(r.lastModified).toUTCString());

@@ -60,6 +60,8 @@ function returnCode(status: number, text: ComplexValue | undefined): Code {
   // without text, an error status goes to error_page / nginx's page
   if (text === undefined && status >= 400) return () => status;
   return async (r) => {
+    // ngx_http_send_response sets the status before the text is evaluated ($status)
+    r.status = status;
     await sendSimple(r, status, text ? text.evaluate(r) : '', contentTypeFor(r));
     return DONE;
   };

@@ -72,6 +72,8 @@ export interface CoreSrvConf {
   underscoresInHeaders?: boolean;
   /** `max_headers` (nginx 1.29): header lines allowed in a request. */
   maxHeaders?: number;
+  /** Only checked against large_client_header_buffers, as nginx does. */
+  connectionPoolSize?: number;
 }
 
 
@@ -118,6 +120,7 @@ export const CORE_SRV_DEFAULTS = {
   mergeSlashes: true,
   underscoresInHeaders: false,
   maxHeaders: 1000,
+  connectionPoolSize: 512,
 } as const satisfies CoreSrvConf;
 
 export const coreSrv = defineSlot<CoreSrvConf>('http_core_srv', () => ({}), inheritUnset, CORE_SRV_DEFAULTS);
@@ -265,7 +268,7 @@ export const httpSettingsDirectives: Directive[] = [
   accepted('types_hash_max_size', 1),
   accepted('types_hash_bucket_size', 1),
   accepted('request_pool_size', 1, Ctx.HTTP | Ctx.SERVER),
-  accepted('connection_pool_size', 1, Ctx.HTTP | Ctx.SERVER),
+  srv('connection_pool_size', 'connectionPoolSize', size),
   accepted('reset_timedout_connection', 'flag'),
   loc('lingering_close', 'lingeringClose', oneOf('on', 'off', 'always')),
   loc('lingering_time', 'lingeringTime', time),
@@ -304,3 +307,12 @@ export const httpSettingsDirectives: Directive[] = [
   srv('underscores_in_headers', 'underscoresInHeaders', flag),
   srv('max_headers', 'maxHeaders', count),
 ];
+
+/** nginx's merge-time check of a server's settings; the message of its error, if any. */
+export function checkServerSettings(c: CoreSrvConf): string | undefined {
+  const large = c.largeHeaderBuffers ?? CORE_SRV_DEFAULTS.largeHeaderBuffers;
+  if (large.size < (c.connectionPoolSize ?? CORE_SRV_DEFAULTS.connectionPoolSize)) {
+    return 'the "large_client_header_buffers" size must be equal to or greater than "connection_pool_size"';
+  }
+  return undefined;
+}

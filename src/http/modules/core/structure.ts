@@ -18,6 +18,7 @@ import type { HttpModule, ListenConf, LocationConf, LocationMatch, ServerConf } 
 import { checkNesting, indexLocations } from '../../location.ts';
 import { errorPageDirectives, sendErrorPage } from './error-page.ts';
 import { compileHttpRegex } from '../../regex.ts';
+import { checkServerSettings, coreSrv } from './settings.ts';
 
 /** The loaded `http {}` block of a cycle (one per configuration). */
 export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
@@ -230,6 +231,10 @@ const directives: Directive[] = [
       if (unknown !== undefined) throw new ConfError(`unknown "${unknown}" variable`);
       level.applyDefaults();
       finishHttp(http);
+      for (const srv of http.servers) {
+        const err = checkServerSettings(srv.level.get(coreSrv));
+        if (err) throw new ConfError(err, node.file, node.endLine ?? node.line);
+      }
       http.errorPage = sendErrorPage;
       for (const m of modules) m.postconfiguration?.(http);
       slot.conf = http;
