@@ -90,7 +90,8 @@ export function startUpgrade(u: UpstreamRequest, held: Buffer[]): void {
     return;
   }
   req[UPGRADE_HEAD] = null;
-  r.res.end();
+  // the head goes out now; the response stays open, so the tunnel's bytes count as its body ($bytes_sent)
+  r.res.flushHeaders();
   const tunnel = new Tunnel(u, client, conn.socket);
   u.tunnel = tunnel;
   for (const b of held) tunnel.fromUpstream(b);
