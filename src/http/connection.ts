@@ -27,6 +27,8 @@ import { HEAD_DONE, HEAD_ERROR, HeadReader, RequestHead } from './request-head.t
 import { HttpRequest } from './request.ts';
 import { requestLog } from './request-log.ts';
 import type { TlsConnection } from '../tls/connection-info.ts';
+import { parseProxyProtocol, proxyHeaderComplete } from '../stream/proxy-protocol.ts';
+import type { ProxyProtocolInfo } from '../stream/proxy-protocol.ts';
 
 export { AddressServer as HttpAddressServer, setSecureAccept } from './address-server.ts';
 export type { SecureAccept } from './address-server.ts';
@@ -44,6 +46,8 @@ const WAIT = 2;
 const LINGER = 3;
 /** The socket belongs to someone else (an upgraded connection) or is closed. */
 const DETACHED = 4;
+/** `listen … proxy_protocol`: the PROXY header comes first. */
+const READ_PROXY = 5;
 
 const T_NONE = 0;
 const T_HEADER = 1;
@@ -94,6 +98,8 @@ export class HttpConnection {
   readonly localPort: number;
   /** The head being handed to node:http, taken by the request it produces. */
   incoming: RequestHead | undefined;
+  /** What the PROXY protocol header said ($proxy_protocol_*), on `listen … proxy_protocol`. */
+  proxyProtocol: ProxyProtocolInfo | undefined;
 
   private server: AddressServer | undefined;
   private reader: HeadReader | undefined;
@@ -146,6 +152,7 @@ export class HttpConnection {
     socket.on('end', this.onEnd);
     socket.once('close', this.onClose);
     this.reader = new HeadReader(server.headContext);
+    if (this.addr.proxyProtocol) this.phase = READ_PROXY;
     this.setTimer(server.headerTimeout, T_HEADER);
     if (initial?.length) this.onData(initial);
   }
@@ -173,6 +180,8 @@ export class HttpConnection {
       if ((this.socket as unknown as { _paused?: boolean })._paused) return;
       if (this.phase === READ_HEAD) {
         if (!this.readHead()) return;
+      } else if (this.phase === READ_PROXY) {
+        if (!this.readProxyHeader()) return;
       } else if (this.phase === READ_BODY) {
         this.readBody();
       } else {
@@ -225,6 +234,23 @@ export class HttpConnection {
     // body bytes already here go to llhttp before the request runs, so a bad body is its 400 as in nginx
     if (this.phase === READ_BODY && this.pending && !(this.socket as unknown as { _paused?: boolean })._paused) this.readBody();
     handleRequest(r, true);
+    return true;
+  }
+
+  /** The PROXY protocol header (ngx_proxy_protocol_read); a broken one closes the connection. */
+  private readProxyHeader(): boolean {
+    const b = this.pending!;
+    if (!proxyHeaderComplete(b)) return false;
+    const parsed = parseProxyProtocol(b);
+    if ('error' in parsed) {
+      connectionLog(this, LogLevel.error, parsed.error);
+      this.pending = undefined;
+      this.socket.destroy();
+      return false;
+    }
+    this.proxyProtocol = parsed.info;
+    this.pending = b.length > parsed.length ? b.subarray(parsed.length) : undefined;
+    this.phase = READ_HEAD;
     return true;
   }
 
@@ -356,6 +382,7 @@ export class HttpConnection {
     this.clientEnded = true;
     switch (this.phase) {
       case READ_HEAD:
+      case READ_PROXY:
         if (this.reader?.started) this.closedWhileReading('client prematurely closed connection', 400);
         else this.socket.destroySoon();
         return;

@@ -125,6 +125,8 @@ export interface AddressConf {
   defaultServer: ServerConf;
   ssl: boolean;
   http2: boolean;
+  /** Connections start with a PROXY protocol header (`listen … proxy_protocol`). */
+  proxyProtocol?: boolean;
 }
 
 export class HttpMainConf {
@@ -134,6 +136,8 @@ export class HttpMainConf {
   readonly addresses = new Map<string, AddressConf>();
   readonly phases: PhaseHandler[][] = Object.values(Phase).map(() => []);
   readonly headerFilters: HeaderFilter[] = [];
+  /** The header filters that also run for subrequests (src/http/subrequest.ts). */
+  readonly subrequestHeaderFilters: HeaderFilter[] = [];
   readonly modules: HttpModule[];
   /**
    * `error_page` handling, installed by the module that owns it: returns true
@@ -150,8 +154,13 @@ export class HttpMainConf {
     this.phases[Phase[phase]].push(handler);
   }
 
-  addHeaderFilter(filter: HeaderFilter): void {
+  /**
+   * Adds a header filter; with `subrequests` it also runs for subrequests
+   * (SSI, sub_filter), where most nginx filters step aside (r != r->main).
+   */
+  addHeaderFilter(filter: HeaderFilter, opts?: { subrequests?: boolean }): void {
     this.headerFilters.push(filter);
+    if (opts?.subrequests) this.subrequestHeaderFilters.push(filter);
   }
 }
 

@@ -26,7 +26,7 @@ const V2_SIGNATURE = Buffer.from('\r\n\r\n\0\r\nQUIT\n', 'latin1');
 type Parsed = { info: ProxyProtocolInfo | undefined; length: number } | { error: string };
 
 /** Whether `buf` holds a whole header yet (or can never hold one within the limit). */
-function complete(buf: Buffer): boolean {
+export function proxyHeaderComplete(buf: Buffer): boolean {
   if (buf.length >= MAX_HEADER) return true;
   if (buf.length >= 16 && buf.subarray(0, 12).equals(V2_SIGNATURE)) return buf.length >= 16 + buf.readUInt16BE(14);
   return buf.indexOf('\n') >= 0;
@@ -103,7 +103,7 @@ export function readProxyProtocol(socket: Socket, timeoutMs: number): Promise<Pr
     };
     const onData = (chunk: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
-      if (!complete(buf)) return;
+      if (!proxyHeaderComplete(buf)) return;
       const r = parseProxyProtocol(buf);
       if ('error' in r) done(r);
       else done(r.info, buf.subarray(r.length));

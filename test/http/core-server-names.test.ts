@@ -34,6 +34,10 @@ http {
     server { listen 127.0.0.1:%%PORT_8081%%; server_name specific; return 200 "specific $server_addr:$server_port\\n"; }
     server { listen 127.0.0.1:%%PORT_8081%% default_server; server_name other; return 200 "other\\n"; }
     server { listen [::1]:%%PORT_8082%%; return 200 "v6 $server_addr $remote_addr $binary_remote_addr\\n"; }
+    server {
+        listen 127.0.0.1:%%PORT_8083%% proxy_protocol;
+        return 200 "[$proxy_protocol_addr:$proxy_protocol_port $proxy_protocol_server_addr:$proxy_protocol_server_port] $remote_addr\n";
+    }
     server { listen unix:%%PREFIX%%/http.sock; return 200 "unix $server_addr $remote_addr [$remote_port] [$server_port]\\n"; }
 }
 `,
@@ -86,4 +90,13 @@ test('IPv6 and unix socket listeners', async () => {
     const unix = (await rawRequest(srv.path('http.sock'), 'GET / HTTP/1.0\r\n\r\n')).toString('latin1');
     assert.match(unix, new RegExp(`\\r\\n\\r\\nunix unix:${srv.path('http.sock')} unix: \\[\\] \\[\\]\\n$`));
   }
+});
+
+test('listen … proxy_protocol: the PROXY header first, its addresses as variables', async () => {
+  const v1 = await same(pair(), 'PROXY TCP4 127.0.0.7 127.0.0.8 1234 80\r\nGET / HTTP/1.0\r\n\r\n', 3000, 8083);
+  assert.match(v1.text, /\r\n\r\n\[127\.0\.0\.7:1234 127\.0\.0\.8:80\] 127\.0\.0\.1\n$/);
+  const unknown = await same(pair(), 'PROXY UNKNOWN\r\nGET / HTTP/1.0\r\n\r\n', 3000, 8083);
+  assert.match(unknown.text, /\r\n\r\n\[: :\] 127\.0\.0\.1\n$/);
+  assert.deepEqual(await same(pair(), 'GET / HTTP/1.0\r\n\r\n', 3000, 8083), { text: '', end: 'close' });
+  assert.match(pair().gh.logLines().join('\n'), /\[error\] .*broken header: "GET \/ HTTP\/1\.0/);
 });

@@ -10,6 +10,7 @@ import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
 import { ConfError } from '../../../conf/errors.ts';
+import { parseTime } from '../../../conf/values.ts';
 import type { ConfNode } from '../../../conf/parser.ts';
 import { Cycle } from '../../../core/cycle.ts';
 import type { ListenSpec } from '../../../core/cycle.ts';
@@ -168,9 +169,22 @@ export function parseListen(cf: ConfContext, args: string[], node?: ConfNode): L
       case 'ssl': lc.ssl = true; break;
       case 'http2': lc.http2 = true; break;
       case 'proxy_protocol': lc.proxyProtocol = true; break;
-      case 'backlog': spec.backlog = Number(v); break;
+      case 'backlog':
+        if (!/^\d+$/.test(v ?? '') || Number(v) === 0) throw cf.error(`invalid backlog "${opt}"`);
+        spec.backlog = Number(v);
+        break;
       case 'ipv6only': spec.ipv6only = v === 'on'; break;
-      case 'so_keepalive': spec.keepalive = v !== 'off'; break;
+      case 'so_keepalive': {
+        // on | off | [keepidle]:[keepintvl]:[keepcnt]; Node sets the idle time only
+        if (v === 'on' || v === 'off') { spec.keepalive = v === 'on'; break; }
+        const [idle, intvl, cnt] = (v ?? '').split(':');
+        if (cnt === undefined || [idle, intvl].some((t) => t !== '' && Number.isNaN(parseTime(t))) || (cnt !== '' && !/^\d+$/.test(cnt))) {
+          throw cf.error(`invalid so_keepalive value: "${v}"`);
+        }
+        spec.keepalive = true;
+        if (idle) spec.keepaliveInitialDelayMs = parseTime(idle);
+        break;
+      }
       case 'reuseport': case 'bind': case 'deferred': case 'fastopen': case 'rcvbuf': case 'sndbuf':
       case 'setfib': case 'accept_filter': case 'quic': case 'multipath':
         break;
@@ -285,6 +299,7 @@ function finishHttp(http: HttpMainConf): void {
       }
       addr.ssl ||= lc.ssl;
       addr.http2 ||= lc.http2;
+      if (lc.proxyProtocol) addr.proxyProtocol = true;
       if (!addr.servers.includes(srv)) addr.servers.push(srv);
     }
   }

@@ -220,6 +220,12 @@ export const coreVariables: VariableDef[] = [
   { name: 'content_length', get: (r) => requestHeader(r, 'content_length') },
   { name: 'content_type', get: (r) => requestHeader(r, 'content_type') },
   { name: 'request_id', get: () => crypto.randomBytes(16).toString('hex') },
+  { name: 'proxy_protocol_addr', get: (r) => r.conn.proxyProtocol?.srcAddr },
+  { name: 'proxy_protocol_port', get: (r) => (r.conn.proxyProtocol ? String(r.conn.proxyProtocol.srcPort) : undefined) },
+  { name: 'proxy_protocol_server_addr', get: (r) => r.conn.proxyProtocol?.dstAddr },
+  { name: 'proxy_protocol_server_port', get: (r) => (r.conn.proxyProtocol ? String(r.conn.proxyProtocol.dstPort) : undefined) },
+  // TCP_INFO is out of Node's reach: defined (configurations use them) but not found
+  ...['tcpinfo_rtt', 'tcpinfo_rttvar', 'tcpinfo_snd_cwnd', 'tcpinfo_rcv_space'].map((name) => ({ name, get: () => undefined })),
   ...rootVariables,
   {
     // bytes per second; `set $limit_rate 40k` takes a size
