@@ -139,11 +139,9 @@ export class UpstreamConnection {
     if (this.user) this.user.onDrain(this);
   };
 
+  /** A close without 'end' or 'error' was our own doing: nobody needs telling. */
   private handleClose = (): void => {
     this.broken = true;
-    const u = this.user;
     this.user = undefined;
-    // a close without 'end' or 'error' (destroyed by us) needs no report
-    void u;
   };
 }

@@ -13,7 +13,6 @@ import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBod
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { VariableDef } from '../../variables.ts';
-import { coreSrv } from '../core/settings.ts';
 import { beginUpstream } from '../upstream.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
@@ -180,7 +179,6 @@ function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
   const head = buildHead(r, d.headerPlan, {
     method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
     passRequestHeaders: conf.passRequestHeaders!,
-    underscores: r.server.level.get(coreSrv).underscoresInHeaders === true,
   });
   const u = new UpstreamRequest(r, conf, d, {
     head, sender, group: where.group, picker: new RoundRobinPicker(where.peers),

@@ -45,8 +45,6 @@ export interface HeadInput {
   bodyLength: number;
   chunked: boolean;
   passRequestHeaders: boolean;
-  /** Client fields with `_` in their names are dropped unless underscores_in_headers is on. */
-  underscores: boolean;
 }
 
 const DEFAULTS: [string, string][] = [
@@ -102,8 +100,8 @@ export function buildHead(r: HttpRequest, plan: HeaderPlan, h: HeadInput): strin
     const skip = plan.skip;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i];
-      if (skip.has(name.toLowerCase())) continue;
       // invalid names (underscores included) were already dropped or kept as nginx does (src/http/request-head.ts)
+      if (skip.has(name.toLowerCase())) continue;
       head += name + ': ' + raw[i + 1] + '\r\n';
     }
   }

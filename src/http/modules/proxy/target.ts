@@ -8,7 +8,6 @@
  * - after `rewrite ... break`: the rewritten URI as is;
  * - variables: the evaluated URI is sent as is.
  */
-import net from 'node:net';
 import type { ConfContext } from '../../../conf/context.ts';
 import { parseUrl } from '../../../upstream/address.ts';
 import type { UpstreamGroup } from '../../../upstream/group.ts';
@@ -111,11 +110,6 @@ export function evalTarget(t: ProxyTarget, r: HttpRequest): ResolvedTarget | str
     schema: s.schema, https: s.https, hostHeader: hv.hostHeader, port: hv.port, uri, host: u.unix ? 'localhost' : u.host,
     connectHost: u.host, connectPort: u.unix ? undefined : (u.port ?? (s.https ? 443 : 80)), noPort: u.port === undefined, unix: u.unix,
   };
-}
-
-/** Whether an evaluated target has no port of its own (matches upstream blocks). */
-export function isIpLiteral(host: string): boolean {
-  return net.isIP(host) !== 0;
 }
 
 /** Characters ngx_escape_uri(NGX_ESCAPE_URI) escapes: controls, space, `#`, `%`, `?`, and bytes ≥ 0x7f. */

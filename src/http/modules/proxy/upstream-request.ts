@@ -7,7 +7,6 @@
  * the connection's single set of listeners; nothing here allocates closures
  * per event.
  */
-import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { sysErrorText } from '../../../conf/errors.ts';
@@ -24,6 +23,10 @@ import { newState } from '../upstream.ts';
 import type { UpstreamRecord, UpstreamState } from '../upstream.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
 import { FT } from './conf.ts';
+import { unwatchClient, watchClient } from './client-watch.ts';
+import type { ClientWatcher } from './client-watch.ts';
+import { failureStatus, mayRetry, NEXT_STATUS } from './next-upstream.ts';
+import type { RetryState } from './next-upstream.ts';
 import { ResponseReader } from './response-reader.ts';
 import { NO_BODY } from './send-body.ts';
 import type { BodySender, BodyTarget } from './send-body.ts';
@@ -39,39 +42,7 @@ const DONE_STATE = 4;
 
 const ACTIONS = ['', 'connecting to upstream', 'sending request to upstream', 'reading response header from upstream', ''];
 
-/** Statuses proxy_next_upstream can retry on, with their condition bit. */
-const NEXT_STATUS: Record<number, number> = {
-  500: FT.HTTP_500, 502: FT.HTTP_502, 503: FT.HTTP_503, 504: FT.HTTP_504,
-  403: FT.HTTP_403, 404: FT.HTTP_404, 429: FT.HTTP_429,
-};
-
-const NON_IDEMPOTENT = new Set(['POST', 'LOCK', 'PATCH']);
-
-/** On a client socket: the exchange of the request it is being answered for. */
-const EXCHANGE = Symbol('proxyExchange');
-
-type WatchedSocket = Socket & { [EXCHANGE]?: UpstreamRequest | null };
-
-/**
- * The client closed its connection (or sent FIN) while its request was being
- * proxied: nginx takes that for an aborted request
- * (ngx_http_upstream_check_broken_connection). One pair of listeners per
- * connection serves all its requests.
- */
-function onClientGone(this: WatchedSocket): void {
-  this[EXCHANGE]?.clientClosed();
-}
-
-function watch(socket: WatchedSocket, u: UpstreamRequest): void {
-  if (socket[EXCHANGE] === undefined) {
-    // 'close' ahead of the response's own listener, so the log phase sees this request's end (499, timings)
-    socket.prependListener('close', onClientGone);
-    socket.on('end', onClientGone);
-  }
-  socket[EXCHANGE] = u;
-}
-
-export class UpstreamRequest implements ConnectionUser, BodyTarget {
+export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatcher {
   readonly r: HttpRequest;
   readonly conf: ProxyLocConf;
   readonly d: DerivedConf;
@@ -118,7 +89,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.picker.tries > limit) this.picker.tries = limit;
-    if (r.req.socket) watch(r.req.socket, this);
+    if (r.req.socket) watchClient(r.req.socket, this);
   }
 
   start(): void {
@@ -155,7 +126,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
       state.peer = this.group?.name ?? '';
       this.setLogUpstream(state.peer);
       this.log('error', 'no live upstreams');
-      this.next(FT.NOLIVE, false);
+      this.next(FT.NOLIVE);
       return;
     }
     state.peer = peer.name;
@@ -186,7 +157,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
       const bad = verifyPeer(this.tls, conn.socket as tls.TLSSocket, this.conf.ssl?.verifyDepth ?? 1);
       if (bad) {
         this.log('error', bad, 'SSL handshaking to upstream');
-        this.next(FT.ERROR, true);
+        this.next(FT.ERROR);
         return;
       }
     }
@@ -249,7 +220,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     const phase = this.phase;
     if (phase === CONNECTING && this.tls && conn.tcpConnected && err.errno === undefined) {
       this.log('error', `SSL_do_handshake() failed (SSL: ${err.message})`, 'SSL handshaking to upstream');
-      this.next(FT.ERROR, true);
+      this.next(FT.ERROR);
       return;
     }
     if (this.reader?.inBody) {
@@ -267,7 +238,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     } else {
       this.log('error', `recv() failed ${sysErrorText(err)}`);
     }
-    this.next(FT.ERROR, true);
+    this.next(FT.ERROR);
   }
 
   onTimeout(conn: UpstreamConnection): void {
@@ -277,7 +248,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
       this.reader.fail();
       return;
     }
-    this.next(FT.TIMEOUT, true);
+    this.next(FT.TIMEOUT);
   }
 
   /** Records the header time and decides about retrying on the status (ngx_http_upstream_test_next). */
@@ -286,33 +257,33 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     state.headerTime = performance.now() - this.tryStart;
     if (state.status === 0) state.status = status;
     const mask = NEXT_STATUS[status];
-    if (mask === undefined) return false;
-    const full = this.requestSent && NON_IDEMPOTENT.has(this.r.method) ? mask | FT.NON_IDEMPOTENT : mask;
-    const timeout = this.conf.nextUpstreamTimeout!;
-    if (this.picker.tries > 1 && (this.conf.nextUpstream! & full) === full
-      && !(this.requestSent && !this.sender.replayable)
-      && !(timeout && performance.now() - this.firstStart >= timeout)) {
-      this.next(mask, false);
-      return true;
-    }
-    return false;
+    if (mask === undefined || !mayRetry(this.retryState(), mask, 2)) return false;
+    this.next(mask);
+    return true;
+  }
+
+  private retryState(): RetryState {
+    return {
+      tries: this.picker.tries, mask: this.conf.nextUpstream!, timeoutMs: this.conf.nextUpstreamTimeout!,
+      elapsedMs: performance.now() - this.firstStart, requestSent: this.requestSent,
+      replayable: this.sender.replayable, method: this.r.method,
+    };
   }
 
   /** The response is invalid (bad header, too big header, bad chunked before the head was sent). */
   invalidHeader(): void {
-    this.next(FT.INVALID_HEADER, false);
+    this.next(FT.INVALID_HEADER);
   }
 
   /** The upstream closed before sending a complete head. */
   prematureClose(): void {
     this.log('error', 'upstream prematurely closed connection');
-    this.next(FT.ERROR, false);
+    this.next(FT.ERROR);
   }
 
   /** ngx_http_upstream_next: end this try and try another peer, or fail. */
-  next(ft: number, fromSocket: boolean): void {
+  next(ft: number): void {
     if (this.finished) return;
-    void fromSocket;
     const state = this.state!;
     if (this.picker.current) {
       if (this.conn) state.bytesSent = this.conn.sent;
@@ -321,23 +292,10 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
     }
     if (ft === FT.TIMEOUT) this.log('error', 'upstream timed out (110: Connection timed out)');
     if (this.cached && ft === FT.ERROR) this.picker.tries++;
-    let status: number;
-    switch (ft) {
-      case FT.TIMEOUT: case FT.HTTP_504: status = 504; break;
-      case FT.HTTP_500: status = 500; break;
-      case FT.HTTP_503: status = 503; break;
-      case FT.HTTP_403: status = 403; break;
-      case FT.HTTP_404: status = 404; break;
-      case FT.HTTP_429: status = 429; break;
-      default: status = 502;
-    }
+    const status = failureStatus(ft);
     if (this.r.finished || this.r.res.destroyed) { this.finalize(499); return; }
     state.status = status;
-    if (this.requestSent && NON_IDEMPOTENT.has(this.r.method)) ft |= FT.NON_IDEMPOTENT;
-    const timeout = this.conf.nextUpstreamTimeout!;
-    if (this.picker.tries === 0 || (this.conf.nextUpstream! & ft) !== ft
-      || (this.requestSent && !this.sender.replayable)
-      || (timeout && performance.now() - this.firstStart >= timeout)) {
+    if (!mayRetry(this.retryState(), ft, 1)) {
       this.finalize(status);
       return;
     }
@@ -434,8 +392,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget {
 
   /** The client socket no longer reports to this exchange. */
   private forget(): void {
-    const socket = this.r.req.socket as WatchedSocket | null;
-    if (socket && socket[EXCHANGE] === this) socket[EXCHANGE] = null;
+    unwatchClient(this.r.req.socket, this);
   }
 
   clientClosed(): void {
