@@ -150,6 +150,8 @@ export class HttpConnection {
     socket.removeListener('data', this.feed);
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
+    // node:http pauses reading while a response waits for the client; bytes already here go on after
+    socket.on('resume', this.onResume);
     socket.once('close', this.onClose);
     this.reader = new HeadReader(server.headContext);
     if (this.addr.proxyProtocol) this.phase = READ_PROXY;
@@ -171,6 +173,10 @@ export class HttpConnection {
     if (this.phase === DETACHED) return;
     this.pending = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
     this.pump();
+  };
+
+  private onResume = (): void => {
+    if (this.pending !== undefined && (this.phase === READ_HEAD || this.phase === READ_BODY)) this.pump();
   };
 
   /** Processes pending bytes as far as the current state allows. */
@@ -388,6 +394,10 @@ export class HttpConnection {
         return;
       case LINGER:
         this.socket.destroy();
+        return;
+      case WAIT:
+        // a request that waits (auth_delay, limit_req) ends as 499; an answer in progress is still sent
+        if (this.active && !this.active.headerSent) this.active.clientClosed();
         return;
     }
   };

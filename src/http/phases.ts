@@ -154,7 +154,14 @@ async function authDelay(r: HttpRequest): Promise<number> {
   const delay = r.level.get(coreLoc).authDelay ?? 0;
   if (delay > 0) {
     requestLog(r).info('delaying unauthorized request');
-    await new Promise((resolve) => setTimeout(resolve, delay));
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, delay);
+      r.onClientGone(() => { clearTimeout(timer); resolve(); });
+    });
+    if (r.clientGone) {
+      requestLog(r).info('client prematurely closed connection');
+      return 499;
+    }
   }
   return 401;
 }

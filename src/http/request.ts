@@ -70,6 +70,11 @@ export class HttpRequest {
   /** Set once the response is complete (or the request was aborted). */
   finished = false;
 
+  /**
+   * The request that started this one as a subrequest (nginx's r->parent,
+   * src/http/subrequest.ts); undefined for a client's request.
+   */
+  parent: HttpRequest | undefined;
   /** Request went through an internal redirect, rewrite-last, error_page or named location. */
   internal = false;
   /** Set by rewrite handlers when they changed `uri` (location selection runs again). */
@@ -149,6 +154,28 @@ export class HttpRequest {
   /** `$request_length`: the head as received and the body bytes read. */
   get requestLength(): number {
     return this.head.length + this.bodyRead;
+  }
+
+  /** The client closed its side (FIN) while the request was being processed. */
+  clientGone = false;
+  private goneListeners: Array<() => void> | undefined;
+
+  /**
+   * Calls `fn` if the client closes its side while the request waits
+   * (nginx's ngx_http_test_reading: auth_delay, limit_req delays end as 499).
+   */
+  onClientGone(fn: () => void): void {
+    if (this.clientGone) fn();
+    else (this.goneListeners ??= []).push(fn);
+  }
+
+  /** The connection saw the client's FIN. */
+  clientClosed(): void {
+    if (this.clientGone) return;
+    this.clientGone = true;
+    const list = this.goneListeners;
+    this.goneListeners = undefined;
+    if (list) for (const fn of list) fn();
   }
 
   /** `100 Continue` was sent, or must not be any more (nginx's r->expect_tested). */
