@@ -92,6 +92,7 @@ export function requestContext(r: HttpRequest, action?: string): string {
   s += `, client: ${r.conn.remoteAddress}, server: ${r.server.primaryName}`;
   const line = requestLine(r);
   if (line) s += `, request: "${line}"`;
+  if (r.parent) s += `, subrequest: "${r.uri}"`;
   const upstream = r.ctx.get(UPSTREAM_CONTEXT) as string | undefined;
   if (upstream) s += `, upstream: "${upstream}"`;
   const host = r.req.headers.host;

@@ -1,0 +1,453 @@
+/**
+ * Subrequests (nginx's ngx_http_subrequest): an internal GET for a URI, run
+ * through the phases on the parent's connection, with the parent's request
+ * head and headers and the parent's variable cache (nginx shares
+ * r->variables), but a URI, arguments, module contexts and a response of its
+ * own. The response head goes nowhere; the body goes into a sink its creator
+ * gives: a place in the parent's output (PostponedOutput, nginx's postpone
+ * filter) or a buffer (SSI's `include ... set=`).
+ *
+ * Subrequests skip the access phase and are not logged, as in nginx. An
+ * error once a subrequest's body has started (its response destroyed) ends
+ * the client's request, as ngx_http_terminate_request does.
+ */
+import { EventEmitter } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { Writable } from 'node:stream';
+import { Phase } from './http-conf.ts';
+import { finalize, runPhases } from './phases.ts';
+import { HttpRequest } from './request.ts';
+import { requestLog } from './request-log.ts';
+
+/** nginx's NGX_HTTP_MAX_SUBREQUESTS + 1: how deep subrequests may nest. */
+const MAX_DEPTH = 51;
+/** nginx's request reference counter limit (65535 - 1000). */
+const MAX_LIVE = 64535;
+
+export interface SubrequestOptions {
+  /** Where the response body goes. */
+  sink: Writable;
+  /**
+   * nginx's post_subrequest handler: called when the subrequest is finalized
+   * with a status before its head was sent (404, 502, ...). Returns true when
+   * it answered the subrequest itself (SSI's `stub=`).
+   */
+  onFinalize?(sr: HttpRequest, rc: number): boolean | Promise<boolean>;
+  /** The body is captured in memory (nginx's NGX_HTTP_SUBREQUEST_IN_MEMORY): no subrequest may nest in it. */
+  inMemory?: boolean;
+}
+
+interface SubState {
+  /** Subrequests that may still nest below this request (nginx's r->subrequests). */
+  left: number;
+  inMemory: boolean;
+  sub: Subrequest | undefined;
+}
+
+/** Per client request: its subrequests still running, so they end when the client goes away. */
+interface MainState {
+  live: Set<Subrequest>;
+}
+
+const states = new WeakMap<HttpRequest, SubState>();
+const mains = new WeakMap<HttpRequest, MainState>();
+
+/** The client's request a (sub)request belongs to (nginx's r->main). */
+export function mainRequest(r: HttpRequest): HttpRequest {
+  let m = r;
+  while (m.parent) m = m.parent;
+  return m;
+}
+
+function stateOf(r: HttpRequest): SubState {
+  let s = states.get(r);
+  if (!s) {
+    s = { left: MAX_DEPTH, inMemory: false, sub: undefined };
+    states.set(r, s);
+  }
+  return s;
+}
+
+export class Subrequest {
+  readonly r: HttpRequest;
+  /** Resolves when the subrequest is over: true when its body ended, false when it was cut short. */
+  readonly done: Promise<boolean>;
+  readonly onFinalize: SubrequestOptions['onFinalize'];
+  private resolve!: (ok: boolean) => void;
+  private over = false;
+  private readonly res: SubrequestResponse;
+  private readonly main: HttpRequest;
+
+  constructor(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions) {
+    this.main = mainRequest(parent);
+    this.onFinalize = opts.onFinalize;
+    this.done = new Promise((resolve) => { this.resolve = resolve; });
+    this.res = new SubrequestResponse(this);
+    const sr = new HttpRequest(parent.conn, parent.main, parent.server, parent.req, this.res as unknown as ServerResponse, parent.head);
+    sr.parent = parent;
+    sr.method = 'GET';
+    sr.uri = uri;
+    sr.args = args;
+    sr.hasArgs = args !== '';
+    sr.internal = true;
+    sr.expectTested = true;
+    // nginx's sr->variables = r->variables: cached values are shared with the parent
+    sr.varCache = parent.varCache;
+    sr.captures = undefined;
+    sr.out = opts.sink;
+    this.r = sr;
+    opts.sink.once('finish', () => this.complete());
+    opts.sink.once('close', () => this.abort());
+  }
+
+  /** Runs the subrequest's phases (from server rewrite, as any internal request). */
+  start(): void {
+    const sr = this.r;
+    runPhases(sr, Phase.SERVER_REWRITE).catch((err: Error) => {
+      requestLog(sr).error(`unexpected error: ${err.stack ?? err}`);
+      if (!sr.headerSent) finalize(sr, 500).catch(() => this.res.destroy());
+      else this.res.destroy();
+    });
+  }
+
+  /** The body went into the sink whole. */
+  private complete(): void {
+    if (this.over) return;
+    this.over = true;
+    this.forget();
+    this.r.finished = true;
+    this.r.completed = true;
+    const res = this.res;
+    res.writableFinished = true;
+    res.emit('prefinish');
+    res.emit('finish');
+    res.emit('close');
+    this.resolve(true);
+  }
+
+  /** The subrequest was cut short (its client went away, or an error ended it). */
+  abort(): void {
+    if (this.over) return;
+    this.over = true;
+    this.forget();
+    this.r.finished = true;
+    const res = this.res;
+    if (!res.destroyed) {
+      res.destroyed = true;
+      res.emit('close');
+    }
+    this.resolve(false);
+  }
+
+  /** An error in the subrequest after its head: the client's request ends too. */
+  terminate(): void {
+    const wasOver = this.over;
+    this.abort();
+    if (!wasOver) this.main.res.destroy();
+  }
+
+  private forget(): void {
+    mains.get(this.main)?.live.delete(this);
+  }
+
+  register(): boolean {
+    let m = mains.get(this.main);
+    if (!m) {
+      const state: MainState = { live: new Set() };
+      m = state;
+      mains.set(this.main, m);
+      // the client went away: every subrequest still running ends with it
+      this.main.res.once('close', () => { for (const s of [...state.live]) s.abort(); });
+    }
+    if (m.live.size >= MAX_LIVE) return false;
+    m.live.add(this);
+    return true;
+  }
+}
+
+/**
+ * What a subrequest has instead of the client's ServerResponse: no head is
+ * written and there is no socket to take over (an upgrade or an HTTP/0.9
+ * relay sees none). Destroying it ends the client's request.
+ */
+class SubrequestResponse extends EventEmitter {
+  destroyed = false;
+  writableFinished = false;
+  readonly socket = null;
+  private readonly sub: Subrequest;
+
+  constructor(sub: Subrequest) {
+    super();
+    this.sub = sub;
+  }
+
+  get headersSent(): boolean {
+    return this.sub.r.headerSent;
+  }
+
+  destroy(): this {
+    if (!this.destroyed) this.sub.terminate();
+    return this;
+  }
+
+  /** Ends the body (a response that cannot become a tunnel, src/http/modules/proxy/upgrade.ts). */
+  end(): void {
+    if (!this.sub.r.out.writableEnded) this.sub.r.out.end();
+  }
+
+  writeContinue(): void {}
+}
+
+/**
+ * Creates a subrequest of `parent` for `uri` and `args` (decoded path and
+ * query string); start() runs it. Returns undefined, with nginx's error
+ * log line, when subrequests nest too deep.
+ */
+export function createSubrequest(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions): Subrequest | undefined {
+  const ps = stateOf(parent);
+  if (ps.left === 0) {
+    requestLog(parent).error(`subrequests cycle while processing "${uri}"`);
+    return undefined;
+  }
+  if (ps.inMemory) {
+    requestLog(parent).error(`nested in-memory subrequest "${uri}"`);
+    return undefined;
+  }
+  const sub = new Subrequest(parent, uri, args, opts);
+  if (!sub.register()) {
+    requestLog(parent).crit(`request reference counter overflow while processing "${uri}"`);
+    return undefined;
+  }
+  states.set(sub.r, { left: ps.left - 1, inMemory: opts.inMemory === true, sub });
+  return sub;
+}
+
+/**
+ * phases.ts: a subrequest is finalized with `rc` before its head went out.
+ * Returns true when its creator answered it (nginx's post_subrequest handler).
+ */
+export async function subrequestFinalized(sr: HttpRequest, rc: number): Promise<boolean> {
+  const sub = states.get(sr)?.sub;
+  if (!sub?.onFinalize) return false;
+  return sub.onFinalize(sr, rc);
+}
+
+/**
+ * nginx's ngx_http_parse_unsafe_uri: splits `?args` off a URI given by a
+ * module (SSI's include), decodes %XX in the path, and refuses `..`
+ * segments and NUL bytes. Returns undefined for an unsafe URI (and logs it).
+ */
+export function parseUnsafeUri(r: HttpRequest, text: string): { uri: string; args: string } | undefined {
+  let uri = text;
+  let args = '';
+  let quoted = false;
+  const unsafe = () => {
+    requestLog(r).error(`unsafe URI "${uri}" was detected`);
+    return undefined;
+  };
+  if (uri === '' || uri[0] === '?' || dotDot(uri, 0)) return unsafe();
+  for (let i = 0; i < uri.length; i++) {
+    const ch = uri[i];
+    if (ch === '%') { quoted = true; continue; }
+    if (ch === '?') {
+      args = uri.slice(i + 1);
+      uri = uri.slice(0, i);
+      break;
+    }
+    if (ch === '\0') return unsafe();
+    if (ch === '/' && dotDot(uri, i + 1)) return unsafe();
+  }
+  if (!quoted) return { uri, args };
+  uri = unescape(uri);
+  if (dotDot(uri, 0)) return unsafe();
+  for (let i = 0; i < uri.length; i++) {
+    if (uri[i] === '\0' || (uri[i] === '/' && dotDot(uri, i + 1))) return unsafe();
+  }
+  return { uri, args };
+}
+
+/** `..` at `i`, followed by the end or a slash. */
+function dotDot(s: string, i: number): boolean {
+  return s[i] === '.' && s[i + 1] === '.' && (i + 2 === s.length || s[i + 2] === '/');
+}
+
+function hexValue(c: number): number {
+  if (c >= 0x30 && c <= 0x39) return c - 0x30;
+  const l = c | 0x20;
+  return l >= 0x61 && l <= 0x66 ? l - 0x57 : -1;
+}
+
+/** ngx_unescape_uri with no flags: every %XX decoded; a broken escape drops its `%` (and bad first digit). */
+function unescape(s: string): string {
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    if (s[i] !== '%') { out += s[i]; continue; }
+    const hi = hexValue(s.charCodeAt(i + 1));
+    if (hi < 0) { if (i + 1 < s.length) out += s[i + 1]; i++; continue; }
+    const lo = hexValue(s.charCodeAt(i + 2));
+    if (lo < 0) { if (i + 2 < s.length) out += s[i + 2]; i += 2; continue; }
+    out += String.fromCharCode(hi * 16 + lo);
+    i += 2;
+  }
+  return out;
+}
+
+/** Bytes a PostponedOutput keeps for places not yet reached before it pushes back. */
+const POSTPONE_LIMIT = 64 * 1024;
+
+interface Place {
+  chunks: Buffer[];
+  bytes: number;
+  /** The place of a subrequest's body; undefined for the request's own bytes. */
+  sink: PlaceSink | undefined;
+  ended: boolean;
+}
+
+/**
+ * nginx's postponed output: a request's own bytes and the bodies of the
+ * subrequests it started, sent to `next` in the order they were placed while
+ * the subrequests run side by side. What cannot go out yet is held in
+ * memory, up to a limit past which writers are asked to wait ('drain').
+ */
+export class PostponedOutput extends EventEmitter {
+  private readonly next: Writable;
+  private readonly places: Place[] = [];
+  private held = 0;
+  private ending: (() => void) | undefined;
+
+  constructor(next: Writable) {
+    super();
+    this.next = next;
+  }
+
+  /** The request's own bytes; false when the caller should wait for 'drain'. */
+  write(chunk: Buffer): boolean {
+    const places = this.places;
+    if (places.length === 0) return this.next.write(chunk);
+    let last = places[places.length - 1];
+    if (last.sink) {
+      last = { chunks: [], bytes: 0, sink: undefined, ended: true };
+      places.push(last);
+    }
+    last.chunks.push(chunk);
+    last.bytes += chunk.length;
+    this.held += chunk.length;
+    return this.held < POSTPONE_LIMIT;
+  }
+
+  /** A place for a subrequest's body at the current end of the output: the sink to give the subrequest. */
+  place(): Writable {
+    const place: Place = { chunks: [], bytes: 0, sink: undefined, ended: false };
+    const sink = new PlaceSink(this, place);
+    place.sink = sink;
+    this.places.push(place);
+    return sink;
+  }
+
+  /** Whether `place` is the one whose bytes go out now. */
+  isActive(place: Place): boolean {
+    return this.places[0] === place;
+  }
+
+  /** Where bytes of the place being written go (the sink writes them straight through). */
+  get destination(): Writable {
+    return this.next;
+  }
+
+  /** Resolves when a writer told to wait may write again (or the output is gone). */
+  drained(): Promise<void> {
+    const target: EventEmitter = this.places.length ? this : this.next;
+    if (this.places.length ? this.held < POSTPONE_LIMIT : !this.next.writableNeedDrain || this.next.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        target.off('drain', done);
+        this.next.off('close', done);
+        resolve();
+      };
+      target.on('drain', done);
+      this.next.on('close', done);
+    });
+  }
+
+  /** Holds bytes of a place not reached yet; false when over the limit. */
+  hold(place: Place, chunk: Buffer): boolean {
+    place.chunks.push(chunk);
+    place.bytes += chunk.length;
+    this.held += chunk.length;
+    return this.held < POSTPONE_LIMIT;
+  }
+
+  /** Sends what can go out now: places in order until one that is still being written. */
+  advance(): void {
+    const places = this.places;
+    while (places.length) {
+      const p = places[0];
+      if (p.bytes) {
+        for (const c of p.chunks) this.next.write(c);
+        this.held -= p.bytes;
+        p.chunks = [];
+        p.bytes = 0;
+      }
+      if (!p.ended) {
+        p.sink!.activate();
+        break;
+      }
+      places.shift();
+    }
+    if (this.held < POSTPONE_LIMIT) this.emit('drain');
+    if (places.length === 0 && this.ending) {
+      const done = this.ending;
+      this.ending = undefined;
+      done();
+    }
+  }
+
+  /** The request's own output is over: `done` runs once every place went out. */
+  end(done: () => void): void {
+    this.ending = done;
+    this.advance();
+  }
+}
+
+/** The sink of one subrequest's place in a PostponedOutput. */
+class PlaceSink extends Writable {
+  private readonly out: PostponedOutput;
+  private readonly place: Place;
+  /** A write held back until this place is reached (over the hold limit). */
+  private waiting: (() => void) | undefined;
+
+  constructor(out: PostponedOutput, place: Place) {
+    super({ decodeStrings: true });
+    this.out = out;
+    this.place = place;
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    if (!this.out.isActive(this.place)) {
+      if (this.out.hold(this.place, chunk)) cb();
+      else this.waiting = cb;
+      return;
+    }
+    const next = this.out.destination;
+    if (next.write(chunk) || next.destroyed) cb();
+    else next.once('drain', () => cb());
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    this.place.ended = true;
+    cb();
+    if (this.out.isActive(this.place)) this.out.advance();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.place.ended = true;
+    cb(err);
+  }
+
+  /** This place is reached: held writes continue. */
+  activate(): void {
+    const w = this.waiting;
+    this.waiting = undefined;
+    if (w) w();
+  }
+}
