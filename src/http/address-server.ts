@@ -13,7 +13,7 @@ import type { AddressConf, HttpMainConf, ServerConf } from './http-conf.ts';
 import { coreSrv, CORE_SRV_DEFAULTS } from './modules/core/settings.ts';
 import { handleRequest } from './phases.ts';
 import { RequestHead } from './request-head.ts';
-import type { HeadContext, HeadSettings } from './request-head.ts';
+import type { HeadContext, HeadSettings } from './head-reader.ts';
 import { HttpRequest } from './request.ts';
 import { requestLog } from './request-log.ts';
 import { validateHost } from './request-line.ts';

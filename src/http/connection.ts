@@ -12,19 +12,20 @@
  * closes; client_header_timeout and send_timeout apply here.
  * See docs/http-parsing.md.
  */
-import http from 'node:http';
 import type { Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import { nextConnectionNumber } from '../core/shared.ts';
 import { LogLevel, mainErrorLog } from '../core/error-log.ts';
 import { markIdle } from '../core/graceful.ts';
 import type { AddressServer } from './address-server.ts';
 import { BodyFraming } from './body-framing.ts';
+import { Deadline } from './deadline.ts';
 import type { AddressConf } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import { handleRequest } from './phases.ts';
-import { HEAD_DONE, HEAD_ERROR, HeadReader, RequestHead } from './request-head.ts';
+import { canonicalLine, HEAD_DONE, HEAD_ERROR, HeadReader } from './head-reader.ts';
+import type { RequestHead } from './request-head.ts';
 import { HttpRequest } from './request.ts';
+import { unparsedExchange } from './unparsed-exchange.ts';
 import { requestLog } from './request-log.ts';
 import type { TlsConnection } from '../tls/connection-info.ts';
 import { parseProxyProtocol, proxyHeaderComplete } from '../stream/proxy-protocol.ts';
@@ -49,7 +50,6 @@ const DETACHED = 4;
 /** `listen … proxy_protocol`: the PROXY header comes first. */
 const READ_PROXY = 5;
 
-const T_NONE = 0;
 const T_HEADER = 1;
 const T_KEEPALIVE = 2;
 const T_SEND = 3;
@@ -57,22 +57,6 @@ const T_LINGER = 4;
 
 /** Bytes of pipelined requests held before reading pauses. */
 const HOLD_LIMIT = 64 * 1024;
-
-/** Canonical request lines for llhttp ("GET / HTTP/1.1"), by method, for HTTP/1.0 and 1.1. */
-const requestLines = [new Map<string, Buffer>(), new Map<string, Buffer>()];
-/** Methods llhttp knows; others go in as GET (only CONNECT changes its framing, and nginx refuses it). */
-const LLHTTP_METHODS = new Set(http.METHODS);
-
-function canonicalLine(method: string, version: number): Buffer {
-  const cache = requestLines[version > 1000 ? 1 : 0];
-  let line = cache.get(method);
-  if (!line) {
-    const m = LLHTTP_METHODS.has(method) && method !== 'CONNECT' ? method : 'GET';
-    line = Buffer.from(`${m} / HTTP/1.${version > 1000 ? 1 : 0}\r\n`, 'latin1');
-    if (cache.size < 64) cache.set(method, line);
-  }
-  return line;
-}
 
 export class HttpConnection {
   readonly number: number;
@@ -112,11 +96,7 @@ export class HttpConnection {
   private clientEnded = false;
   /** llhttp refused bytes of a body: nothing more goes to it. */
   private broken = false;
-  /** One timer per connection; `due` is when the current kind expires (the timer may fire early and re-arm). */
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt = 0;
-  private timerKind = T_NONE;
-  private due = 0;
+  private readonly deadline = new Deadline((kind) => this.expired(kind));
   private lingerUntil = 0;
   private lingerTimeout = 0;
   private sentMark = 0;
@@ -201,7 +181,7 @@ export class HttpConnection {
     const server = this.server!;
     const reader = this.reader!;
     const b = this.pending!;
-    if (this.timerKind !== T_HEADER) this.setTimer(server.headerTimeout, T_HEADER);
+    if (this.deadline.kind !== T_HEADER) this.setTimer(server.headerTimeout, T_HEADER);
     const rc = reader.feed(b);
     if (rc !== HEAD_DONE && rc !== HEAD_ERROR) return false;
     const head = reader.head;
@@ -403,7 +383,7 @@ export class HttpConnection {
   };
 
   private onClose = (): void => {
-    this.stopTimer();
+    this.deadline.stop();
     this.phase = DETACHED;
   };
 
@@ -421,37 +401,10 @@ export class HttpConnection {
    * the head (`respond` false: only logged), or HTTP/0.9 (no response head).
    */
   private manualRequest(head: RequestHead, respond = true): void {
-    const server = this.server!;
-    const socket = this.socket;
-    const req = new http.IncomingMessage(socket);
-    req.method = head.method;
-    req.url = head.target;
-    req.httpVersion = head.version >= 1001 ? '1.1' : head.version === 1000 ? '1.0' : '0.9';
-    req.httpVersionMajor = head.version >= 1000 ? 1 : 0;
-    req.httpVersionMinor = head.version >= 1001 ? 1 : head.version === 1000 ? 0 : 9;
-    if (head.hostHeader !== undefined) {
-      req.rawHeaders = ['Host', head.hostHeader];
-      req.headers = { host: head.hostHeader };
-    }
-    req.complete = true;
-    req.push(null);
-    const res = new http.ServerResponse(req);
-    res.shouldKeepAlive = false;
+    const { req, res, out } = unparsedExchange(this.socket, head, respond);
     this.requests++;
-    const r = new HttpRequest(this, server.main, head.server, req, res, head);
-    if (head.version === 9) {
-      // HTTP/0.9: the body alone, then close
-      r.out = new Writable({
-        write: (chunk: Buffer, _enc, cb) => { socket.write(chunk, cb); },
-        final: (cb) => { cb(); res.emit('finish'); },
-      });
-    } else if (respond) {
-      res.assignSocket(socket);
-    }
-    res.once('finish', () => {
-      if (res.socket) res.detachSocket(socket);
-      process.nextTick(() => res.emit('close'));
-    });
+    const r = new HttpRequest(this, this.server!.main, head.server, req, res, head);
+    if (out) r.out = out;
     if (respond) {
       this.phase = WAIT;
       this.requestStarted(r);
@@ -460,43 +413,16 @@ export class HttpConnection {
     if (!respond) res.emit('close');
   }
 
-  /**
-   * Sets the connection's one deadline. Moving it later only updates it
-   * (the timer fires early and re-arms), so a request costs no timer calls.
-   */
   private setTimer(ms: number, kind: number): void {
-    const due = Date.now() + Math.max(1, ms);
-    this.due = due;
-    this.timerKind = kind;
-    if (this.timer !== undefined && this.timerAt <= due) return;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timerAt = due;
-    this.timer = setTimeout(this.onTimer, due - Date.now());
+    this.deadline.set(ms, kind);
   }
 
   private clearTimer(): void {
-    this.timerKind = T_NONE;
+    this.deadline.clear();
   }
 
-  /** Drops the timer itself (the connection closed). */
-  private stopTimer(): void {
-    this.timerKind = T_NONE;
-    if (this.timer !== undefined) clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  private onTimer = (): void => {
-    this.timer = undefined;
-    const kind = this.timerKind;
-    if (kind === T_NONE) return;
-    const now = Date.now();
-    if (now < this.due) {
-      // the deadline moved later since the timer was set
-      this.timerAt = this.due;
-      this.timer = setTimeout(this.onTimer, this.due - now);
-      return;
-    }
-    this.timerKind = T_NONE;
+  /** A deadline passed. */
+  private expired(kind: number): void {
     switch (kind) {
       case T_HEADER:
         if (this.reader?.started) {
@@ -523,7 +449,7 @@ export class HttpConnection {
         // keepalive_timeout, lingering_timeout: close silently
         this.socket.destroy();
     }
-  };
+  }
 }
 
 function stripV4Mapped(a: string): string {
