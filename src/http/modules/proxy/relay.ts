@@ -106,8 +106,9 @@ export class BodyRelay {
     this.pending.push(data);
     this.pendingLen += data.length;
     if (this.length >= 0) this.length -= data.length;
-    const size = this.bufs.size;
-    while (this.pendingLen >= size) this.releasePending(size);
+    // every full buffer goes out together (nginx passes the chain on in one output call: one chunk)
+    const full = this.pendingLen - (this.pendingLen % this.bufs.size);
+    if (full > 0) this.releasePending(full);
     if (this.chunked || (this.length === 0 && this.pendingLen > 0)) this.releasePending(this.pendingLen);
   }
 
