@@ -129,10 +129,14 @@ export class ConfContext {
     return new ConfError(message, n?.file, this.bodyRead ? n?.endLine ?? n?.line : n?.line);
   }
 
-  /** Logs nginx's `[warn] message in file:line` for the current directive; reading goes on. */
-  warn(message: string): void {
+  /**
+   * Logs nginx's `[warn] message in file:line` for the current directive
+   * (without the place when `located` is false, as for checks made after
+   * reading); reading goes on.
+   */
+  warn(message: string, located = true): void {
     if (!this.onWarning) return;
-    const e = this.error(message);
+    const e = located ? this.error(message) : new ConfError(message);
     e.level = 'warn';
     this.onWarning(e);
   }

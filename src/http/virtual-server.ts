@@ -85,3 +85,24 @@ export function selectServer(addr: AddressConf, host: string): ServerMatch {
   }
   return { server: addr.defaultServer };
 }
+
+/** Names a later server of `addr` claims after an earlier one did (nginx warns and ignores them). */
+export function conflictingNames(addr: AddressConf): string[] {
+  const seen = new Map<string, ServerConf>();
+  const out: string[] = [];
+  for (const srv of addr.servers) {
+    for (const n of srv.names) {
+      if (n.regex) continue;
+      // ".x" is "x" and "*.x" at once
+      const keys = n.name.startsWith('.') ? [n.name.slice(1), `*${n.name}`] : [n.name];
+      let conflict = false;
+      for (const key of keys) {
+        const owner = seen.get(key);
+        if (owner !== undefined && owner !== srv) conflict = true;
+        else if (owner === undefined) seen.set(key, srv);
+      }
+      if (conflict) out.push(n.name);
+    }
+  }
+  return out;
+}

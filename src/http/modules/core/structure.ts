@@ -20,6 +20,7 @@ import { checkNesting, indexLocations } from '../../location.ts';
 import { errorPageDirectives, sendErrorPage } from './error-page.ts';
 import { compileHttpRegex } from '../../regex.ts';
 import { checkServerSettings, coreSrv } from './settings.ts';
+import { conflictingNames } from '../../virtual-server.ts';
 
 /** The loaded `http {}` block of a cycle (one per configuration). */
 export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
@@ -221,6 +222,7 @@ function readServerNames(cf: ConfContext, node: ConfNode): void {
       srv.names.push({ name: pattern, regex: re.regex, httpRegex: re });
       continue;
     }
+    if (raw.includes('/')) cf.warn(`server name "${raw}" has suspicious symbols`);
     const name = raw.toLowerCase() === '$hostname' ? os.hostname().toLowerCase() : raw.toLowerCase();
     if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
       throw cf.error(`invalid server name or wildcard "${raw}" on ${srv.listens[0]?.spec.key ?? '0.0.0.0:80'}`);
@@ -248,6 +250,9 @@ const directives: Directive[] = [
       for (const srv of http.servers) {
         const err = checkServerSettings(srv.level.get(coreSrv));
         if (err) throw new ConfError(err, node.file, node.endLine ?? node.line);
+      }
+      for (const addr of http.addresses.values()) {
+        for (const name of conflictingNames(addr)) cf.warn(`conflicting server name "${name}" on ${addr.spec.key}, ignored`, false);
       }
       http.errorPage = sendErrorPage;
       for (const m of modules) m.postconfiguration?.(http);
