@@ -43,6 +43,8 @@ const RESPONSES: Record<string, string | string[]> = {
   extra: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA',
   hide: 'HTTP/1.1 200 OK\r\nX-Secret: s\r\nX-Pad: p\r\nServer: up\r\nContent-Length: 0\r\n\r\n',
   accel: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/target\r\nX-Other: o\r\nContent-Type: x/y\r\nContent-Length: 4\r\n\r\nbody',
+  cookies: 'HTTP/1.1 200 OK\r\nSet-Cookie: a=1; Domain=.Backend.example; Path=/r/x; HttpOnly\r\n'
+    + 'Set-Cookie: b=2; path=/other;  domain=up.example ; SameSite=Lax\r\nSet-Cookie: plain\r\nContent-Length: 0\r\n\r\n',
   toobig: `HTTP/1.1 200 OK\r\nX-Big: ${'x'.repeat(5000)}\r\nContent-Length: 0\r\n\r\n`,
 };
 
@@ -72,6 +74,14 @@ ${HTTP_COMMON}
         location /regex/ { proxy_pass http://${u}/r/; proxy_redirect ~^http://[^/]+/r/(\\w+)(.*)$ /re/$1$2; }
         location /internal/ { internal; return 200 "internal $uri\\n"; }
         location /unbuffered/ { proxy_pass http://${u}/r/; proxy_buffering off; }
+        location /cookie/ {
+            proxy_pass http://${u}/r/;
+            proxy_cookie_domain ~^\\.?([a-z0-9.]+)\\.example$ $1.test;
+            proxy_cookie_domain up.example front.example;
+            proxy_cookie_path /r/ /cookie/;
+            proxy_cookie_flags a secure samesite=strict nohttponly;
+            proxy_cookie_flags ~^b$ nosamesite httponly;
+        }
     }
 }
 `;
@@ -193,6 +203,14 @@ test('premature close and bad framing: the client response is cut short', async 
 
 test('more data than Content-Length is cut', async () => {
   assert.match(await same('/r/extra'), /\r\n\r\nok$/);
+});
+
+test('proxy_cookie_domain, proxy_cookie_path, proxy_cookie_flags', async () => {
+  const t = await same('/cookie/cookies');
+  // the first domain rule that matches wins (a regex replaces the whole value); flags edit in place or append
+  assert.match(t, /\r\nSet-Cookie: a=1; Domain=Backend\.test; Path=\/cookie\/x; Secure; SameSite=Strict\r\n/);
+  assert.match(t, /\r\nSet-Cookie: b=2; path=\/other; domain=up\.test; HttpOnly\r\n/);
+  assert.match(t, /\r\nSet-Cookie: plain\r\n/);
 });
 
 test('proxy_hide_header, proxy_pass_header', async () => {

@@ -7,6 +7,7 @@
 import { defineSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../variables.ts';
 import type { HeaderPlan } from './request-head.ts';
+import type { CookieFlagRule } from './cookies.ts';
 import type { RedirectRule } from './redirect.ts';
 import type { ProxyTarget } from './target.ts';
 
@@ -92,6 +93,10 @@ export interface ProxyLocConf {
   passTrailers?: boolean;
   socketKeepalive?: boolean;
   bind?: ComplexValue | false;
+  /** proxy_cookie_domain / proxy_cookie_path rules, proxy_cookie_flags (`off`: false). */
+  cookieDomains?: false | RedirectRule[];
+  cookiePaths?: false | RedirectRule[];
+  cookieFlags?: false | CookieFlagRule[];
   /** `proxy_temp` under the prefix, recorded by proxy_pass (the default proxy_temp_path). */
   defaultTempPath?: string;
   ssl?: SslConf;
@@ -109,6 +114,8 @@ export interface DerivedConf {
   /** Lowercased upstream header names not passed to the client. */
   hidden: Set<string>;
   redirects: RedirectRule[] | undefined;
+  /** The location's configuration when it rewrites Set-Cookie fields, else undefined. */
+  cookies: ProxyLocConf | undefined;
 }
 
 /** nginx's defaults (ngx_pagesize is 4096 here). */

@@ -9,6 +9,7 @@
  */
 import type { HttpRequest } from '../../request.ts';
 import type { DerivedConf } from './conf.ts';
+import { rewriteCookie } from './cookies.ts';
 import { rewriteRedirect } from './redirect.ts';
 import type { ResponseHead } from './response-head.ts';
 
@@ -36,6 +37,12 @@ export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf):
             else r.addHeader(names[i], v);
             continue;
           }
+        }
+        break;
+      case 'set-cookie':
+        if (d.cookies) {
+          const v = rewriteCookie(r, d.cookies, value);
+          if (v !== undefined) { r.addHeader(names[i], v); continue; }
         }
         break;
       case 'refresh':

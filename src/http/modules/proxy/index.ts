@@ -16,6 +16,7 @@ import type { VariableDef } from '../../variables.ts';
 import { beginUpstream } from '../upstream.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import { cookieDirectives } from './cookies.ts';
 import { proxyDirectives, setProxyContentHandler } from './directives.ts';
 import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
@@ -71,6 +72,7 @@ function finishConf(main: HttpMainConf, c: ProxyLocConf, parent: DerivedConf | u
   const d: DerivedConf = {
     busyBuffersSize: busy, tempFileWriteSize: write, tempPath: c.tempPath ?? c.defaultTempPath ?? defaultTempPath('proxy_temp'),
     headerPlan: plan, hidden, redirects,
+    cookies: c.cookieDomains || c.cookiePaths || c.cookieFlags ? c : undefined,
   };
   c.derived = d;
   return d;
@@ -214,7 +216,7 @@ const variables: VariableDef[] = [
 
 export const proxyModule: HttpModule = {
   name: 'ngx_http_proxy_module',
-  directives: proxyDirectives,
+  directives: [...proxyDirectives, ...cookieDirectives],
   variables,
   postconfiguration: finishAll,
   initWorker(cycle) {
