@@ -15,6 +15,8 @@ import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/modules/core/try-files.ts';
 import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
+import { limitReqModule } from './http/modules/limit-req.ts';
+import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { chunkedTrailersModule, headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
@@ -48,6 +50,9 @@ export const modules: CycleModule[] = [
   staticModule,
   accessModule,
   authBasicModule,
+  // preaccess: nginx runs limit_req before limit_conn
+  limitReqModule,
+  limitConnModule,
   notModifiedModule,
   headersModule,
   gzipModule,

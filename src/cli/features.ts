@@ -14,7 +14,7 @@ export const WITHOUT: string[] = [
   'http_mirror_module', 'http_autoindex_module',
   'http_geo_module', 'http_split_clients_module', 'http_referer_module',
   'http_fastcgi_module', 'http_uwsgi_module', 'http_scgi_module',
-  'http_grpc_module', 'http_memcached_module', 'http_limit_conn_module', 'http_limit_req_module',
+  'http_grpc_module', 'http_memcached_module',
   'http_empty_gif_module', 'http_browser_module', 'http_upstream_hash_module',
   'http_upstream_ip_hash_module', 'http_upstream_least_conn_module', 'http_upstream_random_module',
   'http_upstream_zone_module', 'http_tunnel_module',
