@@ -21,6 +21,8 @@ import { notModifiedModule } from './http/modules/not-modified.ts';
 import { chunkedTrailersModule, headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
+import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
+import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
@@ -44,7 +46,7 @@ export const modules: CycleModule[] = [
   // Handlers and filters run in the order installed, so these are listed in
   // the order nginx runs them (nginx prepends filters, so its module list is
   // the reverse): index before static, allow/deny before auth_basic, and the
-  // header filters not_modified → headers → gzip → range → chunked.
+  // header filters not_modified → headers → sub → ssi → gzip → range → chunked.
   tryFilesModule,
   indexModule,
   staticModule,
@@ -55,9 +57,14 @@ export const modules: CycleModule[] = [
   limitConnModule,
   notModifiedModule,
   headersModule,
+  subFilterModule,
+  ssiModule,
   gzipModule,
   rangeModule,
   chunkedTrailersModule,
+  // the body halves of sub_filter and SSI: wrapped last, so they see the body before gzip
+  ssiBodyModule,
+  subFilterBodyModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,

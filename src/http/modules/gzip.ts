@@ -126,7 +126,8 @@ function proxiedOk(r: HttpRequest, p: Set<string>): boolean {
   return true;
 }
 
-function typeMatches(r: HttpRequest, types: Set<string>): boolean {
+/** The response's Content-Type (without parameters) is one of `types` (`*`: any, even none); ngx_http_test_content_type. */
+export function typeMatches(r: HttpRequest, types: Set<string>): boolean {
   if (types.has('*')) return true;
   const ct = r.contentType;
   if (!ct) return false;
@@ -155,7 +156,7 @@ function gzipHeaderFilter(r: HttpRequest): void {
 }
 
 /** ngx_http_weak_etag: a strong ETag becomes weak; anything else that is not quoted goes. */
-function weakenEtag(r: HttpRequest): void {
+export function weakenEtag(r: HttpRequest): void {
   const i = r.headersOut.findIndex((h) => h.name.toLowerCase() === 'etag');
   if (i < 0) return;
   const v = r.headersOut[i].value;

@@ -60,6 +60,8 @@ export interface CoreLocConf {
   lingeringTime?: number;
   lingeringTimeout?: number;
   resetTimedoutConnection?: boolean;
+  /** The most of a subrequest's body kept in memory (SSI's `include ... set=`). */
+  subrequestOutputBufferSize?: number;
 }
 
 
@@ -108,6 +110,8 @@ export const CORE_LOC_DEFAULTS = {
   lingeringClose: 'on',
   lingeringTime: 30_000,
   lingeringTimeout: 5_000,
+  // nginx's default is the page size
+  subrequestOutputBufferSize: 4096,
 } as const satisfies CoreLocConf;
 
 export const coreLoc = defineSlot<CoreLocConf>('http_core_loc', () => ({}), inheritUnset, CORE_LOC_DEFAULTS);
@@ -234,6 +238,7 @@ export const httpSettingsDirectives: Directive[] = [
   loc('server_name_in_redirect', 'serverNameInRedirect', flag),
   loc('log_not_found', 'logNotFound', flag),
   accepted('log_subrequest', 'flag'),
+  loc('subrequest_output_buffer_size', 'subrequestOutputBufferSize', size),
   loc('msie_padding', 'msiePadding', flag),
   loc('msie_refresh', 'msieRefresh', flag),
   loc('recursive_error_pages', 'recursiveErrorPages', flag),

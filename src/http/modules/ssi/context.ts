@@ -1,0 +1,71 @@
+/**
+ * What the SSI filter keeps per request (nginx's ngx_http_ssi_ctx_t) and per
+ * client request (the main request's context: variables set by `set`,
+ * `include ... set=` and named regex captures, `block`s, the last regex
+ * captures), and the module's configuration.
+ */
+import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+
+export interface SsiConf {
+  enable?: boolean;
+  silentErrors?: boolean;
+  ignoreRecycledBuffers?: boolean;
+  lastModified?: boolean;
+  minFileChunk?: number;
+  valueLen?: number;
+  /** Lowercased MIME types; `*` matches any. text/html is always in. */
+  types?: Set<string>;
+}
+
+export const ssiSlot = defineSlot<SsiConf>('ssi', () => ({}), inheritUnset, {
+  enable: false, silentErrors: false, ignoreRecycledBuffers: false, lastModified: false,
+  minFileChunk: 1024, valueLen: 255, types: new Set(['text/html']),
+});
+
+/** `echo` encodings. */
+export const ENC_NONE = 0;
+export const ENC_URL = 1;
+export const ENC_ENTITY = 2;
+
+/** nginx's NGX_HTTP_SSI_COND_IF / _ELSE: where in an if/elif/else/endif the parser is. */
+export const COND_IF = 1;
+export const COND_ELSE = 2;
+
+export const DEFAULT_TIMEFMT = '%A, %d-%b-%Y %H:%M:%S %Z';
+export const DEFAULT_ERRMSG = '[an error occurred while processing the directive]';
+
+/** The state of one request's SSI processing. */
+export class SsiContext {
+  /** Text and commands take effect (off in a false branch and inside a block). */
+  output = true;
+  /** A branch of the current if/elif/else was taken. */
+  outputChosen = false;
+  conditional = 0;
+  /** Text and commands go into the last block defined. */
+  block = false;
+  encoding = ENC_ENTITY;
+  timefmt = DEFAULT_TIMEFMT;
+  errmsg = DEFAULT_ERRMSG;
+  readonly conf: SsiConf;
+
+  constructor(conf: SsiConf) {
+    this.conf = conf;
+  }
+}
+
+export interface SsiBlock {
+  name: string;
+  bufs: Buffer[];
+}
+
+/** State shared by a client's request and every subrequest under it. */
+export class SsiMainState {
+  readonly variables = new Map<string, string>();
+  readonly blocks: SsiBlock[] = [];
+  /** Captures of the last regex `if` that matched ($0..$9); PCRE counts up to the last group that matched. */
+  captures: string[] = [];
+}
+
+/** Keys of the request contexts (r.ctx). */
+export const SSI_CTX = {};
+export const SSI_MAIN = {};

@@ -1,0 +1,118 @@
+/**
+ * ngx_http_ssi_filter_module: server side includes in responses of the
+ * `ssi_types` (text/html by default) where `ssi on` — echo, set, config,
+ * if/elif/else/endif, block, and include (subrequests placed in the output,
+ * waited for, or captured into a variable) — plus $date_local and
+ * $date_gmt.
+ *
+ * The header filter runs where nginx has it (before gzip and range, which
+ * must see the length it removes); the body filter is installed by a second
+ * module entry after them, so the body is parsed before it is compressed
+ * (filters that replace r.out see the body in the reverse order of their
+ * header filters). Both also run for subrequests.
+ */
+import type { Directive } from '../../../conf/directive.ts';
+import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
+import { flagArg, sizeArg } from '../../../conf/values.ts';
+import type { HttpModule } from '../../http-conf.ts';
+import type { HttpRequest } from '../../request.ts';
+import { typeMatches, weakenEtag } from '../gzip.ts';
+import { SSI_CTX, SsiContext, ssiSlot } from './context.ts';
+import type { SsiConf } from './context.ts';
+import { DEFAULT_TIMEFMT } from './context.ts';
+import { SsiFilter } from './filter.ts';
+import { strftime } from './strftime.ts';
+
+function ssiHeaderFilter(r: HttpRequest): void {
+  const conf = r.level.get(ssiSlot);
+  if (!conf.enable || r.contentLength === 0 || !typeMatches(r, conf.types!)) return;
+  r.ctx.set(SSI_CTX, new SsiContext(conf));
+  if (r.parent) return;
+  // the length changes, and ranges of the file are not ranges of the page
+  r.contentLength = undefined;
+  r.setHeader('Content-Length', undefined);
+  r.setHeader('Accept-Ranges', undefined);
+  if (!conf.lastModified) {
+    r.lastModified = undefined;
+    r.setHeader('Last-Modified', undefined);
+    r.setHeader('ETag', undefined);
+  } else {
+    weakenEtag(r);
+  }
+}
+
+function ssiBodyFilter(r: HttpRequest): void {
+  const ctx = r.ctx.get(SSI_CTX) as SsiContext | undefined;
+  if (!ctx || r.method === 'HEAD') return;
+  const filter = new SsiFilter(r, ctx, r.out);
+  filter.on('error', () => r.res.destroy());
+  r.out = filter;
+}
+
+/** $date_local / $date_gmt in the request's `config timefmt` (`%s`: seconds since the epoch). */
+function dateVariable(r: HttpRequest, gmt: boolean): string {
+  const ctx = r.ctx.get(SSI_CTX) as SsiContext | undefined;
+  return strftime(ctx?.timefmt ?? DEFAULT_TIMEFMT, new Date(), gmt);
+}
+
+function flag(field: 'enable' | 'silentErrors' | 'ignoreRecycledBuffers' | 'lastModified'): Directive['handler'] {
+  return (cf, node) => {
+    const c = cf.get(ssiSlot);
+    if (c[field] !== undefined) return 'is duplicate';
+    c[field] = flagArg(cf, node.args[0]);
+    return undefined;
+  };
+}
+
+function size(field: 'minFileChunk' | 'valueLen'): Directive['handler'] {
+  return (cf, node) => {
+    const c: SsiConf = cf.get(ssiSlot);
+    if (c[field] !== undefined) return 'is duplicate';
+    c[field] = sizeArg(cf, node.args[0]);
+    return undefined;
+  };
+}
+
+const directives: Directive[] = [
+  { name: 'ssi', contexts: HTTP_ANY | Ctx.LIF, args: 'flag', handler: flag('enable') },
+  { name: 'ssi_silent_errors', contexts: HTTP_ANY, args: 'flag', handler: flag('silentErrors') },
+  { name: 'ssi_ignore_recycled_buffers', contexts: HTTP_ANY, args: 'flag', handler: flag('ignoreRecycledBuffers') },
+  { name: 'ssi_last_modified', contexts: HTTP_ANY, args: 'flag', handler: flag('lastModified') },
+  { name: 'ssi_min_file_chunk', contexts: HTTP_ANY, args: 1, handler: size('minFileChunk') },
+  { name: 'ssi_value_length', contexts: HTTP_ANY, args: 1, handler: size('valueLen') },
+  {
+    // ngx_http_types_slot: repeated directives add up; text/html is always in; `*` is any type
+    name: 'ssi_types', contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(ssiSlot);
+      if (c.types === undefined) c.types = new Set(['text/html']);
+      for (const t of node.args) {
+        const type = t.toLowerCase();
+        if (c.types.has(type) && type !== '*') cf.warn(`duplicate MIME type "${t}"`);
+        c.types.add(type);
+      }
+      return undefined;
+    },
+  },
+];
+
+export const ssiModule: HttpModule = {
+  name: 'ngx_http_ssi_filter_module',
+  directives,
+  variables: [
+    { name: 'date_local', noCache: true, get: (r) => dateVariable(r, false) },
+    { name: 'date_gmt', noCache: true, get: (r) => dateVariable(r, true) },
+  ],
+  postconfiguration(http) {
+    http.addHeaderFilter(ssiHeaderFilter, { subrequests: true });
+  },
+};
+
+/** The body half of the SSI filter: listed after gzip and range in src/modules.ts. */
+export const ssiBodyModule: HttpModule = {
+  name: 'ngx_http_ssi_body_filter',
+  directives: [],
+  postconfiguration(http) {
+    http.addHeaderFilter(ssiBodyFilter, { subrequests: true });
+  },
+};
