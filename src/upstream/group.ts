@@ -7,6 +7,8 @@
  * without a `zone`.
  */
 import type { PeerAddress } from './address.ts';
+import { buildRing } from './balancers.ts';
+import type { Balancer, ChashRing } from './balancers.ts';
 import type { KeepalivePool } from './keepalive.ts';
 
 /** One `server` line of an `upstream {}` block. */
@@ -103,6 +105,12 @@ export class UpstreamGroup {
   readonly servers: ServerSpec[] = [];
   primary: PeerList = new PeerList([]);
   keepalive: KeepaliveConf | undefined;
+  /** How peers are picked (`ip_hash`, `hash`, `least_conn`, `random`; round robin otherwise). */
+  balancer: Balancer = { kind: 'round_robin' };
+  /** The `hash` key as the protocol compiled it (evaluated per request by the protocol's module). */
+  balanceKey: unknown;
+  /** The consistent-hash ring (`hash ... consistent`). */
+  ring: ChashRing | undefined;
   /** Idle connections of this worker (created when the worker starts). */
   pool: KeepalivePool | undefined;
   readonly file: string;
@@ -126,6 +134,7 @@ export class UpstreamGroup {
     }
     this.primary = new PeerList(primary, primary.length === 1 && backup.length === 0);
     if (backup.length) this.primary.next = new PeerList(backup, false);
+    if (this.balancer.kind === 'hash' && this.balancer.consistent) this.ring = buildRing(this.primary);
   }
 
   /** How many peers a request may try (ngx_http_upstream_tries). */

@@ -13,13 +13,13 @@ export const PEER_FAILED = 1;
 /** 403/404 from the peer: try the next one without counting a failure. */
 export const PEER_NEXT = 2;
 
-function nowSec(): number {
+export function nowSec(): number {
   return Math.floor(Date.now() / 1000);
 }
 
 /** One request's view of a peer list: nginx's ngx_http_upstream_rr_peer_data_t. */
 export class RoundRobinPicker {
-  private list: PeerList;
+  protected list: PeerList;
   /** Tried peers of the current list: a bit mask for up to 32 peers, else a set of indexes. */
   private tried = 0;
   private triedMany: Set<number> | undefined;
@@ -49,19 +49,40 @@ export class RoundRobinPicker {
         return peer;
       }
       if (!list.next) return undefined;
-      this.list = list.next;
-      this.tried = 0;
-      this.triedMany = undefined;
+      this.useBackup();
     }
   }
 
-  private isTried(i: number): boolean {
+  /** Moves on to the backup peers, none of them tried yet. */
+  protected useBackup(): void {
+    this.list = this.list.next!;
+    this.tried = 0;
+    this.triedMany = undefined;
+  }
+
+  protected isTried(i: number): boolean {
     return i < 32 ? (this.tried & (1 << i)) !== 0 : this.triedMany?.has(i) === true;
   }
 
-  private markTried(i: number): void {
+  protected markTried(i: number): void {
     if (i < 32) this.tried |= 1 << i;
     else (this.triedMany ??= new Set()).add(i);
+  }
+
+  /** Whether `peer` may be given a request now (not down, not failed within fail_timeout, under max_conns). */
+  protected usable(peer: Peer, now: number): boolean {
+    if (peer.down) return false;
+    if (peer.maxFails && peer.fails >= peer.maxFails && now - peer.checked <= peer.failTimeout) return false;
+    return !(peer.maxConns && peer.conns >= peer.maxConns);
+  }
+
+  /** Hands out `peer` (index `i` of the current list): the common end of every balancer's choice. */
+  protected take(peer: Peer, i: number, now: number): Peer {
+    this.markTried(i);
+    if (now - peer.checked > peer.failTimeout) peer.checked = now;
+    this.current = peer;
+    peer.conns++;
+    return peer;
   }
 
   private pick(list: PeerList): Peer | undefined {

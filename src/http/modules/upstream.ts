@@ -12,11 +12,17 @@ import { ConfError } from '../../conf/errors.ts';
 import { parseTime } from '../../conf/values.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
+import { createPicker } from '../../upstream/balancers.ts';
+import type { Balancer } from '../../upstream/balancers.ts';
 import { UpstreamGroup } from '../../upstream/group.ts';
+import type { PeerList } from '../../upstream/group.ts';
+import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
+import { httpMainOf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
-import type { VariableDef, VarValue } from '../variables.ts';
+import { compileComplex } from '../variables.ts';
+import type { ComplexValue, VariableDef, VarValue } from '../variables.ts';
 import { httpConf } from './core/structure.ts';
 
 /** Every upstream group of an `http {}` block, explicit and implicit (nginx's umcf->upstreams). */
@@ -107,6 +113,8 @@ function serverDirective(cf: ConfContext, node: { args: string[] }): string | vo
       if (Number.isNaN(ms)) throw cf.error(`invalid parameter "${v}"`);
       failTimeout = Math.floor(ms / 1000);
     } else if (v === 'backup') {
+      const b = group.balancer.kind;
+      if (b === 'ip_hash' || b === 'hash' || b === 'random') throw cf.error(`balancing method does not support parameter "${v}"`);
       backup = true;
     } else if (v === 'down') {
       down = true;
@@ -137,6 +145,33 @@ function keepaliveSetting(field: 'requests' | 'timeMs' | 'timeoutMs', parse: 'co
 
 const KEEPALIVE_DEFAULTS = { requests: 1000, timeMs: 3_600_000, timeoutMs: 60_000 };
 
+/** `ip_hash`, `hash key [consistent]`, `least_conn`, `random [two [least_conn]]`. */
+function balancerDirective(kind: Balancer['kind']): Directive['handler'] {
+  return (cf, node) => {
+    const g = cf.data.upstreamGroup as UpstreamGroup;
+    const a = node.args;
+    if (kind === 'hash') {
+      if (a[1] !== undefined && a[1] !== 'consistent') throw cf.error(`invalid parameter "${a[1]}"`);
+      g.balancer = { kind: 'hash', consistent: a[1] === 'consistent' };
+      g.balanceKey = compileComplex(cf, httpMainOf(cf).variables, a[0]);
+    } else if (kind === 'random') {
+      if (a[0] !== undefined && a[0] !== 'two') throw cf.error(`invalid parameter "${a[0]}"`);
+      if (a[1] !== undefined && a[1] !== 'least_conn') throw cf.error(`invalid parameter "${a[1]}"`);
+      g.balancer = { kind: 'random', two: a[0] === 'two' };
+    } else {
+      g.balancer = kind === 'ip_hash' ? { kind } : { kind: 'least_conn' };
+    }
+  };
+}
+
+/** The peer picker for a request to `g` (the balancer's inputs evaluated for `r`). */
+export function pickerFor(r: HttpRequest, g: UpstreamGroup, peers: PeerList): RoundRobinPicker {
+  const b = g.balancer;
+  if (b.kind === 'round_robin') return new RoundRobinPicker(peers);
+  const key = b.kind === 'hash' ? (g.balanceKey as ComplexValue).evaluate(r) : '';
+  return createPicker(b, peers, { clientAddress: r.conn.remoteAddress, key }, g.ring);
+}
+
 const directives: Directive[] = [
   {
     name: 'upstream', contexts: Ctx.HTTP, args: 1, block: true,
@@ -162,6 +197,10 @@ const directives: Directive[] = [
       g.keepalive = { ...KEEPALIVE_DEFAULTS, ...g.keepalive, max: n };
     },
   },
+  { name: 'ip_hash', contexts: Ctx.UPSTREAM, args: 0, handler: balancerDirective('ip_hash') },
+  { name: 'hash', contexts: Ctx.UPSTREAM, args: [1, 2], handler: balancerDirective('hash') },
+  { name: 'least_conn', contexts: Ctx.UPSTREAM, args: 0, handler: balancerDirective('least_conn') },
+  { name: 'random', contexts: Ctx.UPSTREAM, args: [0, 2], handler: balancerDirective('random') },
   { name: 'keepalive_requests', contexts: Ctx.UPSTREAM, args: 1, handler: keepaliveSetting('requests', 'count') },
   { name: 'keepalive_time', contexts: Ctx.UPSTREAM, args: 1, handler: keepaliveSetting('timeMs', 'time') },
   { name: 'keepalive_timeout', contexts: Ctx.UPSTREAM, args: 1, handler: keepaliveSetting('timeoutMs', 'time') },

@@ -13,7 +13,7 @@ import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBod
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { VariableDef } from '../../variables.ts';
-import { beginUpstream } from '../upstream.ts';
+import { beginUpstream, pickerFor } from '../upstream.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
 import { cookieDirectives } from './cookies.ts';
@@ -183,7 +183,7 @@ function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
     passRequestHeaders: conf.passRequestHeaders!,
   });
   const u = new UpstreamRequest(r, conf, d, {
-    head, sender, group: where.group, picker: new RoundRobinPicker(where.peers),
+    head, sender, group: where.group, picker: where.group ? pickerFor(r, where.group, where.peers) : new RoundRobinPicker(where.peers),
     tls: rt.https ? tlsFor(r, conf, rt) : undefined,
     schema: rt.schema, uri, record: beginUpstream(r), method,
   });
