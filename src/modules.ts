@@ -21,8 +21,6 @@ import { notModifiedModule } from './http/modules/not-modified.ts';
 import { chunkedTrailersModule, headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
-import { upstreamModule } from './http/modules/upstream.ts';
-import { proxyModule } from './http/modules/proxy/index.ts';
 import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
