@@ -249,6 +249,8 @@ export class HttpConnection {
     const framing = this.framing!;
     const end = framing.consume(b, 0, b.length);
     this.pending = end < b.length ? b.subarray(end) : undefined;
+    // a body being thrown away after the response: lingering_timeout between reads
+    if (this.responseDone && this.deadline.kind === T_LINGER) this.setTimer(this.lingerTimeout, T_LINGER);
     if (end > 0) this.feed!(end < b.length ? b.subarray(0, end) : b);
     if (this.broken) {
       this.pending = undefined;
@@ -318,8 +320,8 @@ export class HttpConnection {
       return;
     }
     // the body nobody read is read and thrown away before the next request (ngx_http_discard_request_body)
-    const core = r.level.get(coreLoc);
-    this.setTimer(core.lingeringTimeout ?? CORE_LOC_DEFAULTS.lingeringTimeout, T_LINGER);
+    this.lingerTimeout = r.level.get(coreLoc).lingeringTimeout ?? CORE_LOC_DEFAULTS.lingeringTimeout;
+    this.setTimer(this.lingerTimeout, T_LINGER);
   }
 
   /** The request is done and the connection stays: wait for (or read) the next one. */
