@@ -44,6 +44,19 @@ interface BodyState {
 
 const states = new WeakMap<HttpRequest, BodyState>();
 
+/** Whose body a request reads: a subrequest has its client request's (nginx's sr->request_body = r->request_body). */
+function stateOf(r: HttpRequest): BodyState | undefined {
+  while (r.parent) r = r.parent;
+  return states.get(r);
+}
+
+function createState(r: HttpRequest): BodyState {
+  while (r.parent) r = r.parent;
+  let st = states.get(r);
+  if (!st) states.set(r, (st = {}));
+  return st;
+}
+
 /** Whether the request announces a body (Content-Length > 0 or chunked). */
 export function hasRequestBody(r: HttpRequest): boolean {
   const h = r.req.headers;
@@ -59,7 +72,7 @@ export function isChunked(r: HttpRequest): boolean {
 
 /** The body read so far by readRequestBody, if any. */
 export function requestBodyOf(r: HttpRequest): RequestBody | undefined {
-  return states.get(r)?.body;
+  return stateOf(r)?.body;
 }
 
 /** Sends `HTTP/1.1 100 Continue` when the client asked for it (ngx_http_test_expect), once. */
@@ -281,8 +294,7 @@ export function terminate(r: HttpRequest, status: number): number {
  * twice gives the same body.
  */
 export function readRequestBody(r: HttpRequest): Promise<RequestBody | number> {
-  let st = states.get(r);
-  if (!st) states.set(r, (st = {}));
+  const st = createState(r);
   if (st.body) return Promise.resolve(st.body);
   if (st.reading) return st.reading;
   if (st.streamed) return Promise.resolve({ bufs: [], length: 0, file: undefined });
@@ -301,15 +313,14 @@ export function readRequestBody(r: HttpRequest): Promise<RequestBody | number> {
 
 /** Starts passing the body to `consumer` as it arrives; returns pause/resume controls. */
 export function streamRequestBody(r: HttpRequest, consumer: BodyConsumer): { pause(): void; resume(): void } {
-  let st = states.get(r);
-  if (!st) states.set(r, (st = {}));
+  const st = createState(r);
   st.streamed = true;
   sendContinue(r, st);
   return new BodyReader(r, consumer);
 }
 
 function bodyText(r: HttpRequest): string | undefined {
-  const b = states.get(r)?.body;
+  const b = stateOf(r)?.body;
   if (!b || b.file !== undefined || b.bufs.length === 0) return undefined;
   return b.bufs.length === 1 ? b.bufs[0].toString('latin1') : Buffer.concat(b.bufs).toString('latin1');
 }
@@ -317,5 +328,5 @@ function bodyText(r: HttpRequest): string | undefined {
 /** `$request_body` and `$request_body_file` (ngx_http_variables.c). */
 export const requestBodyVariables: VariableDef[] = [
   { name: 'request_body', noCache: true, get: bodyText },
-  { name: 'request_body_file', noCache: true, get: (r) => states.get(r)?.body?.file },
+  { name: 'request_body_file', noCache: true, get: (r) => stateOf(r)?.body?.file },
 ];

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
 import { rawRequest } from '../kit/client.ts';
+import { RawUpstream } from '../proxy/upstream-kit.ts';
 import { ask, errorLines, same, startPair } from './ssi-kit.ts';
 import type { Pair } from './ssi-kit.ts';
 import type { TestContext } from 'node:test';
@@ -158,4 +159,36 @@ test('set= with a body over subrequest_output_buffer_size (of the location answe
   assert.equal((await rawRequest(p.gh.port(8080), req)).length, 0);
   assert.equal(errorLines(p.gh, /\[error\].*too big subrequest response/).length, 1);
   if (p.ng) assert.equal((await rawRequest(p.ng.port(8080), req)).length, 0);
+});
+
+test('a proxied subrequest sends the client request\'s body, as nginx does', async (t) => {
+  const seen: Record<string, string[]> = { gatehouse: [], nginx: [] };
+  let current = 'gatehouse';
+  const up = await RawUpstream.start((req, socket) => {
+    seen[current].push(`${req.method} ${req.uri} ${req.headers.find(([k]) => k.toLowerCase() === 'content-length')?.[1]} ${req.body.toString()}`);
+    const body = req.uri.endsWith('page.html') ? 'X<!--#include virtual="part.html" -->X' : 'YY';
+    socket.end(`HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+  });
+  t.after(() => up.close());
+  const upConf = `
+events {}
+http {
+    access_log off;
+    client_body_temp_path %%PREFIX%%/client_body_temp;
+    proxy_temp_path %%PREFIX%%/proxy_temp;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        location /proxy/ { ssi on; proxy_pass http://${up.address}/; }
+    }
+}
+`;
+  const p = await startPair(t, { conf: upConf });
+  const req = 'POST /proxy/page.html HTTP/1.0\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n1234567890';
+  for (const [name, srv] of [['gatehouse', p.gh], ['nginx', p.ng]] as const) {
+    if (!srv) continue;
+    current = name;
+    assert.equal((await ask(srv, req)).body.toString(), 'XYYX');
+  }
+  assert.deepEqual(seen.gatehouse, ['POST /page.html 10 1234567890', 'GET /part.html 10 1234567890']);
+  if (p.ng) assert.deepEqual(seen.gatehouse, seen.nginx);
 });
