@@ -25,7 +25,21 @@ export interface ServerSpec {
   down: boolean;
 }
 
-/** One address of one server, with the round-robin state nginx keeps per peer. */
+/** Run-time fields of a peer, as Int32 slots: in private memory, or in a shared zone (`zone`). */
+const CURRENT_WEIGHT = 0;
+const EFFECTIVE_WEIGHT = 1;
+const CONNS = 2;
+const FAILS = 3;
+const ACCESSED = 4;
+const CHECKED = 5;
+export const PEER_SLOTS = 6;
+
+/**
+ * One address of one server, with the round-robin state nginx keeps per
+ * peer. The state lives in Int32 slots so that a group with a `zone` shares
+ * it between worker threads (a SharedArrayBuffer), as nginx's shared zone
+ * does; without a zone each worker has its own.
+ */
 export class Peer {
   readonly addr: PeerAddress;
   /** `$upstream_addr` text. */
@@ -37,27 +51,37 @@ export class Peer {
   readonly failTimeout: number;
   readonly maxConns: number;
   down: boolean;
+  private readonly s: Int32Array;
 
-  currentWeight = 0;
-  effectiveWeight: number;
-  /** Active connections to this peer from this worker (for max_conns). */
-  conns = 0;
-  fails = 0;
-  /** Times in seconds (nginx's ngx_time()). */
-  accessed = 0;
-  checked = 0;
-
-  constructor(addr: PeerAddress, spec: Pick<ServerSpec, 'name' | 'weight' | 'maxFails' | 'failTimeout' | 'maxConns' | 'down'>) {
+  constructor(addr: PeerAddress, spec: Pick<ServerSpec, 'name' | 'weight' | 'maxFails' | 'failTimeout' | 'maxConns' | 'down'>, state?: Int32Array) {
     this.addr = addr;
     this.name = addr.name;
     this.server = spec.name;
     this.weight = spec.weight;
-    this.effectiveWeight = spec.weight;
     this.maxFails = spec.maxFails;
     this.failTimeout = spec.failTimeout;
     this.maxConns = spec.maxConns;
     this.down = spec.down;
+    this.s = state ?? new Int32Array(PEER_SLOTS);
+    // a zone that already holds state (a reload, another worker) keeps it
+    if (this.s[EFFECTIVE_WEIGHT] === 0 && this.s[CURRENT_WEIGHT] === 0) this.s[EFFECTIVE_WEIGHT] = spec.weight;
   }
+
+  get currentWeight(): number { return this.s[CURRENT_WEIGHT]; }
+  set currentWeight(v: number) { this.s[CURRENT_WEIGHT] = v; }
+  get effectiveWeight(): number { return this.s[EFFECTIVE_WEIGHT]; }
+  set effectiveWeight(v: number) { this.s[EFFECTIVE_WEIGHT] = v; }
+  /** Active connections to this peer (for max_conns and least_conn); of every worker with a zone. */
+  get conns(): number { return this.s[CONNS]; }
+  /** Counts a connection in (1) or out (-1); atomic, as other workers may count too. */
+  addConn(n: number): void { Atomics.add(this.s, CONNS, n); }
+  get fails(): number { return this.s[FAILS]; }
+  set fails(v: number) { this.s[FAILS] = v; }
+  /** Times in seconds (nginx's ngx_time()). */
+  get accessed(): number { return this.s[ACCESSED]; }
+  set accessed(v: number) { this.s[ACCESSED] = v; }
+  get checked(): number { return this.s[CHECKED]; }
+  set checked(v: number) { this.s[CHECKED] = v; }
 }
 
 /** The primary or backup peers of a group (ngx_http_upstream_rr_peers_t). */
@@ -125,12 +149,28 @@ export class UpstreamGroup {
     this.line = line;
   }
 
+  /** `zone name [size]`: the peers' state is shared between workers. */
+  zone: { name: string; size: number } | undefined;
+  /** Shared memory for the peers' state (`zone`), set before init(). */
+  zoneMemory: SharedArrayBuffer | undefined;
+
+  /** How many peers the servers make (the size a zone must hold). */
+  peerCount(): number {
+    let n = 0;
+    for (const s of this.servers) n += s.addrs.length;
+    return n;
+  }
+
   /** Builds the peer lists from the servers (ngx_http_upstream_init_round_robin). */
   init(): void {
     const primary: Peer[] = [];
     const backup: Peer[] = [];
+    let slot = 0;
     for (const s of this.servers) {
-      for (const a of s.addrs) (s.backup ? backup : primary).push(new Peer(a, s));
+      for (const a of s.addrs) {
+        const state = this.zoneMemory ? new Int32Array(this.zoneMemory, slot++ * PEER_SLOTS * 4, PEER_SLOTS) : undefined;
+        (s.backup ? backup : primary).push(new Peer(a, s, state));
+      }
     }
     this.primary = new PeerList(primary, primary.length === 1 && backup.length === 0);
     if (backup.length) this.primary.next = new PeerList(backup, false);

@@ -45,7 +45,7 @@ export class RoundRobinPicker {
       }
       if (peer) {
         this.current = peer;
-        peer.conns++;
+        peer.addConn(1);
         return peer;
       }
       if (!list.next) return undefined;
@@ -81,7 +81,7 @@ export class RoundRobinPicker {
     this.markTried(i);
     if (now - peer.checked > peer.failTimeout) peer.checked = now;
     this.current = peer;
-    peer.conns++;
+    peer.addConn(1);
     return peer;
   }
 
@@ -120,7 +120,7 @@ export class RoundRobinPicker {
     const peer = this.current;
     if (!peer) return false;
     this.current = undefined;
-    peer.conns--;
+    peer.addConn(-1);
     if (this.list.single) {
       peer.fails = 0;
       this.tries = 0;

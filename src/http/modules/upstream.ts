@@ -9,12 +9,13 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
-import { parseTime } from '../../conf/values.ts';
+import { parseSize, parseTime } from '../../conf/values.ts';
+import { sharedZone } from '../../core/shared.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
 import { createPicker } from '../../upstream/balancers.ts';
 import type { Balancer } from '../../upstream/balancers.ts';
-import { UpstreamGroup } from '../../upstream/group.ts';
+import { PEER_SLOTS, UpstreamGroup } from '../../upstream/group.ts';
 import type { PeerList } from '../../upstream/group.ts';
 import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
@@ -69,6 +70,12 @@ export function findUpstream(main: HttpMainConf, host: string, port: number | un
 /** Builds every group's peers once the http block is read (ngx_http_upstream_init_main_conf). */
 function initGroups(http: HttpMainConf): void {
   for (const g of http.level.get(upstreamMainSlot).groups) {
+    if (g.zone) {
+      // the peers' state in shared memory, the same for every worker (made by the master as it loads)
+      const need = Math.max(g.peerCount() * PEER_SLOTS * 4, 8);
+      const servers = g.servers.map((s) => s.name).join(',');
+      g.zoneMemory = sharedZone(`upstream:${g.zone.name}:${servers}`, Math.max(need, g.zone.size));
+    }
     if (g.explicit) {
       g.init();
       continue;
@@ -195,6 +202,21 @@ const directives: Directive[] = [
       const n = /^\d+$/.test(node.args[0]) ? Number(node.args[0]) : 0;
       if (n === 0) throw cf.error(`invalid value "${node.args[0]}" in "keepalive" directive`);
       g.keepalive = { ...KEEPALIVE_DEFAULTS, ...g.keepalive, max: n };
+    },
+  },
+  {
+    name: 'zone', contexts: Ctx.UPSTREAM, args: [1, 2],
+    handler(cf, node) {
+      const g = cf.data.upstreamGroup as UpstreamGroup;
+      const [name, size] = node.args;
+      if (!name) throw cf.error(`invalid zone name "${name}"`);
+      let bytes = 0;
+      if (size !== undefined) {
+        bytes = parseSize(size);
+        if (Number.isNaN(bytes)) throw cf.error(`invalid zone size "${size}"`);
+        if (bytes < 8 * 4096) throw cf.error(`zone "${name}" is too small`);
+      }
+      g.zone = { name, size: bytes };
     },
   },
   { name: 'ip_hash', contexts: Ctx.UPSTREAM, args: 0, handler: balancerDirective('ip_hash') },
