@@ -52,7 +52,7 @@ before(async () => {
     socket.once('data', () => {
       const peer = socket.getPeerCertificate();
       const info = `sni=${(socket as unknown as { servername?: string | false }).servername || '-'}`
-        + ` cert=${peer?.subject?.CN ?? '-'} reused=${socket.isSessionReused()}`;
+        + ` cert=${peer?.subject?.CN ?? '-'} reused=${socket.isSessionReused()} proto=${socket.getProtocol()}`;
       socket.end(`HTTP/1.1 200 OK\r\nContent-Length: ${info.length}\r\nConnection: close\r\n\r\n${info}`);
     });
     socket.on('error', () => undefined);
@@ -106,6 +106,12 @@ ${HTTP_COMMON}
             proxy_ssl_session_reuse off;
         }
         location /reuse/ { proxy_pass https://127.0.0.1:${port}/; }
+        location /tls12/ {
+            proxy_pass https://127.0.0.1:${port}/;
+            proxy_ssl_protocols TLSv1.2;
+            proxy_ssl_ciphers ECDHE-RSA-AES128-GCM-SHA256;
+            proxy_ssl_session_reuse off;
+        }
     }
 }
 ` });
@@ -123,11 +129,11 @@ async function get(uri: string): Promise<{ status: number; body: string }> {
 }
 
 test('proxy_pass https://: no SNI by default, no verification', async () => {
-  assert.deepEqual(await get('/plain/'), { status: 200, body: 'sni=- cert=- reused=false' });
+  assert.deepEqual(await get('/plain/'), { status: 200, body: 'sni=- cert=- reused=false proto=TLSv1.3' });
 });
 
 test('proxy_ssl_server_name and proxy_ssl_name set the SNI', async () => {
-  assert.equal((await get('/sni/')).body, 'sni=upstream.example cert=- reused=false');
+  assert.equal((await get('/sni/')).body, 'sni=upstream.example cert=- reused=false proto=TLSv1.3');
 });
 
 test('proxy_ssl_verify: trusted chain and matching name (wildcards too) pass', async () => {
@@ -143,7 +149,11 @@ test('proxy_ssl_verify: a name mismatch or an untrusted chain is 502 with nginx\
 });
 
 test('proxy_ssl_certificate: the upstream sees the client certificate', async () => {
-  assert.equal((await get('/client/')).body, 'sni=- cert=client one reused=false');
+  assert.equal((await get('/client/')).body, 'sni=- cert=client one reused=false proto=TLSv1.3');
+});
+
+test('proxy_ssl_protocols and proxy_ssl_ciphers', async () => {
+  assert.match((await get('/tls12/')).body, /proto=TLSv1\.2$/);
 });
 
 test('proxy_ssl_session_reuse (on by default): the next connection resumes the session', async () => {
