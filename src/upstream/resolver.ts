@@ -109,7 +109,8 @@ function decodeAnswer(b: Buffer): Answer | undefined {
     } else if (type === 28 && rdlen === 16) {
       const parts: string[] = [];
       for (let k = 0; k < 16; k += 2) parts.push(b.readUInt16BE(o + k).toString(16));
-      addrs.push(net.isIPv6(parts.join(':')) ? new net.SocketAddress({ address: parts.join(':'), family: 'ipv6' }).address : parts.join(':'));
+      // the canonical (compressed) form, as nginx prints addresses
+      addrs.push(new net.SocketAddress({ address: parts.join(':'), family: 'ipv6' }).address);
       ttl = Math.min(ttl, rttl);
     }
     o += rdlen;
