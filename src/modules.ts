@@ -10,6 +10,7 @@ import { http2Module } from './http/modules/http2.ts';
 import { logModule } from './http/modules/log/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
+import { geoModule } from './http/modules/geo.ts';
 import { indexModule } from './http/modules/index-module.ts';
 import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/modules/core/try-files.ts';
@@ -41,6 +42,7 @@ export const modules: CycleModule[] = [
   logModule,
   rewriteModule,
   mapModule,
+  geoModule,
   upstreamModule,
   proxyModule,
   // Handlers and filters run in the order installed, so these are listed in

@@ -172,7 +172,8 @@ const hostname = os.hostname();
 
 export const coreVariables: VariableDef[] = [
   { name: 'http_', prefix: true, get: (r, n) => requestHeader(r, n.slice(5).toLowerCase()) },
-  { name: 'arg_', prefix: true, get: (r, n) => argValue(r.args, n.slice(4)) },
+  // not cached, as in nginx: `set $args` changes it
+  { name: 'arg_', prefix: true, noCache: true, get: (r, n) => argValue(r.args, n.slice(4)) },
   { name: 'cookie_', prefix: true, get: (r, n) => cookieValue(r, n.slice(7)) },
   { name: 'sent_http_', prefix: true, noCache: true, get: (r, n) => sentHeader(r, n.slice(10).toLowerCase()) },
   { name: 'host', get: (r) => r.host || r.server.primaryName },
