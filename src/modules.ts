@@ -26,6 +26,7 @@ import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { splitClientsModule } from './http/modules/split-clients.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
 import { streamLogModule } from './stream/modules/log.ts';
 import { streamProxyModule } from './stream/modules/proxy.ts';
@@ -43,6 +44,7 @@ export const modules: CycleModule[] = [
   rewriteModule,
   mapModule,
   geoModule,
+  splitClientsModule,
   upstreamModule,
   proxyModule,
   // Handlers and filters run in the order installed, so these are listed in
