@@ -35,12 +35,12 @@ function pcreMessage(jsMessage: string): string {
 export function compileRegex(cf: ConfContext | undefined, pattern: string, caseless = false): CompiledRegex {
   let src = pattern;
   let flags = caseless ? 'i' : '';
-  const inline = /^\(\?([imsx]+)\)/.exec(src);
-  if (inline) {
+  // leading option settings: `(?i)`, and `(?-i)` to turn off a caseless default (valid_referers)
+  const inline = /^\(\?([imsx]*)(?:-([imsx]+))?\)/.exec(src);
+  if (inline && (inline[1] || inline[2])) {
     src = src.slice(inline[0].length);
-    if (inline[1].includes('i') && !flags.includes('i')) flags += 'i';
-    if (inline[1].includes('s')) flags += 's';
-    if (inline[1].includes('m')) flags += 'm';
+    for (const f of inline[1]) if (f !== 'x' && !flags.includes(f)) flags += f;
+    for (const f of inline[2] ?? '') flags = flags.replace(f, '');
   }
   src = src.replace(/\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>/g, '(?<$1>').replace(/\(\?P=([A-Za-z_]\w*)\)/g, '\\k<$1>');
   src = src.replace(/\(\?'([A-Za-z_]\w*)'/g, '(?<$1>');
