@@ -26,6 +26,7 @@ import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
@@ -47,6 +48,7 @@ export const modules: CycleModule[] = [
   geoModule,
   splitClientsModule,
   refererModule,
+  emptyGifModule,
   upstreamModule,
   proxyModule,
   // Handlers and filters run in the order installed, so these are listed in

@@ -14,7 +14,7 @@ export const WITHOUT: string[] = [
   'http_mirror_module', 'http_autoindex_module',
   'http_fastcgi_module', 'http_uwsgi_module', 'http_scgi_module',
   'http_grpc_module', 'http_memcached_module',
-  'http_empty_gif_module', 'http_browser_module',
+  'http_browser_module',
   'http_tunnel_module',
   'http-cache', 'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
   'stream_geo_module', 'stream_limit_conn_module',
