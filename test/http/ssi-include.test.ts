@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import zlib from 'node:zlib';
-import { rawRequest } from '../kit/client.ts';
+import { KeepAliveClient, rawRequest } from '../kit/client.ts';
 import { RawUpstream } from '../proxy/upstream-kit.ts';
 import { ask, errorLines, same, startPair } from './ssi-kit.ts';
 import type { Pair } from './ssi-kit.ts';
@@ -191,4 +191,21 @@ http {
   }
   assert.deepEqual(seen.gatehouse, ['POST /page.html 10 1234567890', 'GET /part.html 10 1234567890']);
   if (p.ng) assert.deepEqual(seen.gatehouse, seen.nginx);
+});
+
+test('pages with includes on one keepalive connection, pipelined too', async (t) => {
+  const p = await pair(t);
+  for (const srv of [p.gh, p.ng]) {
+    if (!srv) continue;
+    const c = await KeepAliveClient.connect(srv.port(8080));
+    t.after(() => c.close());
+    const get = (uri: string) => `GET ${uri} HTTP/1.1\r\nHost: localhost\r\n\r\n`;
+    await c.send(get('/nest.html'));
+    const first = await c.readResponse();
+    assert.equal(first.body.toString(), '123deep321');
+    assert.equal(first.header('connection'), 'keep-alive');
+    await c.send(get('/page.html') + get('/waits.html'));
+    assert.match((await c.readResponse()).body.toString(), /^A\[part\]B\[rel \[deeper\]\]C<html>/);
+    assert.equal((await c.readResponse()).body.toString(), '[one][two]');
+  }
 });

@@ -48,7 +48,7 @@ const files = {
   'html/local.html': '[local]',
   'html/big.html': '<!--#include virtual="/big.txt" -->|<!--#include virtual="/big.txt" -->',
   'html/order.html': 'A<!--#include virtual="/raw/slow" -->B<!--#include virtual="/raw/fast" -->C',
-  'html/pending.html': 'A<!--#include virtual="/raw/hang" -->B',
+  'html/pending.html': 'A<!--#include virtual="/raw/hang1" -->B<!--#include virtual="/raw/hang2" -->C<!--#include virtual="/raw/hang3" -->D',
 };
 
 for (const piece of [1, 2, 3, 5, 8]) {
@@ -92,10 +92,16 @@ test('large included files come out whole and in order', async (t) => {
   assert.ok(r.body.subarray(big.length + 1).equals(big));
 });
 
-test('a client that leaves while an include is pending: the subrequest ends, the server goes on', async (t) => {
-  let requested: () => void = () => undefined;
-  const seen = new Promise<void>((resolve) => { requested = resolve; });
-  const up = await RawUpstream.start(() => { requested(); });
+test('a client that leaves while includes are pending: each one\'s upstream connection closes, the server goes on', { timeout: 30000 }, async (t) => {
+  let requests = 0;
+  let allThree: () => void = () => undefined;
+  const seen = new Promise<void>((resolve) => { allThree = resolve; });
+  const closed: Array<Promise<void>> = [];
+  const up = await RawUpstream.start((_req, socket) => {
+    // the upstream side is half-open: the proxy's FIN shows as 'end'
+    closed.push(new Promise((resolve) => { socket.once('end', () => resolve()); socket.once('close', () => resolve()); }));
+    if (++requests === 3) allThree();
+  });
   t.after(() => up.close());
   const p = await startPair(t, { conf: conf(up.address), files });
   const client = net.connect(p.gh.port(8080), '127.0.0.1');
@@ -103,6 +109,8 @@ test('a client that leaves while an include is pending: the subrequest ends, the
   client.write('GET /pending.html HTTP/1.1\r\nHost: localhost\r\n\r\n');
   await seen;
   client.destroy();
+  // the proxy of every include hears of it and closes its upstream connection
+  await Promise.all(closed);
   const r = await ask(p.gh, '/local.html');
   assert.equal(r.body.toString(), '[local]');
   assert.deepEqual(errorLines(p.gh, /\[(alert|crit|emerg)\]/), []);

@@ -2,9 +2,13 @@
  * What the SSI filter keeps per request (nginx's ngx_http_ssi_ctx_t) and per
  * client request (the main request's context: variables set by `set`,
  * `include ... set=` and named regex captures, `block`s, the last regex
- * captures), and the module's configuration.
+ * captures), the module's configuration, and what commands see of the filter.
  */
+import type { Writable } from 'node:stream';
 import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+import type { HttpRequest } from '../../request.ts';
+import type { RequestLogger } from '../../request-log.ts';
+import type { Subrequest } from '../../subrequest.ts';
 
 export interface SsiConf {
   enable?: boolean;
@@ -69,3 +73,26 @@ export class SsiMainState {
 /** Keys of the request contexts (r.ctx). */
 export const SSI_CTX = {};
 export const SSI_MAIN = {};
+
+/** What a command returns: done, or nginx's error text goes out. */
+export const SSI_OK = 0;
+export const SSI_ERROR = 1;
+
+/** What a command sees of the filter running it. */
+export interface SsiRun {
+  readonly r: HttpRequest;
+  readonly ctx: SsiContext;
+  readonly mctx: SsiMainState;
+  readonly log: RequestLogger;
+  /** Output text at the current place. */
+  send(buf: Buffer): void;
+  /** A place for a subrequest's body after what was emitted so far. */
+  place(): Writable;
+  /** Starts `sub` once the current buffer is parsed (nginx posts subrequests). */
+  post(sub: Subrequest): void;
+  /** Waits until `sub` is over; false when the client's request is gone. */
+  wait(sub: Subrequest): Promise<boolean>;
+}
+
+/** A command's parameters by name. */
+export type SsiParams = Map<string, string>;

@@ -10,12 +10,12 @@ import { Writable } from 'node:stream';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { RequestLogger } from '../../request-log.ts';
-import { mainRequest, PostponedOutput } from '../../subrequest.ts';
+import { PostponedOutput } from '../../postponed-output.ts';
+import { mainRequest } from '../../subrequest.ts';
 import type { Subrequest } from '../../subrequest.ts';
-import { SSI_COMMANDS, SSI_ERROR, SSI_OK } from './commands.ts';
-import type { SsiRun } from './commands.ts';
-import { SSI_MAIN, SsiMainState } from './context.ts';
-import type { SsiContext } from './context.ts';
+import { SSI_COMMANDS } from './commands.ts';
+import { SSI_ERROR, SSI_MAIN, SSI_OK, SsiMainState } from './context.ts';
+import type { SsiContext, SsiRun } from './context.ts';
 import { PARSE_AGAIN, PARSE_COMMAND, SsiParser } from './parser.ts';
 
 /** nginx's NGX_HTTP_SSI_MAX_PARAMS. */
