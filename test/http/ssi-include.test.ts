@@ -37,6 +37,7 @@ http {
         location /errpage/ { error_page 404 /fallback.html; }
         location /rewrite/ { rewrite ^/rewrite/(.*)$ /$1 last; }
         location /small/ { ssi on; subrequest_output_buffer_size 8; }
+        location /argret/ { return 200 "[$arg_x]"; }
     }
     server {
         listen 127.0.0.1:%%PORT_8081%%;
@@ -72,6 +73,7 @@ const files: Record<string, string> = {
   'html/set2.html': '<!--#set var="s" value="two" -->',
   'html/gz/page.html': 'gz<!--#include virtual="/part.html" -->'.repeat(50),
   'html/vars/page.html': '<!--#include virtual="/mine.html" -->',
+  'html/args2.html': '<!--#include virtual="/argret/?x=1" --><!--#include virtual="/argret/?x=2" wait="yes" --><!--#include virtual="/argret/?x=3" -->',
   'html/mine.html': '[<!--#echo var="mine" -->]',
   'html/big-set.html': '<!--#include virtual="/small/part.html" set="v" -->after',
   'html/small/part.html': 'more than eight bytes',
@@ -147,9 +149,10 @@ test('gzip compresses the whole page, included parts too', async (t) => {
   }
 });
 
-test('a subrequest sees the parent\'s variables (nginx shares them)', async (t) => {
+test('a subrequest sees the parent\'s variables (nginx shares them), but its own $arg_*', async (t) => {
   const p = await pair(t);
   assert.equal((await same(t, p, '/vars/page.html')).body.toString(), '[from parent]');
+  assert.equal((await same(t, p, '/args2.html?x=0')).body.toString(), '[1][2][3]');
 });
 
 test('set= with a body over subrequest_output_buffer_size (of the location answering) ends the request', async (t) => {
