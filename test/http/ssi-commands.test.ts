@@ -187,6 +187,9 @@ test('headers: length, ranges, Last-Modified and ETag go; ssi_last_modified keep
   // HEAD: the head only
   const head = await same(t, p, 'HEAD /echo.html HTTP/1.1');
   assert.equal(head.body.length, 0);
+  // the file's date still answers a conditional request (not_modified runs before SSI), as in nginx
+  const ims = await same(t, p, 'GET /echo.html HTTP/1.1\r\nHost: localhost\r\nIf-Modified-Since: Mon, 06 May 2024 07:08:09 GMT\r\nConnection: close\r\n\r\n');
+  assert.equal(ims.status, 304);
   // a range request gets the whole page
   const range = await same(t, p, 'GET /echo.html?a=v HTTP/1.1\r\nHost: localhost\r\nRange: bytes=0-1\r\nConnection: close\r\n\r\n');
   assert.equal(range.status, 200);
