@@ -1,11 +1,19 @@
 /**
- * A small DNS client (nginx's ngx_resolver): A and AAAA queries over UDP to
- * the configured `resolver` addresses, answers cached for their TTL or the
- * `valid=` time, several lookups of one name sharing one query. Used for
- * proxy_pass targets built from variables.
+ * A small DNS client, nginx's ngx_resolver: A and AAAA queries over UDP to
+ * the configured `resolver` addresses (over TCP when an answer comes
+ * truncated), resent every 5 s to the next server while someone waits,
+ * CNAMEs followed, answers cached for their smallest TTL or `valid=`,
+ * errors not cached, several lookups of one name sharing one query. Each
+ * lookup has its own timeout (`resolver_timeout` of where it was made).
+ * Used for proxy_pass targets built from variables, in HTTP and stream.
  */
-import dgram from 'node:dgram';
 import net from 'node:net';
+import { mainErrorLog } from '../core/error-log.ts';
+import {
+  dnsErrorText, encodeQuery, ipv4At, ipv6At, readName,
+  TYPE_A, TYPE_AAAA, TYPE_CNAME, TYPE_DNAME,
+} from './dns-message.ts';
+import { DnsServer } from './dns-transport.ts';
 
 export interface ResolverConf {
   servers: { host: string; port: number }[];
@@ -24,198 +32,374 @@ export class ResolveError extends Error {
   }
 }
 
-const RCODE_TEXT = ['', 'Format error', 'Server failure', 'Host not found', 'Unimplemented', 'Operation refused'];
+const RESEND_MS = 5000;
+/** How long an unused answer stays in memory (nginx's r->expire). */
+const EXPIRE_MS = 30_000;
+const MAX_RECURSION = 50;
+const NXDOMAIN = 3;
+const TIMEDOUT = 110;
 
-interface CacheEntry {
-  addrs: string[];
-  error?: ResolveError;
-  expires: number;
-}
-
-interface Pending {
-  name: string;
-  waiters: { resolve(a: string[]): void; reject(e: ResolveError): void }[];
-  /** Answers still expected (A and/or AAAA), and what came so far. */
-  left: number;
-  v4: string[];
-  v6: string[];
-  rcode: number;
-  ttl: number;
+interface Waiter {
+  resolve(addrs: string[]): void;
+  reject(e: ResolveError): void;
   timer: NodeJS.Timeout;
-  ids: number[];
+  recursion: number;
+  node: NameNode | undefined;
 }
 
-function encodeQuery(id: number, name: string, qtype: number): Buffer {
-  const labels = name.replace(/\.$/, '').split('.');
-  let len = 12 + 5;
-  for (const l of labels) len += 1 + l.length;
-  const b = Buffer.alloc(len);
-  b.writeUInt16BE(id, 0);
-  b.writeUInt16BE(0x0100, 2); // recursion desired
-  b.writeUInt16BE(1, 4);
-  let o = 12;
-  for (const l of labels) {
-    b[o++] = l.length;
-    o += b.write(l, o, 'latin1');
-  }
-  b[o++] = 0;
-  b.writeUInt16BE(qtype, o);
-  b.writeUInt16BE(1, o + 2);
-  return b;
-}
-
-/** Skips a (possibly compressed) domain name; returns the offset after it. */
-function skipName(b: Buffer, o: number): number {
-  while (o < b.length) {
-    const n = b[o];
-    if (n === 0) return o + 1;
-    if ((n & 0xc0) === 0xc0) return o + 2;
-    o += n + 1;
-  }
-  return -1;
-}
-
-interface Answer { id: number; rcode: number; addrs: string[]; ttl: number; qtype: number }
-
-function decodeAnswer(b: Buffer): Answer | undefined {
-  if (b.length < 12) return undefined;
-  const id = b.readUInt16BE(0);
-  const flags = b.readUInt16BE(2);
-  if (!(flags & 0x8000)) return undefined;
-  const rcode = flags & 0x0f;
-  const qd = b.readUInt16BE(4);
-  const an = b.readUInt16BE(6);
-  let o = 12;
-  let qtype = 0;
-  for (let i = 0; i < qd; i++) {
-    o = skipName(b, o);
-    if (o < 0 || o + 4 > b.length) return undefined;
-    qtype = b.readUInt16BE(o);
-    o += 4;
-  }
-  const addrs: string[] = [];
-  let ttl = Infinity;
-  for (let i = 0; i < an; i++) {
-    o = skipName(b, o);
-    if (o < 0 || o + 10 > b.length) break;
-    const type = b.readUInt16BE(o);
-    const rttl = b.readUInt32BE(o + 4);
-    const rdlen = b.readUInt16BE(o + 8);
-    o += 10;
-    if (o + rdlen > b.length) break;
-    if (type === 1 && rdlen === 4) {
-      addrs.push(`${b[o]}.${b[o + 1]}.${b[o + 2]}.${b[o + 3]}`);
-      ttl = Math.min(ttl, rttl);
-    } else if (type === 28 && rdlen === 16) {
-      const parts: string[] = [];
-      for (let k = 0; k < 16; k += 2) parts.push(b.readUInt16BE(o + k).toString(16));
-      // the canonical (compressed) form, as nginx prints addresses
-      addrs.push(new net.SocketAddress({ address: parts.join(':'), family: 'ipv6' }).address);
-      ttl = Math.min(ttl, rttl);
-    }
-    o += rdlen;
-  }
-  return { id, rcode, addrs, ttl: ttl === Infinity ? 0 : ttl, qtype };
+/** One name: its answer (while valid) or its query in progress (nginx's ngx_resolver_node_t). */
+interface NameNode {
+  name: string;
+  /** The answer is good until then (ms); 0 while being resolved. */
+  valid: number;
+  /** Dropped from memory after then, unless in use. */
+  expire: number;
+  /** Addresses per family; null while that query is outstanding. */
+  addrs4: string[] | null;
+  addrs6: string[] | null;
+  cname: string | undefined;
+  waiting: Waiter[];
+  /** The queries in progress (their first two bytes are the ids). */
+  query4: Buffer | undefined;
+  query6: Buffer | undefined;
+  tcp4: boolean;
+  tcp6: boolean;
+  /** An error code kept until the other family's answer comes. */
+  code: number;
+  ttl: number;
+  server: number;
+  resend: NodeJS.Timeout | undefined;
 }
 
 export class Resolver {
   readonly conf: ResolverConf;
   readonly timeoutMs: number;
-  private socket: dgram.Socket | undefined;
-  private readonly cache = new Map<string, CacheEntry>();
-  private readonly pending = new Map<string, Pending>();
-  private readonly byId = new Map<number, Pending>();
-  private nextServer = 0;
-  private nextId = Math.floor(Math.random() * 0xffff);
+  private readonly servers: DnsServer[];
+  private readonly nodes = new Map<string, NameNode>();
+  private lastServer = 0;
 
   constructor(conf: ResolverConf, timeoutMs: number) {
     this.conf = conf;
     this.timeoutMs = timeoutMs;
+    this.servers = conf.servers.map((s) => new DnsServer(s.host, s.port, (msg, tcp) => this.onResponse(msg, tcp)));
   }
 
-  /** Addresses of `name` (IPv4 first), or a ResolveError. */
-  resolve(name: string): Promise<string[]> {
-    const key = name.toLowerCase();
-    const hit = this.cache.get(key);
-    if (hit && hit.expires > Date.now()) return hit.error ? Promise.reject(hit.error) : Promise.resolve(hit.addrs);
+  /** Addresses of `name` (IPv4 first), or a ResolveError after at most `timeoutMs`. */
+  resolve(name: string, timeoutMs = this.timeoutMs): Promise<string[]> {
     return new Promise((resolve, reject) => {
-      let p = this.pending.get(key);
-      if (!p) p = this.query(key);
-      p.waiters.push({ resolve, reject });
+      const w: Waiter = { resolve, reject, recursion: 0, node: undefined, timer: undefined as unknown as NodeJS.Timeout };
+      w.timer = setTimeout(() => this.timedOut(w), timeoutMs);
+      this.lookup(w, name.toLowerCase());
+      this.expireUnused();
     });
   }
 
   close(): void {
-    this.socket?.close();
-    this.socket = undefined;
-    for (const p of this.pending.values()) clearTimeout(p.timer);
+    for (const s of this.servers) s.close();
+    for (const rn of this.nodes.values()) clearTimeout(rn.resend);
   }
 
-  private udp(): dgram.Socket {
-    if (this.socket) return this.socket;
-    const first = this.conf.servers[0];
-    const s = dgram.createSocket(net.isIPv6(first.host) ? 'udp6' : 'udp4');
-    s.on('message', (msg) => this.onMessage(msg));
-    s.on('error', () => { /* a lost answer ends in a timeout */ });
-    s.unref();
-    this.socket = s;
-    return s;
+  /** nginx's ngx_resolve_name_locked(): from the cache, by joining a query, or with a new one. */
+  private lookup(w: Waiter, name: string): void {
+    const now = Date.now();
+    let rn = this.nodes.get(name);
+    if (rn) {
+      if (rn.valid > now) {
+        this.touch(rn, now);
+        const n = rn.addrs4!.length + rn.addrs6!.length;
+        if (n) return this.succeed(w, rotated(rn));
+        if (w.recursion++ < MAX_RECURSION) return this.lookup(w, rn.cname!);
+        return this.fail(w, NXDOMAIN);
+      }
+      if (rn.waiting.length) {
+        rn.waiting.push(w);
+        w.node = rn;
+        return;
+      }
+      clearTimeout(rn.resend);
+    } else {
+      rn = {
+        name, valid: 0, expire: 0, addrs4: null, addrs6: null, cname: undefined, waiting: [],
+        query4: undefined, query6: undefined, tcp4: false, tcp6: false, code: 0, ttl: 0, server: 0, resend: undefined,
+      };
+      this.nodes.set(name, rn);
+    }
+    const q4 = this.conf.ipv4 ? encodeQuery(randomId(), name, TYPE_A) : undefined;
+    const q6 = this.conf.ipv6 ? encodeQuery(randomId(), name, TYPE_AAAA) : undefined;
+    if ((this.conf.ipv4 && !q4) || (this.conf.ipv6 && !q6)) {
+      this.nodes.delete(name);
+      return this.fail(w, NXDOMAIN);
+    }
+    rn.server = this.lastServer++ % this.servers.length;
+    rn.query4 = q4;
+    rn.query6 = q6;
+    rn.addrs4 = q4 ? null : [];
+    rn.addrs6 = q6 ? null : [];
+    rn.tcp4 = rn.tcp6 = false;
+    rn.code = 0;
+    rn.cname = undefined;
+    rn.valid = 0;
+    rn.ttl = 0xffffffff;
+    rn.waiting = [w];
+    w.node = rn;
+    this.send(rn);
+    this.scheduleResend(rn);
   }
 
-  private query(name: string): Pending {
-    const types: number[] = [];
-    if (this.conf.ipv4) types.push(1);
-    if (this.conf.ipv6) types.push(28);
-    const p: Pending = {
-      name, waiters: [], left: types.length, v4: [], v6: [], rcode: 0, ttl: Infinity, ids: [],
-      timer: setTimeout(() => this.finish(p, new ResolveError(110, 'Operation timed out'), false), this.timeoutMs),
-    };
-    this.pending.set(name, p);
-    const server = this.conf.servers[this.nextServer++ % this.conf.servers.length];
-    for (const t of types) {
-      const id = (this.nextId = (this.nextId + 1) & 0xffff);
-      p.ids.push(id);
-      this.byId.set(id, p);
-      this.udp().send(encodeQuery(id, name, t), server.port, server.host);
-    }
-    return p;
+  private send(rn: NameNode): void {
+    const srv = this.servers[rn.server];
+    if (rn.query4 && rn.addrs4 === null) srv.send(rn.query4, rn.tcp4);
+    if (rn.query6 && rn.addrs6 === null) srv.send(rn.query6, rn.tcp6);
   }
 
-  private onMessage(msg: Buffer): void {
-    const a = decodeAnswer(msg);
-    if (!a) return;
-    const p = this.byId.get(a.id);
-    if (!p) return;
-    this.byId.delete(a.id);
-    if (a.rcode) p.rcode ||= a.rcode;
-    for (const ip of a.addrs) (net.isIPv4(ip) ? p.v4 : p.v6).push(ip);
-    if (a.addrs.length) p.ttl = Math.min(p.ttl, a.ttl);
-    if (--p.left > 0) return;
-    const addrs = [...p.v4, ...p.v6];
-    if (addrs.length) this.finish(p, addrs, true);
-    else {
-      const code = p.rcode || 3;
-      this.finish(p, new ResolveError(code, RCODE_TEXT[code] ?? 'Unknown error'), true);
+  /** While someone waits, the outstanding queries go again every 5 s, each time to the next server. */
+  private scheduleResend(rn: NameNode): void {
+    clearTimeout(rn.resend);
+    rn.resend = setTimeout(() => {
+      rn.resend = undefined;
+      if (!rn.waiting.length) {
+        if (this.nodes.get(rn.name) === rn) this.nodes.delete(rn.name);
+        return;
+      }
+      rn.server = (rn.server + 1) % this.servers.length;
+      this.send(rn);
+      this.scheduleResend(rn);
+    }, RESEND_MS);
+    rn.resend.unref();
+  }
+
+  private timedOut(w: Waiter): void {
+    const rn = w.node;
+    if (rn) {
+      const i = rn.waiting.indexOf(w);
+      if (i >= 0) rn.waiting.splice(i, 1);
+    }
+    w.node = undefined;
+    w.reject(new ResolveError(TIMEDOUT, dnsErrorText(TIMEDOUT)));
+  }
+
+  private succeed(w: Waiter, addrs: string[]): void {
+    clearTimeout(w.timer);
+    w.node = undefined;
+    w.resolve(addrs);
+  }
+
+  private fail(w: Waiter, code: number): void {
+    clearTimeout(w.timer);
+    w.node = undefined;
+    w.reject(new ResolveError(code, dnsErrorText(code)));
+  }
+
+  /** Keeps a used answer in memory for another 30 s (the map's order is least recently used first). */
+  private touch(rn: NameNode, now: number): void {
+    rn.expire = now + EXPIRE_MS;
+    this.nodes.delete(rn.name);
+    this.nodes.set(rn.name, rn);
+  }
+
+  /** As nginx, drops at most two answers unused for 30 s per lookup. */
+  private expireUnused(): void {
+    const now = Date.now();
+    let n = 0;
+    for (const rn of this.nodes.values()) {
+      if (n++ === 2 || rn.expire >= now || rn.waiting.length || rn.query4 || rn.query6) return;
+      this.nodes.delete(rn.name);
     }
   }
 
-  private finish(p: Pending, result: string[] | ResolveError, cache: boolean): void {
-    clearTimeout(p.timer);
-    this.pending.delete(p.name);
-    for (const id of p.ids) this.byId.delete(id);
-    if (cache) {
-      const ttlMs = this.conf.validMs ?? (p.ttl === Infinity ? 30_000 : p.ttl * 1000);
-      this.cache.set(p.name, {
-        addrs: Array.isArray(result) ? result : [],
-        error: Array.isArray(result) ? undefined : result,
-        expires: Date.now() + ttlMs,
-      });
+  /** nginx's ngx_resolver_process_response(): checks the header and question. */
+  private onResponse(buf: Buffer, tcp: boolean): void {
+    const log = mainErrorLog();
+    if (buf.length < 12) return log.error('short DNS response');
+    const ident = buf.readUInt16BE(0);
+    const flags = buf.readUInt16BE(2);
+    const nqs = buf.readUInt16BE(4);
+    const nan = buf.readUInt16BE(6);
+    const trunc = (flags & 0x0200) !== 0;
+    if ((flags & 0xf870) !== 0x8000 || (trunc && tcp)) {
+      const fl = flags.toString(16).toUpperCase().padStart(4, '0');
+      return log.error(`invalid ${tcp ? 'TCP' : 'UDP'} DNS response ${ident} fl:${fl}`);
     }
-    for (const w of p.waiters) {
-      if (Array.isArray(result)) w.resolve(result);
-      else w.reject(result);
+    const code = flags & 0xf;
+    if (code === 1) {
+      // a format error answers nothing: the query waits for a resend
+      const rn = this.byIdent(ident);
+      const named = rn ? `, name:"${rn.name}"` : '';
+      return log.error(`DNS error (${code}: ${dnsErrorText(code)}), query id:${ident}${named}`);
+    }
+    if (code > 5) return log.error(`DNS error (${code}: ${dnsErrorText(code)}), query id:${ident}`);
+    if (nqs !== 1) return log.error('invalid number of questions in DNS response');
+    let i = 12;
+    for (;;) {
+      if (i >= buf.length) return log.error('short DNS response');
+      if (buf[i] & 0xc0) return log.error('unexpected compression pointer in DNS response');
+      if (buf[i] === 0) break;
+      i += 1 + buf[i];
+    }
+    if (i++ === 12) return log.error('zero-length domain name in DNS response');
+    if (i + 4 + nan * 12 > buf.length) return log.error('short DNS response');
+    const qtype = buf.readUInt16BE(i);
+    const qclass = buf.readUInt16BE(i + 2);
+    if (qclass !== 1) return log.error(`unknown query class ${qclass} in DNS response`);
+    if (qtype !== TYPE_A && qtype !== TYPE_AAAA) return log.error(`unknown query type ${qtype} in DNS response`);
+    this.processAnswer(buf, ident, code, qtype, nan, trunc, i + 4);
+  }
+
+  private byIdent(ident: number): NameNode | undefined {
+    for (const rn of this.nodes.values()) {
+      if (rn.query4?.readUInt16BE(0) === ident || rn.query6?.readUInt16BE(0) === ident) return rn;
+    }
+    return undefined;
+  }
+
+  /** nginx's ngx_resolver_process_a(): one family's answer for a name being resolved. */
+  private processAnswer(buf: Buffer, ident: number, code: number, qtype: number, nan: number, trunc: boolean, ans: number): void {
+    const log = mainErrorLog();
+    const q = readName(buf, 12);
+    if ('error' in q) return log.error(q.error);
+    const rn = this.nodes.get(q.name);
+    const v6 = qtype === TYPE_AAAA;
+    const query = rn && (v6 ? rn.query6 : rn.query4);
+    if (!rn || !query || (v6 ? rn.addrs6 : rn.addrs4) !== null) return log.error(`unexpected DNS response for ${q.name}`);
+    if (trunc && (v6 ? rn.tcp6 : rn.tcp4)) return;
+    const qident = query.readUInt16BE(0);
+    if (ident !== qident) return log.error(`wrong ident ${ident} in DNS response for ${q.name}, expect ${qident}`);
+
+    if (trunc) {
+      if (!rn.waiting.length) {
+        clearTimeout(rn.resend);
+        this.nodes.delete(rn.name);
+        return;
+      }
+      if (v6) rn.tcp6 = true;
+      else rn.tcp4 = true;
+      this.servers[rn.server].send(query, true);
+      this.scheduleResend(rn);
+      return;
+    }
+
+    const setMine = (a: string[]): void => { if (v6) rn.addrs6 = a; else rn.addrs4 = a; };
+    const other = (): string[] | null => (v6 ? rn.addrs4 : rn.addrs6);
+    if (code === 0 && rn.code) code = rn.code;
+    if (code === 0 && nan === 0) {
+      setMine([]);
+      const o = other();
+      if (o === null) return;
+      if (o.length) return this.answer(rn);
+      code = NXDOMAIN;
+    }
+    if (code) {
+      setMine([]);
+      if (other() === null) {
+        rn.code = code;
+        return;
+      }
+      // errors are not cached
+      clearTimeout(rn.resend);
+      this.nodes.delete(rn.name);
+      const waiting = rn.waiting;
+      rn.waiting = [];
+      for (const w of waiting) this.fail(w, code);
+      return;
+    }
+
+    const addrs: string[] = [];
+    let cname = -1;
+    let i = ans;
+    const n = buf.length;
+    for (let a = 0; a < nan; a++) {
+      const start = i;
+      for (;;) {
+        if (i >= n) return log.error('short DNS response');
+        if (buf[i] & 0xc0) { i += 2; break; }
+        if (buf[i] === 0) {
+          i++;
+          if (i - start < 2) return log.error('invalid name in DNS response');
+          break;
+        }
+        i += 1 + buf[i];
+      }
+      if (i + 10 >= n) return log.error('short DNS response');
+      const type = buf.readUInt16BE(i);
+      const cls = buf.readUInt16BE(i + 2);
+      const ttl = Math.max(0, buf.readInt32BE(i + 4));
+      const len = buf.readUInt16BE(i + 8);
+      if (cls !== 1) return log.error(`unexpected RR class ${cls} in DNS response`);
+      rn.ttl = Math.min(rn.ttl, ttl);
+      i += 10;
+      if (type === TYPE_A || type === TYPE_AAAA) {
+        const name = type === TYPE_A ? 'A' : 'AAAA';
+        if (type !== qtype) return log.error(`unexpected ${name} record in DNS response`);
+        const size = type === TYPE_A ? 4 : 16;
+        if (len !== size) return log.error(`invalid ${name} record in DNS response`);
+        if (i + size > n) return log.error('short DNS response');
+        addrs.push(type === TYPE_A ? ipv4At(buf, i) : ipv6At(buf, i));
+      } else if (type === TYPE_CNAME) {
+        cname = i;
+      } else if (type !== TYPE_DNAME) {
+        log.error(`unexpected RR type ${type} in DNS response`);
+      }
+      i += len;
+    }
+
+    setMine(addrs);
+    const o = other();
+    if (o === null) return; // a CNAME alone is looked at only once both families answered
+    if (addrs.length + o.length > 0) return this.answer(rn);
+    if (cname < 0) return log.error('no A or CNAME types in DNS response');
+    const target = readName(buf, cname);
+    if ('error' in target) return log.error(target.error);
+    this.settle(rn);
+    rn.cname = target.name;
+    const waiting = rn.waiting;
+    rn.waiting = [];
+    for (const w of waiting) {
+      if (w.recursion++ >= MAX_RECURSION) this.fail(w, NXDOMAIN);
+      else this.lookup(w, target.name);
     }
   }
+
+  /** Both families answered: the node becomes a cached answer. */
+  private settle(rn: NameNode): void {
+    const now = Date.now();
+    rn.valid = now + (this.conf.validMs || rn.ttl * 1000);
+    rn.expire = now + EXPIRE_MS;
+    rn.query4 = rn.query6 = undefined;
+    clearTimeout(rn.resend);
+    rn.resend = undefined;
+  }
+
+  private answer(rn: NameNode): void {
+    this.settle(rn);
+    const addrs = [...rn.addrs4!, ...rn.addrs6!];
+    const waiting = rn.waiting;
+    rn.waiting = [];
+    for (const w of waiting) this.succeed(w, addrs);
+  }
+}
+
+function randomId(): number {
+  return Math.floor(Math.random() * 0x10000);
+}
+
+/** A cached answer as nginx hands it out: each family rotated, the whole list rotated too. */
+function rotated(rn: NameNode): string[] {
+  const v4 = rn.addrs4!;
+  const v6 = rn.addrs6!;
+  const n = v4.length + v6.length;
+  if (n === 1) return v4.length ? v4 : v6;
+  const out = new Array<string>(n);
+  let d = Math.floor(Math.random() * n);
+  for (const list of [v4, v6]) {
+    if (!list.length) continue;
+    let j = Math.floor(Math.random() * list.length);
+    for (let k = 0; k < list.length; k++) {
+      out[d] = list[j];
+      d = (d + 1) % n;
+      j = (j + 1) % list.length;
+    }
+  }
+  return out;
 }
 
 /** Parses `resolver` arguments: `127.0.0.1[:53] [::1] valid=30s ipv6=off`. */

@@ -22,7 +22,7 @@ export interface Placement {
   peers: PeerList;
 }
 
-/** One resolver per `resolver` line, per worker. */
+/** One resolver (with its cache) per `resolver` line, per worker, as in nginx. */
 const resolvers = new WeakMap<string[], Resolver>();
 
 function resolverFor(r: HttpRequest): Resolver | undefined {
@@ -33,7 +33,7 @@ function resolverFor(r: HttpRequest): Resolver | undefined {
   if (!res) {
     const conf = parseResolverArgs(args, parseTime);
     if (typeof conf === 'string' || conf.servers.length === 0) return undefined;
-    res = new Resolver(conf, core.resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout);
+    res = new Resolver(conf, CORE_LOC_DEFAULTS.resolverTimeout);
     resolvers.set(args, res);
   }
   return res;
@@ -56,12 +56,13 @@ export function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: ProxyLocC
     requestLog(r).error(`no resolver defined to resolve ${host}`);
     return 502;
   }
-  return resolveName(r, resolver, host, port);
+  const timeout = r.level.get(coreLoc).resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout;
+  return resolveName(r, resolver.resolve(host, timeout), host, port);
 }
 
-async function resolveName(r: HttpRequest, resolver: Resolver, host: string, port: number): Promise<Placement | number> {
+async function resolveName(r: HttpRequest, lookup: Promise<string[]>, host: string, port: number): Promise<Placement | number> {
   try {
-    const ips = await resolver.resolve(host);
+    const ips = await lookup;
     return {
       group: undefined,
       peers: resolvedPeerList(ips.map((ip) => ({ name: addressName(ip, port), host: ip, port })), host),

@@ -1,0 +1,82 @@
+/**
+ * DNS wire format for the resolver: building A/AAAA queries and reading
+ * names, as nginx's ngx_resolver.c does (names lowercased, compression
+ * pointers followed at most 128 times).
+ */
+import net from 'node:net';
+
+export const TYPE_A = 1;
+export const TYPE_CNAME = 5;
+export const TYPE_AAAA = 28;
+export const TYPE_DNAME = 39;
+
+const RCODE_TEXT = ['', 'Format error', 'Server failure', 'Host not found', 'Unimplemented', 'Operation refused'];
+
+/** nginx's ngx_resolver_strerror(). */
+export function dnsErrorText(code: number): string {
+  if (code > 0 && code < 6) return RCODE_TEXT[code];
+  if (code === 110) return 'Operation timed out';
+  return 'Unknown error';
+}
+
+/**
+ * A recursive query for `name` (already lowercased), or undefined where
+ * nginx declines to ask (an empty name or label, or a label over 255
+ * bytes) and answers "Host not found" itself.
+ */
+export function encodeQuery(id: number, name: string, qtype: number): Buffer | undefined {
+  if (name === '') return undefined;
+  const labels = name.split('.');
+  let len = 12 + 1 + 4;
+  for (const l of labels) {
+    if (l.length === 0 || l.length > 255) return undefined;
+    len += 1 + l.length;
+  }
+  const b = Buffer.alloc(len);
+  b.writeUInt16BE(id, 0);
+  b[2] = 1; // recursion desired
+  b[5] = 1; // one question
+  let o = 12;
+  for (const l of labels) {
+    b[o++] = l.length;
+    o += b.write(l, o, 'latin1');
+  }
+  b[o++] = 0;
+  b.writeUInt16BE(qtype, o);
+  b.writeUInt16BE(1, o + 2);
+  return b;
+}
+
+/** The name at `off` (following compression), lowercased, or the error text nginx logs. */
+export function readName(buf: Buffer, off: number): { name: string } | { error: string } {
+  const last = buf.length;
+  let p = off;
+  const labels: string[] = [];
+  for (let i = 0; i < 128; i++) {
+    if (p >= last) return { error: 'name is out of DNS response' };
+    const n = buf[p++];
+    if (n === 0) return { name: labels.join('.') };
+    if (n & 0xc0) {
+      if ((n & 0xc0) !== 0xc0) return { error: 'invalid label type in DNS response' };
+      if (p >= last) return { error: 'name is out of DNS response' };
+      p = ((n & 0x3f) << 8) + buf[p];
+    } else {
+      if (p + n > last) return { error: 'name is out of DNS response' };
+      labels.push(buf.toString('latin1', p, p + n).toLowerCase());
+      p += n;
+    }
+    if (p >= last) return { error: 'name is out of DNS response' };
+  }
+  return { error: 'compression pointers loop in DNS response' };
+}
+
+export function ipv4At(b: Buffer, o: number): string {
+  return `${b[o]}.${b[o + 1]}.${b[o + 2]}.${b[o + 3]}`;
+}
+
+/** The canonical (compressed) text of the IPv6 address at `o`, as nginx prints it. */
+export function ipv6At(b: Buffer, o: number): string {
+  const parts: string[] = [];
+  for (let k = 0; k < 16; k += 2) parts.push(b.readUInt16BE(o + k).toString(16));
+  return new net.SocketAddress({ address: parts.join(':'), family: 'ipv6' }).address;
+}
