@@ -1,29 +1,36 @@
 /**
- * `log_format`: format strings compiled once into a function of the request
- * (ngx_http_log_compile_format), with nginx's three escapings of variable
- * values and its built-in log operations for times, status and byte counts.
+ * `log_format` for http and stream: format strings compiled once into a
+ * function of the request or session (ngx_http_log_compile_format,
+ * ngx_stream_log_compile_format), with nginx's three escapings of variable
+ * values. http adds its built-in log operations (LogOps) from its module.
  */
-import type { HttpRequest } from '../../request.ts';
-import { bodyBytesSent, bytesSent } from '../../request-bytes.ts';
-import type { VariableRegistry } from '../../variables.ts';
-import { timeIso8601, timeLocal } from '../core/variables.ts';
+import type { VariableHost, VariableRegistry } from '../../variables.ts';
 
 export type Escape = 'default' | 'json' | 'none';
-
-/** nginx's built-in `combined` format. */
-export const COMBINED_FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"';
 
 /** A format string split into literal text and variable names. */
 export type FormatPart = string | { variable: string };
 
-export type Render = (r: HttpRequest) => string;
+/** One log line (without its newline) for a request or session. */
+export type Render<T> = (x: T) => string;
 
-export interface LogFormat {
+export interface LogFormat<T> {
   name: string;
   escape: Escape;
   parts: FormatPart[];
-  /** Set once the http block is read (variables may be defined after the format). */
-  render?: Render;
+  /** Compiled when read; http's built-in `combined` on first use (its variables come later). */
+  render?: Render<T>;
+}
+
+/**
+ * Names a format resolves without the variable machinery: http's log
+ * operations (ngx_http_log_vars). Stream logs have none.
+ */
+export interface LogOps<T> {
+  /** Computed at log time, never escaped. */
+  builtins: Record<string, Render<T>>;
+  /** Variables whose values never need escaping (numbers): only the "not found" rule applies. */
+  plain: ReadonlySet<string>;
 }
 
 function isNameChar(c: number): boolean {
@@ -84,7 +91,7 @@ function needsDefaultEscape(c: number): boolean {
 }
 
 /** ngx_http_log_escape: `"` becomes `\x22`, a control byte `\x1B`, and so on. */
-export function escapeDefault(s: string): string {
+function escapeDefault(s: string): string {
   let i = 0;
   while (i < s.length && !needsDefaultEscape(s.charCodeAt(i))) i++;
   if (i === s.length) return s;
@@ -108,7 +115,7 @@ export function escapeDefault(s: string): string {
 const JSON_SHORT: Record<number, string> = { 0x0a: '\\n', 0x0d: '\\r', 0x09: '\\t', 0x08: '\\b', 0x0c: '\\f' };
 
 /** ngx_escape_json: `\"`, `\\`, `\n`-style escapes, other controls as `\u001B`; bytes above ASCII as they are. */
-export function escapeJson(s: string): string {
+function escapeJson(s: string): string {
   let i = 0;
   for (; i < s.length; i++) {
     const c = s.charCodeAt(i);
@@ -126,62 +133,30 @@ export function escapeJson(s: string): string {
   return out;
 }
 
-let clockSecond = -1;
-let clockLocal = '';
-let clockIso = '';
-
-/** nginx's cached log times, formatted once per second. */
-function refreshClock(): void {
-  const sec = Math.floor(Date.now() / 1000);
-  if (sec === clockSecond) return;
-  const d = new Date(sec * 1000);
-  clockLocal = timeLocal(d);
-  clockIso = timeIso8601(d);
-  clockSecond = sec;
-}
-
-/**
- * nginx's built-in log operations (ngx_http_log_vars): values computed at
- * log time without the variable machinery, never escaped.
- */
-const BUILTINS: Record<string, Render> = {
-  pipe: (r) => (r.pipelined ? 'p' : '.'),
-  time_local: () => { refreshClock(); return clockLocal; },
-  time_iso8601: () => { refreshClock(); return clockIso; },
-  msec: () => (Date.now() / 1000).toFixed(3),
-  request_time: (r) => (Math.max(0, Date.now() - r.startMs) / 1000).toFixed(3),
-  bytes_sent: (r) => String(bytesSent(r)),
-  body_bytes_sent: (r) => String(bodyBytesSent(r)),
-  request_length: (r) => String(r.requestLength),
-};
-
-/** Variables whose values never need escaping (numbers): only the "not found" rule applies. */
-const PLAIN = new Set(['status', 'connection', 'connection_requests', 'remote_port', 'server_port', 'pid', 'msec']);
-
-function variablePiece(vars: VariableRegistry, name: string, escape: Escape): Render {
-  const builtin = BUILTINS[name];
+function variablePiece<T extends VariableHost>(vars: VariableRegistry<T>, name: string, escape: Escape, ops: LogOps<T> | undefined): Render<T> {
+  const builtin = ops?.builtins[name];
   if (builtin) return builtin;
-  // an unknown name is reported when the http block ends, as nginx does
+  // an unknown name is reported when the block ends, as nginx does
   const index = vars.index(name);
-  if (escape === 'json') return (r) => { const v = vars.value(r, index); return v === undefined ? '' : escapeJson(v); };
-  if (escape === 'none') return (r) => vars.value(r, index) ?? '';
-  if (PLAIN.has(name)) return (r) => vars.value(r, index) ?? '-';
-  return (r) => { const v = vars.value(r, index); return v === undefined ? '-' : escapeDefault(v); };
+  if (escape === 'json') return (x) => { const v = vars.value(x, index); return v === undefined ? '' : escapeJson(v); };
+  if (escape === 'none') return (x) => vars.value(x, index) ?? '';
+  if (ops?.plain.has(name)) return (x) => vars.value(x, index) ?? '-';
+  return (x) => { const v = vars.value(x, index); return v === undefined ? '-' : escapeDefault(v); };
 }
 
-/** Compiles a parsed format into one function of the request (without the newline). */
-export function compileFormat(vars: VariableRegistry, parts: FormatPart[], escape: Escape): Render {
-  const pieces: Array<string | Render> = parts.map((p) => (typeof p === 'string' ? p : variablePiece(vars, p.variable, escape)));
+/** Compiles a parsed format into one function of the request or session (without the newline). */
+export function compileFormat<T extends VariableHost>(vars: VariableRegistry<T>, parts: FormatPart[], escape: Escape, ops?: LogOps<T>): Render<T> {
+  const pieces: Array<string | Render<T>> = parts.map((p) => (typeof p === 'string' ? p : variablePiece(vars, p.variable, escape, ops)));
   if (pieces.length === 0) return () => '';
   if (pieces.length === 1) {
     const only = pieces[0];
     return typeof only === 'string' ? () => only : only;
   }
-  return (r) => {
+  return (x) => {
     let s = '';
     for (let i = 0; i < pieces.length; i++) {
       const p = pieces[i];
-      s += typeof p === 'string' ? p : p(r);
+      s += typeof p === 'string' ? p : p(x);
     }
     return s;
   };

@@ -7,223 +7,124 @@
  * read. Files are opened by each worker when it loads the configuration (a
  * file that cannot be opened fails the start or the reload, as in nginx) and
  * closed when that configuration stops serving; `-t` opens them all.
+ *
+ * The directives and the writing are shared with the stream log module
+ * (access-log.ts); this file holds what only http has: the `combined`
+ * format and the default `logs/access.log combined`, the built-in log
+ * operations, the root directory rule for paths with variables, the log
+ * phase and the request's error log context.
  */
+import fs from 'node:fs';
 import { defineSlot } from '../../../conf/context.ts';
-import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import { ConfError } from '../../../conf/errors.ts';
-import type { ConfNode } from '../../../conf/parser.ts';
-import { parseSize, parseTime } from '../../../conf/values.ts';
-import { Cycle } from '../../../core/cycle.ts';
-import { checkLogFile } from '../../../core/error-log.ts';
-import { checkSyslog } from '../../../core/modules/core.ts';
-import { LogFile } from '../../../core/log-file.ts';
+import { sysErrorText } from '../../../conf/errors.ts';
+import type { Cycle } from '../../../core/cycle.ts';
+import { LogLevel } from '../../../core/error-log.ts';
 import { httpMainOf, OK } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, PhaseHandler } from '../../http-conf.ts';
-import { trackResponseBytes } from '../../request-bytes.ts';
-import { openRequestErrorLogs, requestErrorLogFiles } from '../../request-log.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue, VariableRegistry } from '../../variables.ts';
+import type { HttpRequest } from '../../request.ts';
+import { bodyBytesSent, bytesSent, trackResponseBytes } from '../../request-bytes.ts';
+import { openRequestErrorLogs, requestErrorLogFiles, requestLog } from '../../request-log.ts';
+import { mapUriToPath } from '../core/root.ts';
 import { httpConf } from '../core/structure.ts';
-import { COMBINED_FORMAT, compileFormat, parseFormat } from './format.ts';
-import type { LogFormat } from './format.ts';
-import { SyslogPeer } from './syslog.ts';
-import { OpenLogFileCache, writeToVariablePath } from './variable-path.ts';
+import { timeIso8601, timeLocal } from '../core/variables.ts';
+import { logFileFor, mergeLogLevel, newLogMain, openLogFiles, renderOf, setAccessLog, setLogFormat, setOpenLogFileCache, writeAccessLogs } from './access-log.ts';
+import type { AccessLog, AccessLogProtocol, LogLevelConf, LogMainConf } from './access-log.ts';
+import { parseFormat } from './format.ts';
+import type { LogOps, Render } from './format.ts';
 
-/** One `access_log` directive. */
-interface AccessLog {
-  format: LogFormat;
-  /** A path without variables: shared by every directive naming it. */
-  file?: LogFile;
-  /** A path with variables, made absolute. */
-  path?: ComplexValue;
-  /** `syslog:server=…`. */
-  syslog?: SyslogPeer;
-  /** `if=`: skip the line when empty or "0". */
-  filter?: ComplexValue;
-}
+/** nginx's built-in `combined` format. */
+const COMBINED_FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"';
 
-interface LogLocConf {
-  /** This level's logs, or inherited as a whole from the nearest level that has some. */
-  logs?: AccessLog[];
-  off?: boolean;
-  /** `open_log_file_cache`: null is `off`. */
-  cache?: OpenLogFileCache | null;
-}
-
-interface LogMainConf {
-  formats: LogFormat[];
-  /** Files without variables, by absolute path. */
-  files: Map<string, LogFile>;
-  caches: OpenLogFileCache[];
-  syslogs: SyslogPeer[];
+interface HttpLogMain extends LogMainConf<HttpRequest> {
   /** nginx's default `logs/access.log combined`, for servers with no access_log of their own. */
-  defaultLogs?: AccessLog[];
+  defaultLogs?: AccessLog<HttpRequest>[];
 }
 
-const logLoc = defineSlot<LogLocConf>('http_log_loc', () => ({}), (parent, child) => {
-  // a level with access_log (or off) keeps its own; otherwise it takes its parent's whole list
-  if (child.logs === undefined && !child.off) {
-    child.logs = parent.logs;
-    child.off = parent.off;
-  }
-  if (child.cache === undefined) child.cache = parent.cache;
-});
+const logLoc = defineSlot<LogLevelConf<HttpRequest>>('http_log_loc', () => ({}), mergeLogLevel);
 
-const logMain = defineSlot<LogMainConf>('http_log_main', () => ({
-  formats: [{ name: 'combined', ...parseFormat([COMBINED_FORMAT]) }],
-  files: new Map(),
-  caches: [],
-  syslogs: [],
-}));
+const logMain = defineSlot<HttpLogMain>('http_log_main', () => newLogMain([{ name: 'combined', ...parseFormat([COMBINED_FORMAT]) }]));
 
-/** The compiled format (the built-in `combined` is compiled on first use). */
-function rendered(format: LogFormat, vars: VariableRegistry): LogFormat {
-  format.render ??= compileFormat(vars, format.parts, format.escape);
-  return format;
+let clockSecond = -1;
+let clockLocal = '';
+let clockIso = '';
+
+/** nginx's cached log times, formatted once per second. */
+function refreshClock(): void {
+  const sec = Math.floor(Date.now() / 1000);
+  if (sec === clockSecond) return;
+  const d = new Date(sec * 1000);
+  clockLocal = timeLocal(d);
+  clockIso = timeIso8601(d);
+  clockSecond = sec;
 }
 
-function logFileFor(main: LogMainConf, path: string): LogFile {
-  let f = main.files.get(path);
-  if (!f) {
-    f = new LogFile(path);
-    main.files.set(path, f);
-  }
-  return f;
-}
+/**
+ * nginx's built-in log operations (ngx_http_log_vars): values computed at
+ * log time without the variable machinery, never escaped.
+ */
+const BUILTINS: Record<string, Render<HttpRequest>> = {
+  pipe: (r) => (r.pipelined ? 'p' : '.'),
+  time_local: () => { refreshClock(); return clockLocal; },
+  time_iso8601: () => { refreshClock(); return clockIso; },
+  msec: () => (Date.now() / 1000).toFixed(3),
+  request_time: (r) => (Math.max(0, Date.now() - r.startMs) / 1000).toFixed(3),
+  bytes_sent: (r) => String(bytesSent(r)),
+  body_bytes_sent: (r) => String(bodyBytesSent(r)),
+  request_length: (r) => String(r.requestLength),
+};
 
-function setLog(cf: ConfContext, node: ConfNode): string | void {
-  const a = node.args;
-  const conf = cf.get(logLoc);
-  if (a[0] === 'off') {
-    conf.off = true;
-    if (a.length > 1) throw cf.error(`invalid parameter "${a[1]}"`);
-    return;
-  }
-  const main = cf.at('http', logMain);
-  const vars = httpMainOf(cf).variables;
-  const log = {} as AccessLog;
-  // nginx's ngx_conf_full_name: relative to the prefix, by plain concatenation
-  const full = a[0].startsWith('/') ? a[0] : cf.paths.prefix + a[0];
-  if (a[0].startsWith('syslog:')) {
-    checkSyslog(cf, a[0].slice(7));
-    log.syslog = new SyslogPeer(a[0].slice(7));
-    if (log.syslog.unix) cf.warn('syslog over a unix socket is not supported, its lines are dropped');
-    main.syslogs.push(log.syslog);
-  } else if (a[0].includes('$')) {
-    log.path = compileComplex(cf, vars, full);
-  } else {
-    log.file = logFileFor(main, full);
-    Cycle.of(cf).registerOpenFile(full);
-  }
+const HTTP_LOG_OPS: LogOps<HttpRequest> = {
+  builtins: BUILTINS,
+  plain: new Set(['status', 'connection', 'connection_requests', 'remote_port', 'server_port', 'pid', 'msec']),
+};
 
-  const name = a[1] ?? 'combined';
-  const format = main.formats.find((f) => f.name.toLowerCase() === name.toLowerCase());
-  if (!format) throw cf.error(`unknown log format "${name}"`);
-  log.format = rendered(format, vars);
+const LOGGING = 'logging request';
 
-  let size = 0;
-  let flushMs = 0;
-  let gzip = 0;
-  for (const p of a.slice(2)) {
-    if (p.startsWith('buffer=')) {
-      size = parseSize(p.slice(7));
-      if (!(size > 0)) throw cf.error(`invalid buffer size "${p.slice(7)}"`);
-    } else if (p.startsWith('flush=')) {
-      flushMs = parseTime(p.slice(6));
-      if (!(flushMs > 0)) throw cf.error(`invalid flush time "${p.slice(6)}"`);
-    } else if (p === 'gzip' || p.startsWith('gzip=')) {
-      if (size === 0) size = 64 * 1024;
-      gzip = p === 'gzip' ? 1 : /^\d+$/.test(p.slice(5)) ? Number(p.slice(5)) : 0;
-      if (gzip < 1 || gzip > 9) throw cf.error(`invalid compression level "${p.slice(5)}"`);
-    } else if (p.startsWith('if=')) {
-      log.filter = compileComplex(cf, vars, p.slice(3));
-    } else {
-      throw cf.error(`invalid parameter "${p}"`);
-    }
-  }
-  if (flushMs && !size) throw cf.error(`no buffer is defined for access_log "${a[0]}"`);
-  if (size) {
-    if (log.syslog) throw cf.error('logs to syslog cannot be buffered');
-    if (!log.file) throw cf.error('buffered logs cannot have variables in name');
-    const b = log.file.buffer;
-    if (b && (b.size !== size || b.flushMs !== flushMs || b.gzip !== gzip)) {
-      throw cf.error(`access_log "${a[0]}" already defined with conflicting parameters`);
-    }
-    log.file.buffer ??= { size, flushMs, gzip };
-  }
-  (conf.logs ??= []).push(log);
-}
-
-function setFormat(cf: ConfContext, node: ConfNode): string | void {
-  const main = cf.get(logMain);
-  const [name, ...rest] = node.args;
-  if (main.formats.some((f) => f.name === name)) throw cf.error(`duplicate "log_format" name "${name}"`);
-  let parsed: ReturnType<typeof parseFormat>;
+/** As nginx documents, a path with variables is not written while the request's root directory does not exist. */
+function rootExists(r: HttpRequest): boolean {
+  const mapped = mapUriToPath(r);
+  const root = mapped.path.slice(0, mapped.rootLength);
   try {
-    parsed = parseFormat(rest);
+    if (fs.statSync(root).isDirectory()) return true;
+    requestLog(r, LOGGING).error(`testing "${root}" existence failed (20: Not a directory)`);
   } catch (e) {
-    throw cf.error((e as Error).message);
+    requestLog(r, LOGGING).error(`testing "${root}" existence failed ${sysErrorText(e)}`);
   }
-  main.formats.push(rendered({ name, ...parsed }, httpMainOf(cf).variables));
+  return false;
 }
 
-function setCache(cf: ConfContext, node: ConfNode): string | void {
-  const conf = cf.get(logLoc);
-  if (conf.cache !== undefined) return 'is duplicate';
-  const o = { max: 0, inactiveMs: 10_000, minUses: 1, validMs: 60_000 };
-  let off = false;
-  for (const p of node.args) {
-    const eq = p.indexOf('=');
-    const key = eq < 0 ? p : p.slice(0, eq + 1);
-    const v = p.slice(eq + 1);
-    let n = NaN;
-    if (key === 'max=' && /^\d+$/.test(v)) n = o.max = Number(v);
-    else if (key === 'min_uses=' && /^\d+$/.test(v)) n = o.minUses = Number(v);
-    else if (key === 'inactive=') n = o.inactiveMs = parseTime(v);
-    else if (key === 'valid=') n = o.validMs = parseTime(v);
-    else if (p === 'off') { off = true; n = 0; }
-    if (Number.isNaN(n)) throw cf.error(`invalid "open_log_file_cache" parameter "${p}"`);
-  }
-  if (off) { conf.cache = null; return; }
-  if (o.max === 0) throw cf.error('"open_log_file_cache" must have "max" parameter');
-  conf.cache = new OpenLogFileCache(o);
-  cf.at('http', logMain).caches.push(conf.cache);
-}
+/** What the shared access log (access-log.ts) needs to know about http. */
+const HTTP_LOG: AccessLogProtocol<HttpRequest> = {
+  block: 'http',
+  main: logMain,
+  level: logLoc,
+  variables: (cf) => httpMainOf(cf).variables,
+  defaultFormat: 'combined',
+  ops: HTTP_LOG_OPS,
+  report: (r, level, message) => requestLog(r, LOGGING).log(level, message),
+  mayWritePath: rootExists,
+};
 
 const directives: Directive[] = [
-  { name: 'log_format', contexts: Ctx.HTTP, args: [2, Infinity], handler: setFormat },
-  { name: 'access_log', contexts: HTTP_ANY | Ctx.LIF | Ctx.LMT, args: [1, Infinity], handler: setLog },
-  { name: 'open_log_file_cache', contexts: HTTP_ANY, args: [1, 4], handler: setCache },
+  { name: 'log_format', contexts: Ctx.HTTP, args: [2, Infinity], handler: (cf, node) => setLogFormat(HTTP_LOG, cf, node) },
+  { name: 'access_log', contexts: HTTP_ANY | Ctx.LIF | Ctx.LMT, args: [1, Infinity], handler: (cf, node) => setAccessLog(HTTP_LOG, cf, node) },
+  { name: 'open_log_file_cache', contexts: HTTP_ANY, args: [1, 4], handler: (cf, node) => setOpenLogFileCache(HTTP_LOG, cf, node) },
 ];
 
-function logPhase(main: LogMainConf): PhaseHandler {
+function logPhase(main: HttpLogMain): PhaseHandler {
   return (r) => {
     const conf = r.level.get(logLoc);
     if (conf.off) return OK;
     const logs = conf.logs ?? main.defaultLogs;
-    if (logs === undefined) return OK;
-    for (let i = 0; i < logs.length; i++) {
-      const log = logs[i];
-      if (log.filter) {
-        const v = log.filter.evaluate(r);
-        if (v === '' || v === '0') continue;
-      }
-      if (log.syslog) {
-        log.syslog.send(log.format.render!(r));
-        continue;
-      }
-      const line = log.format.render!(r) + '\n';
-      if (log.file) log.file.write(line);
-      else writeToVariablePath(r, log.path!.evaluate(r), conf.cache ?? undefined, line);
-    }
+    if (logs !== undefined) writeAccessLogs(HTTP_LOG, r, logs, conf.cache ?? undefined);
     return OK;
   };
 }
 
 /** nginx creates the default log for servers that have no access_log of their own (and are not `off`). */
-function addDefaultLog(cycle: Cycle, http: HttpMainConf, main: LogMainConf): void {
+function addDefaultLog(cycle: Cycle, http: HttpMainConf, main: HttpLogMain): void {
   const needed = http.servers.some((s) => {
     const c = s.level.get(logLoc);
     return c.logs === undefined && !c.off;
@@ -231,7 +132,7 @@ function addDefaultLog(cycle: Cycle, http: HttpMainConf, main: LogMainConf): voi
   if (!needed) return;
   const file = cycle.paths.prefix + 'logs/access.log';
   cycle.registerOpenFile(file);
-  main.defaultLogs = [{ format: rendered(main.formats[0], http.variables), file: logFileFor(main, file) }];
+  main.defaultLogs = [{ render: renderOf(main.formats[0], http.variables, HTTP_LOG_OPS), file: logFileFor(main, file) }];
 }
 
 export const logModule: HttpModule = {
@@ -252,21 +153,7 @@ export const logModule: HttpModule = {
   initWorker(cycle, worker) {
     const http = httpConf(cycle);
     if (!http) return;
-    const main = http.level.get(logMain);
-    const closeAll = () => {
-      for (const f of main.files.values()) f.close();
-      for (const c of main.caches) c.close();
-      for (const p of main.syslogs) p.close();
-    };
-    // a file that cannot be opened fails this configuration (the start, or the reload), as in nginx
-    for (const f of main.files.values()) {
-      try {
-        f.open();
-      } catch {
-        closeAll();
-        throw new ConfError(checkLogFile(f.path) ?? `open() "${f.path}" failed`);
-      }
-    }
+    const closeAll = openLogFiles(http.level.get(logMain));
     let closeErrorLogs: () => void;
     try {
       closeErrorLogs = openRequestErrorLogs(http);

@@ -1,15 +1,13 @@
 /**
- * access_log paths with variables (ngx_http_log_script_write): the file is
+ * access_log paths with variables, for http and stream
+ * (ngx_http_log_script_write, ngx_stream_log_script_write): the file is
  * opened for each line and closed again — unless `open_log_file_cache`
- * keeps its descriptor — and, as nginx documents, nothing is written while
- * the request's root directory does not exist.
+ * keeps its descriptor. (http's extra rule, nothing written while the
+ * request's root directory does not exist, is the http module's.)
  */
 import fs from 'node:fs';
 import { sysErrorText } from '../../../conf/errors.ts';
-import { openAppend, writeAll } from '../../../core/error-log.ts';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
-import { mapUriToPath } from '../core/root.ts';
+import { LogLevel, openAppend, writeAll } from '../../../core/error-log.ts';
 
 export interface OpenLogCacheOptions {
   max: number;
@@ -96,34 +94,24 @@ export class OpenLogFileCache {
   }
 }
 
-const LOGGING = 'logging request';
+/** Logs an error about the request or session `x` with its context (each protocol has its own). */
+export type ReportError<T> = (x: T, level: number, message: string) => void;
 
-/** Writes `line` to the file `path` names for this request. */
-export function writeToVariablePath(r: HttpRequest, path: string, cache: OpenLogFileCache | undefined, line: string): void {
-  const mapped = mapUriToPath(r);
-  const root = mapped.path.slice(0, mapped.rootLength);
-  try {
-    if (!fs.statSync(root).isDirectory()) {
-      requestLog(r, LOGGING).error(`testing "${root}" existence failed (20: Not a directory)`);
-      return;
-    }
-  } catch (e) {
-    requestLog(r, LOGGING).error(`testing "${root}" existence failed ${sysErrorText(e)}`);
-    return;
-  }
+/** Writes `line` to the file `path` (the evaluated access_log path of `x`). */
+export function writeToVariablePath<T>(x: T, report: ReportError<T>, path: string, cache: OpenLogFileCache | undefined, line: string): void {
   let fd: number;
   let kept = false;
   try {
     if (cache) ({ fd, kept } = cache.open(path, Date.now()));
     else fd = openAppend(path);
   } catch (e) {
-    requestLog(r, LOGGING).crit(`open() "${path}" failed ${sysErrorText(e)}`);
+    report(x, LogLevel.crit, `open() "${path}" failed ${sysErrorText(e)}`);
     return;
   }
   try {
     writeAll(fd, Buffer.from(line, 'latin1'));
   } catch (e) {
-    requestLog(r, LOGGING).alert(`write() to "${path}" failed ${sysErrorText(e)}`);
+    report(x, LogLevel.alert, `write() to "${path}" failed ${sysErrorText(e)}`);
   } finally {
     if (!kept) fs.closeSync(fd);
   }
