@@ -134,7 +134,8 @@ function escapeJson(s: string): string {
 }
 
 function variablePiece<T extends VariableHost>(vars: VariableRegistry<T>, name: string, escape: Escape, ops: LogOps<T> | undefined): Render<T> {
-  const builtin = ops?.builtins[name];
+  // own properties only: `$constructor` must not find Object.prototype's
+  const builtin = ops && Object.hasOwn(ops.builtins, name) ? ops.builtins[name] : undefined;
   if (builtin) return builtin;
   // an unknown name is reported when the block ends, as nginx does
   const index = vars.index(name);
