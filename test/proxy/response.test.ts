@@ -43,6 +43,8 @@ const RESPONSES: Record<string, string | string[]> = {
   extra: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA',
   hide: 'HTTP/1.1 200 OK\r\nX-Secret: s\r\nX-Pad: p\r\nServer: up\r\nContent-Length: 0\r\n\r\n',
   accel: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/target\r\nX-Other: o\r\nContent-Type: x/y\r\nContent-Length: 4\r\n\r\nbody',
+  accelunsafe: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/%2e%2e/secret\r\nContent-Length: 0\r\n\r\n',
+  accelescaped: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/a%20b?x=1\r\nSet-Cookie: c=1\r\nContent-Length: 0\r\n\r\n',
   cookies: 'HTTP/1.1 200 OK\r\nSet-Cookie: a=1; Domain=.Backend.example; Path=/r/x; HttpOnly\r\n'
     + 'Set-Cookie: b=2; path=/other;  domain=up.example ; SameSite=Lax\r\nSet-Cookie: plain\r\nContent-Length: 0\r\n\r\n',
   toobig: `HTTP/1.1 200 OK\r\nX-Big: ${'x'.repeat(5000)}\r\nContent-Length: 0\r\n\r\n`,
@@ -73,6 +75,7 @@ ${HTTP_COMMON}
         location /custom/ { proxy_pass http://${u}/r/; proxy_redirect http://example.com/ /ex/; }
         location /regex/ { proxy_pass http://${u}/r/; proxy_redirect ~^http://[^/]+/r/(\\w+)(.*)$ /re/$1$2; }
         location /internal/ { internal; return 200 "internal $uri\\n"; }
+        location /internal/a { internal; return 200 "internal $uri args=$args\\n"; }
         location /unbuffered/ { proxy_pass http://${u}/r/; proxy_buffering off; }
         location /cookie/ {
             proxy_pass http://${u}/r/;
@@ -222,4 +225,10 @@ test('proxy_hide_header, proxy_pass_header', async () => {
 test('X-Accel-Redirect: internal redirect, unless ignored', async () => {
   assert.match(await gatehouseOnly('/r/accel'), /^HTTP\/1\.1 200 OK\r\n.*\r\n\r\ninternal \/internal\/target\n$/s);
   assert.match(await same('/ignore/accel'), /\r\n\r\nbody$/);
+});
+
+test('X-Accel-Redirect: the upstream\'s Content-Type and Set-Cookie kept, %XX decoded, args split off, ".." refused with 404', async () => {
+  assert.match(await same('/r/accel'), /\r\nContent-Type: x\/y\r\n/);
+  assert.match(await same('/r/accelescaped'), /^HTTP\/1\.1 200 OK\r\n.*Set-Cookie: c=1\r\n\r\ninternal \/internal\/a b args=x=1\n$/s);
+  assert.match(await same('/r/accelunsafe'), /^HTTP\/1\.1 404 /);
 });

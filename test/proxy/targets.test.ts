@@ -10,12 +10,14 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { parseResponse, rawRequest } from '../kit/client.ts';
-import { startGatehouse } from '../kit/server.ts';
+import { freePort, startGatehouse } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
-import { HTTP_COMMON, RawUpstream, replyWith } from './upstream-kit.ts';
+import { HTTP_COMMON, RawUpstream, replyWith, response } from './upstream-kit.ts';
 
 let tcp: RawUpstream;
 let unix: RawUpstream;
+/** Answers with the address and port the request came from. */
+let peer: RawUpstream;
 let dns: dgram.Socket;
 let dnsPort: number;
 let dnsQueries = 0;
@@ -47,6 +49,7 @@ before(async () => {
   });
   tcp = await RawUpstream.start(echo('tcp'));
   unix = await RawUpstream.start(echo('unix'), { unix: true });
+  peer = await RawUpstream.start((_req, socket) => { socket.end(response(`${socket.remoteAddress} ${socket.remotePort}`)); });
   dns = dgram.createSocket('udp4');
   dns.on('message', (msg, rinfo) => { dnsQueries++; dns.send(dnsAnswer(msg), rinfo.port, rinfo.address); });
   await new Promise<void>((res) => dns.bind(0, '127.0.0.1', res));
@@ -76,6 +79,9 @@ ${HTTP_COMMON}
             proxy_pass http://127.0.0.1:1/;
             error_page 502 = /fallback/;
         }
+        location /bind/ { proxy_bind 127.0.0.2; proxy_pass http://${peer.address}; }
+        location /bindport/ { proxy_bind 127.0.0.2:$arg_p; proxy_pass http://${peer.address}; }
+        location /bindvar/ { proxy_bind $arg_b; proxy_pass http://${peer.address}; }
         location /fallback/ {
             proxy_pass http://${tcp.address};
             add_header X-Addr $upstream_addr;
@@ -90,6 +96,7 @@ after(async () => {
   await gh.stop();
   await tcp.close();
   await unix.close();
+  await peer.close();
   dns.close();
 });
 
@@ -134,4 +141,12 @@ test('$upstream_addr and $upstream_status across an error_page redirect: " : " b
   assert.equal(r.status, 200);
   assert.equal(r.header('x-addr'), `127.0.0.1:1 : ${tcp.address}`);
   assert.equal(r.header('x-status'), '502 : 200');
+});
+
+test('proxy_bind: an address, an address with a port, a bad value logged and ignored', async () => {
+  assert.match((await get('/bind/')).body.toString(), /^127\.0\.0\.2 \d+$/);
+  const port = await freePort();
+  assert.equal((await get(`/bindport/?p=${port}`)).body.toString(), `127.0.0.2 ${port}`);
+  assert.match((await get('/bindvar/?b=nonsense')).body.toString(), /^127\.0\.0\.1 \d+$/);
+  assert.match(await gh.waitForLog('error.log', /invalid local address/), /\[error\] .*invalid local address "nonsense"/);
 });

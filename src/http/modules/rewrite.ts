@@ -62,7 +62,8 @@ function returnCode(status: number, text: ComplexValue | undefined): Code {
   return async (r) => {
     // ngx_http_send_response sets the status before the text is evaluated ($status)
     r.status = status;
-    await sendSimple(r, status, text ? text.evaluate(r) : '', contentTypeFor(r));
+    // a type set before (X-Accel-Redirect keeps the upstream's) stays, as in ngx_http_set_content_type
+    await sendSimple(r, status, text ? text.evaluate(r) : '', r.contentType ?? contentTypeFor(r));
     return DONE;
   };
 }

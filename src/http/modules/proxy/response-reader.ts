@@ -7,8 +7,10 @@
  * an invalid chunked body or a premature close (the client's response is
  * cut short and its connection closed).
  */
-import { internalRedirect, namedLocation } from '../../phases.ts';
+import { finalize, internalRedirect, namedLocation } from '../../phases.ts';
 import { sendHeader } from '../../response.ts';
+import { parseUnsafeUri } from '../../subrequest.ts';
+import { requestLog } from '../../request-log.ts';
 import { errorPageConf } from '../core/error-page.ts';
 import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';
@@ -256,10 +258,14 @@ export class ResponseReader implements RelaySource {
       void namedLocation(r, target);
       return;
     }
-    const q = target.indexOf('?');
-    const uri = q >= 0 ? target.slice(0, q) : target;
+    // as ngx_http_parse_unsafe_uri: args split off, %XX decoded, `..` segments refused with 404
+    const parsed = parseUnsafeUri(r, target);
+    if (!parsed) {
+      finalize(r, 404).catch((err: Error) => requestLog(r).alert(`finalizing a proxied request failed: ${err.stack ?? err}`));
+      return;
+    }
     if (r.method !== 'HEAD') r.method = 'GET';
-    void internalRedirect(r, uri, q >= 0 ? target.slice(q + 1) : '');
+    void internalRedirect(r, parsed.uri, parsed.args);
   }
 
   /**

@@ -30,6 +30,7 @@ import type { RetryState } from './next-upstream.ts';
 import { ResponseReader } from './response-reader.ts';
 import { NO_BODY } from './send-body.ts';
 import type { BodySender, BodyTarget } from './send-body.ts';
+import { localBinding } from './target.ts';
 import { keepSessions, peerOptions, verifyPeer } from './tls.ts';
 import type { UpstreamTls } from './tls.ts';
 import type { Tunnel } from './upgrade.ts';
@@ -144,7 +145,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
       timeoutMs: this.conf.connectTimeout!,
       tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
       keepAlive: this.conf.socketKeepalive,
-      localAddress: this.conf.bind ? this.conf.bind.evaluate(this.r) || undefined : undefined,
+      ...(this.conf.bind ? localBinding(this.r, this.conf.bind) : undefined),
     }, this);
     if (this.tls) keepSessions(this.tls, peer.name, conn.socket as tls.TLSSocket);
     conn.requests++;
