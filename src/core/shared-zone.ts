@@ -229,6 +229,13 @@ export class SharedTable {
     return true;
   }
 
+  /** The stored key bytes of `slot` as a byte string (a long key's digest); the cache needs it to find an evicted entry's file. */
+  keyAt(slot: number): string {
+    const at = this.slotsAt + (slot - 1) * SLOT_BYTES + KEY_OFFSET;
+    const n = this.i32[this.base(slot) + S_KEYLEN] & 0xffff;
+    return Buffer.from(this.u8.subarray(at, at + n)).toString('latin1');
+  }
+
   /** Adds the prepared key as the newest entry, values zero; 0 when the table is full. */
   insert(hash: number): number {
     const i32 = this.i32;

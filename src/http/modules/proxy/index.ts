@@ -16,6 +16,8 @@ import type { VariableDef } from '../../variables.ts';
 import { beginUpstream, pickerFor } from '../upstream.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import { cacheStatus } from './cache.ts';
+import { cacheDirectives } from './cache-directives.ts';
 import { cookieDirectives } from './cookies.ts';
 import { proxyDirectives, setProxyContentHandler } from './directives.ts';
 import { defaultRule } from './redirect.ts';
@@ -211,12 +213,14 @@ const variables: VariableDef[] = [
       return xff === undefined ? r.conn.remoteAddress : `${xff}, ${r.conn.remoteAddress}`;
     },
   },
+  // proxy_cache (cache.ts): MISS, HIT, EXPIRED, BYPASS, STALE, UPDATING, REVALIDATED
+  { name: 'upstream_cache_status', noCache: true, get: cacheStatus },
   ...requestBodyVariables,
 ];
 
 export const proxyModule: HttpModule = {
   name: 'ngx_http_proxy_module',
-  directives: [...proxyDirectives, ...cookieDirectives],
+  directives: [...proxyDirectives, ...cookieDirectives, ...cacheDirectives],
   variables,
   postconfiguration: finishAll,
   initWorker(cycle) {

@@ -77,6 +77,8 @@ export class BodyRelay {
   private sendTimer: NodeJS.Timeout | undefined;
   /** The last piece of the body, kept to be written with the end. */
   private tail: Buffer | undefined;
+  /** proxy_cache's writer (cache.ts): gets every body byte, stores the file when the body ended complete. */
+  tee: { push(b: Buffer): void; end(): void; abort(): void } | undefined;
   /** Bound once, only for a client that pushes back. */
   private drainListener: (() => void) | undefined;
 
@@ -95,6 +97,7 @@ export class BodyRelay {
   /** Decoded body bytes from the upstream. */
   push(data: Buffer): void {
     if (this.finished || data.length === 0) return;
+    this.tee?.push(data);
     if (!this.buffering) {
       if (this.length >= 0) this.length -= data.length;
       const max = this.bufferSize;
@@ -116,6 +119,8 @@ export class BodyRelay {
   end(): void {
     if (this.finished) return;
     this.ended = true;
+    if (this.truncated) this.tee?.abort();
+    else this.tee?.end();
     if (this.pendingLen) this.releasePending(this.pendingLen);
     this.maybeFinish();
   }
@@ -129,6 +134,7 @@ export class BodyRelay {
 
   /** The client went away: stop and free everything. */
   abort(): void {
+    this.tee?.abort();
     if (this.finished) return;
     this.finished = true;
     this.cleanup();

@@ -14,6 +14,7 @@ import { requestLog } from '../../request-log.ts';
 import { errorPageConf } from '../core/error-page.ts';
 import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';
+import { cacheStaleStatus, cacheWriter } from './cache.ts';
 import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
 import { IGN } from './conf.ts';
 import { copyHeaders } from './headers-out.ts';
@@ -142,6 +143,11 @@ export class ResponseReader implements RelaySource {
       this.relayHttp09(b);
       return;
     }
+    // proxy_cache_use_stale http_NNN (cache.ts): the stale cached response instead of this one
+    if (cacheStaleStatus(u, head.status)) {
+      u.upstreamDone(false);
+      return;
+    }
     const upgrade = head.status === 101 && r.req.headers.upgrade !== undefined;
     copyHeaders(r, head, u.d);
     const noBody = head.status === 204 || head.status === 304 || u.isHead || head.status < 200;
@@ -157,6 +163,8 @@ export class ResponseReader implements RelaySource {
       else if (v === 'yes') buffering = true;
     }
     this.relay = new BodyRelay(r, this, u.conf, u.d, buffering, this.remaining, head.chunked);
+    // proxy_cache (cache.ts): the relay also feeds the body to the cache file when the response may be stored
+    this.relay.tee = cacheWriter(u, head, b.toString('latin1', 0, head.bodyStart));
     const rest = b.subarray(head.bodyStart);
     this.buf = undefined;
     // nothing can arrive from the socket before the header filters (microtasks) are done: no pause needed

@@ -25,6 +25,7 @@ import type { DerivedConf, ProxyLocConf } from './conf.ts';
 import { FT } from './conf.ts';
 import { unwatchClient, watchClient } from './client-watch.ts';
 import type { ClientWatcher } from './client-watch.ts';
+import { cacheLookup, cacheServeStale } from './cache.ts';
 import { failureStatus, mayRetry, NEXT_STATUS } from './next-upstream.ts';
 import type { RetryState } from './next-upstream.ts';
 import { ResponseReader } from './response-reader.ts';
@@ -94,6 +95,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   }
 
   start(): void {
+    // proxy_cache (cache.ts): a cached response is served without connecting upstream
+    if (cacheLookup(this)) return;
     this.connect();
   }
 
@@ -366,6 +369,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     this.reader?.abort();
     if (!this.settled) {
       this.settled = true;
+      // proxy_cache_use_stale (cache.ts): the stale cached response instead of the error
+      if (rc !== 0 && rc !== 499 && cacheServeStale(this, rc)) return;
       // the handler returned DONE long ago: the error page or nginx's page is sent from here
       if (rc !== DONE && rc !== 0 && rc !== 499) {
         finalize(this.r, rc).catch((err: Error) => {

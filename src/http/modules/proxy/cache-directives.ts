@@ -1,0 +1,159 @@
+/**
+ * The proxy_cache directives (ngx_http_proxy_module's cache part and
+ * ngx_http_file_cache_set_slot / _valid_set_slot) writing the location's
+ * CacheLocConf; the hooks that use them are in cache.ts.
+ */
+import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+import type { ConfContext } from '../../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
+import type { Directive } from '../../../conf/directive.ts';
+import { flagArg, parseNumber, parseSize, parseTime } from '../../../conf/values.ts';
+import { declareZone, sharedTable } from '../../../core/shared-zone.ts';
+import { httpMainOf } from '../../http-conf.ts';
+import { compileComplex } from '../../variables.ts';
+import type { ComplexValue } from '../../variables.ts';
+import { CACHE_TAG } from '../../cache/zone.ts';
+import type { CacheZone, CacheZoneDecl } from '../../cache/zone.ts';
+import type { ValidRule } from '../../cache/validity.ts';
+
+export interface CacheLocConf {
+  /** `proxy_cache zone` (false: off). */
+  zone?: CacheZoneDecl | false;
+  key?: ComplexValue;
+  /** `$proxy_host`, for the default key (nginx's ngx_http_proxy_create_key: schema, host, the URI sent upstream). */
+  defaultKey?: ComplexValue;
+  valid?: ValidRule[];
+  methods?: Set<string>;
+  minUses?: number;
+  bypass?: ComplexValue[];
+  noCache?: ComplexValue[];
+  /** proxy_cache_use_stale conditions (error, timeout, invalid_header, updating, http_500, ...). */
+  useStale?: Set<string>;
+  lock?: boolean;
+  revalidate?: boolean;
+}
+
+export const cacheLoc = defineSlot<CacheLocConf>('proxy_cache_loc', () => ({}), inheritUnset, {
+  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false,
+});
+
+function timeMs(cf: ConfContext, v: string, what: string): number {
+  const n = parseTime(v);
+  if (Number.isNaN(n)) throw cf.error(`invalid ${what} value "${v}"`);
+  return n;
+}
+
+function cachePath(cf: ConfContext, args: string[]): undefined {
+  let levels: number[] = [];
+  let name = '';
+  let size = 0;
+  let inactiveMs = 600_000;
+  let maxSize = 0;
+  let useTemp = true;
+  const dir = cf.prefixPath(args[0]);
+  for (const a of args.slice(1)) {
+    if (a.startsWith('levels=')) {
+      levels = a.slice(7).split(':').map(Number);
+      if (levels.length > 3 || levels.some((n) => !(n >= 1 && n <= 2))) throw cf.error(`invalid "levels" "${a}"`);
+    } else if (a.startsWith('keys_zone=')) {
+      const colon = a.indexOf(':', 10);
+      name = colon < 0 ? a.slice(10) : a.slice(10, colon);
+      size = colon < 0 ? 0 : parseSize(a.slice(colon + 1));
+      if (colon < 0 || Number.isNaN(size) || size === 0) throw cf.error(`invalid keys zone size "${a}"`);
+      if (size < 8 * 4096) throw cf.error(`zone "${name}" is too small`);
+    } else if (a.startsWith('inactive=')) {
+      inactiveMs = timeMs(cf, a.slice(9), 'inactive');
+    } else if (a.startsWith('max_size=')) {
+      maxSize = parseSize(a.slice(9));
+      if (Number.isNaN(maxSize)) throw cf.error(`invalid max_size value "${a}"`);
+    } else if (a.startsWith('use_temp_path=')) {
+      useTemp = a.slice(14) !== 'off';
+    } else if (/^(min_free|manager_files|manager_sleep|manager_threshold|loader_files|loader_sleep|loader_threshold|purger|purger_files|purger_sleep|purger_threshold)=/.test(a)) {
+      // the cache manager and loader run differently here: accepted, without effect
+    } else {
+      throw cf.error(`invalid parameter "${a}"`);
+    }
+  }
+  if (name === '') throw cf.error(`"${cf.node?.name}" must have "keys_zone" parameter`);
+  const decl = declareZone<CacheZone>(cf, name, size, CACHE_TAG);
+  if (decl.data) throw cf.error(`duplicate zone "${name}"`);
+  // with use_temp_path=on nginx writes to proxy_temp_path and moves the file; a directory inside the cache is equivalent and always on the same file system
+  decl.data = { name, path: dir, levels, inactiveMs, maxSize, tempPath: `${dir}/${useTemp ? '.temp' : '.temp'}`, table: sharedTable(decl) };
+  return undefined;
+}
+
+function setOnce<K extends keyof CacheLocConf>(cf: ConfContext, k: K, v: CacheLocConf[K]): string | undefined {
+  const c = cf.get(cacheLoc);
+  if (Object.hasOwn(c, k) && c[k] !== undefined) return 'is duplicate';
+  c[k] = v;
+  return undefined;
+}
+
+const complexList = (cf: ConfContext, args: string[]) => args.map((a) => compileComplex(cf, httpMainOf(cf).variables, a));
+
+export const cacheDirectives: Directive[] = [
+  { name: 'proxy_cache_path', contexts: Ctx.HTTP, args: [2, Infinity], handler: (cf, node) => cachePath(cf, node.args) },
+  {
+    name: 'proxy_cache', contexts: HTTP_ANY, args: 1,
+    handler(cf, node) {
+      const c = cf.get(cacheLoc);
+      c.defaultKey ??= compileComplex(cf, httpMainOf(cf).variables, '$proxy_host');
+      return setOnce(cf, 'zone', node.args[0] === 'off' ? false : declareZone<CacheZone>(cf, node.args[0], 0, CACHE_TAG));
+    },
+  },
+  { name: 'proxy_cache_key', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'key', compileComplex(cf, httpMainOf(cf).variables, node.args[0])) },
+  {
+    name: 'proxy_cache_valid', contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(cacheLoc);
+      if (!Object.hasOwn(c, 'valid') || !c.valid) c.valid = [];
+      const args = node.args;
+      const ms = parseTime(args[args.length - 1]);
+      if (Number.isNaN(ms)) return `invalid time value "${args[args.length - 1]}"`;
+      // a time alone is for 200, 301 and 302
+      const codes = args.length === 1 ? ['200', '301', '302'] : args.slice(0, -1);
+      for (const code of codes) {
+        const status = code === 'any' ? 0 : parseNumber(code);
+        if (code !== 'any' && !(status >= 100 && status <= 599)) return `invalid status "${code}"`;
+        c.valid.push({ status, ms });
+      }
+      return undefined;
+    },
+  },
+  {
+    name: 'proxy_cache_methods', contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      // GET and HEAD are always cached (nginx adds them)
+      const set = new Set(['GET', 'HEAD']);
+      for (const m of node.args) {
+        if (!['GET', 'HEAD', 'POST'].includes(m)) return `invalid value "${m}"`;
+        set.add(m);
+      }
+      return setOnce(cf, 'methods', set);
+    },
+  },
+  {
+    name: 'proxy_cache_min_uses', contexts: HTTP_ANY, args: 1,
+    handler(cf, node) {
+      const n = parseNumber(node.args[0]);
+      if (!(n >= 0)) return 'invalid number';
+      return setOnce(cf, 'minUses', n);
+    },
+  },
+  { name: 'proxy_cache_bypass', contexts: HTTP_ANY, args: [1, Infinity], handler: (cf, node) => { const c = cf.get(cacheLoc); c.bypass = [...(Object.hasOwn(c, 'bypass') ? c.bypass ?? [] : []), ...complexList(cf, node.args)]; } },
+  { name: 'proxy_no_cache', contexts: HTTP_ANY, args: [1, Infinity], handler: (cf, node) => { const c = cf.get(cacheLoc); c.noCache = [...(Object.hasOwn(c, 'noCache') ? c.noCache ?? [] : []), ...complexList(cf, node.args)]; } },
+  {
+    name: 'proxy_cache_use_stale', contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const ok = ['error', 'timeout', 'invalid_header', 'updating', 'http_500', 'http_502', 'http_503', 'http_504', 'http_403', 'http_404', 'http_429', 'off'];
+      for (const a of node.args) if (!ok.includes(a)) return `invalid value "${a}"`;
+      return setOnce(cf, 'useStale', new Set(node.args.filter((a) => a !== 'off')));
+    },
+  },
+  { name: 'proxy_cache_lock', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'lock', flagArg(cf, node.args[0])) },
+  { name: 'proxy_cache_revalidate', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'revalidate', flagArg(cf, node.args[0])) },
+  // accepted without effect: lock timing, background update, purge, conversion of HEAD
+  ...['proxy_cache_lock_timeout', 'proxy_cache_lock_age', 'proxy_cache_background_update', 'proxy_cache_convert_head', 'proxy_cache_max_range_offset']
+    .map((name): Directive => ({ name, contexts: HTTP_ANY, args: 1, handler: () => undefined })),
+  { name: 'proxy_cache_purge', contexts: HTTP_ANY, args: [1, Infinity], handler: () => undefined },
+];

@@ -1,0 +1,231 @@
+/**
+ * proxy_cache: the proxy's hooks into the cache (src/http/cache/).
+ *
+ * - cacheLookup (UpstreamRequest.start): before connecting, the key is
+ *   evaluated and looked up; a fresh file is served from disk (HIT), a
+ *   stale one while another request updates it (UPDATING, with
+ *   `proxy_cache_use_stale updating`); otherwise the request goes upstream
+ *   (MISS, EXPIRED, BYPASS).
+ * - cacheWriter (ResponseReader.accept): decides whether the upstream's
+ *   response may be stored and returns the writer the relay feeds with the
+ *   decoded body; the file is renamed into place when the body is complete.
+ * - cacheServeStale (UpstreamRequest.finalize): an upstream failure listed
+ *   in `proxy_cache_use_stale` is answered from the stale file (STALE).
+ * `$upstream_cache_status` reports which of these happened.
+ */
+import fs from 'node:fs';
+import { createTempFile } from '../../request-body.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog } from '../../request-log.ts';
+import { endBody, sendHeader } from '../../response.ts';
+import { commitFile, fileHeader, readCacheFile } from '../../cache/file.ts';
+import type { CacheFile } from '../../cache/file.ts';
+import { fresh, validUntil } from '../../cache/validity.ts';
+import { filePath, lookup, md5, remove, setUpdating, stored } from '../../cache/zone.ts';
+import type { CacheZone } from '../../cache/zone.ts';
+import { cacheLoc } from './cache-directives.ts';
+import type { CacheLocConf } from './cache-directives.ts';
+import { copyHeaders } from './headers-out.ts';
+import { parseResponseHead } from './response-head.ts';
+import type { ResponseHead } from './response-head.ts';
+import type { UpstreamRequest } from './upstream-request.ts';
+
+const CACHE_CTX = {};
+
+/** How long a request fetching an expired key makes others serve it stale (nginx: until the response is in). */
+const UPDATING_MS = 60_000;
+
+interface CacheState {
+  z: CacheZone;
+  c: CacheLocConf;
+  key: string;
+  digest: Buffer;
+  status: 'MISS' | 'HIT' | 'EXPIRED' | 'BYPASS' | 'STALE' | 'UPDATING' | 'REVALIDATED';
+  uses: number;
+  /** The stored (stale) response, kept for proxy_cache_use_stale. */
+  stale: CacheFile | undefined;
+  /** This request marked the key as updating. */
+  updating: boolean;
+}
+
+/** A predicate list (proxy_cache_bypass, proxy_no_cache): any value that is not empty or "0". */
+function anyTrue(list: CacheLocConf['bypass'], r: HttpRequest): boolean {
+  if (!list) return false;
+  for (const v of list) {
+    const s = v.evaluate(r);
+    if (s !== '' && s !== '0') return true;
+  }
+  return false;
+}
+
+export function cacheStatus(r: HttpRequest): string | undefined {
+  return (r.ctx.get(CACHE_CTX) as CacheState | undefined)?.status;
+}
+
+/** Hook: before connecting upstream. True when the response was served from the cache. */
+export function cacheLookup(u: UpstreamRequest): boolean {
+  const r = u.r;
+  const c = r.level.get(cacheLoc);
+  const z = c.zone ? c.zone.data : undefined;
+  if (!z || !c.methods!.has(r.method)) return false;
+  // without proxy_cache_key nginx keys by what goes upstream: `http://` + the proxy_pass host + the URI sent
+  const key = c.key ? c.key.evaluate(r) : u.schema + c.defaultKey!.evaluate(r) + u.uri;
+  const digest = md5(key);
+  const st: CacheState = { z, c, key, digest, status: 'MISS', uses: 0, stale: undefined, updating: false };
+  r.ctx.set(CACHE_CTX, st);
+  if (anyTrue(c.bypass, r)) {
+    st.status = 'BYPASS';
+    return false;
+  }
+  const e = lookup(z, digest);
+  st.uses = e.uses;
+  if (e.validUntil === 0) return false;
+  const f = readCacheFile(filePath(z, digest));
+  if (!f) return false;
+  if (fresh(f.meta.validUntil, Date.now())) {
+    st.status = 'HIT';
+    serve(u, f);
+    return true;
+  }
+  st.status = 'EXPIRED';
+  st.stale = f;
+  if (e.updating && c.useStale!.has('updating')) {
+    st.status = 'UPDATING';
+    serve(u, f);
+    return true;
+  }
+  setUpdating(z, digest, UPDATING_MS);
+  st.updating = true;
+  return false;
+}
+
+/** Hook: the exchange failed with `rc` before a head went out. True when a stale response was sent instead. */
+export function cacheServeStale(u: UpstreamRequest, rc: number): boolean {
+  const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
+  if (!st || !st.stale) return false;
+  const when = st.c.useStale!;
+  const ok = (rc === 502 && (when.has('error') || when.has('invalid_header'))) || (rc === 504 && when.has('timeout'))
+    || when.has(`http_${rc}`);
+  if (!ok) return false;
+  doneUpdating(st);
+  st.status = 'STALE';
+  serve(u, st.stale);
+  return true;
+}
+
+/** Hook: the upstream answered with `status`, which use_stale may prefer to hide (http_500, http_404, ...). */
+export function cacheStaleStatus(u: UpstreamRequest, status: number): boolean {
+  if (status < 400) return false;
+  const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
+  if (!st || !st.stale || !st.c.useStale!.has(`http_${status}`)) return false;
+  return cacheServeStale(u, status);
+}
+
+function doneUpdating(st: CacheState): void {
+  if (!st.updating) return;
+  st.updating = false;
+  setUpdating(st.z, st.digest, 0);
+}
+
+/** Sends a stored response: its head through the proxy's usual header rules, then the body. */
+function serve(u: UpstreamRequest, f: CacheFile): void {
+  const r = u.r;
+  const head = parseResponseHead(f.head, () => undefined) as ResponseHead;
+  u.headerSent();
+  copyHeaders(r, head, u.d);
+  // the body is stored decoded: its length is known
+  r.contentLength = f.body.length;
+  const noBody = r.method === 'HEAD' || head.status === 204 || head.status === 304;
+  sendHeader(r).then(() => {
+    if (noBody) endBody(r);
+    else endBody(r, f.body);
+    u.relayDone();
+  }, (err: Error) => {
+    requestLog(r).error(`sending a cached response failed: ${err.message}`);
+    r.res.destroy();
+    u.relayDone();
+  });
+}
+
+/** Receives the decoded body while it is relayed, and stores it when complete. */
+export class CacheWriter {
+  private readonly st: CacheState;
+  private readonly validUntil: number;
+  private fd: number;
+  private readonly tmp: string;
+  private size = 0;
+  private done = false;
+
+  constructor(st: CacheState, validUntil: number, fd: number, tmp: string) {
+    this.st = st;
+    this.validUntil = validUntil;
+    this.fd = fd;
+    this.tmp = tmp;
+  }
+
+  push(b: Buffer): void {
+    if (this.done) return;
+    try {
+      fs.writeSync(this.fd, b);
+      this.size += b.length;
+    } catch {
+      this.abort();
+    }
+  }
+
+  end(): void {
+    if (this.done) return;
+    this.done = true;
+    fs.closeSync(this.fd);
+    const st = this.st;
+    if (commitFile(this.tmp, filePath(st.z, st.digest))) stored(st.z, st.digest, this.validUntil, this.size);
+    doneUpdating(st);
+  }
+
+  abort(): void {
+    if (this.done) return;
+    this.done = true;
+    try { fs.closeSync(this.fd); } catch { /* closed */ }
+    fs.rm(this.tmp, { force: true }, () => undefined);
+    doneUpdating(this.st);
+  }
+}
+
+/** Statuses nginx never stores: partial content and the non-final ones. */
+function storable(status: number): boolean {
+  return status >= 200 && status !== 206 && status !== 304;
+}
+
+/**
+ * Hook: the upstream's head was accepted (`raw` is the head as received).
+ * Returns the writer for the body, or undefined when the response is not
+ * to be stored.
+ */
+export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string): CacheWriter | undefined {
+  const r = u.r;
+  const st = r.ctx.get(CACHE_CTX) as CacheState | undefined;
+  if (!st) return undefined;
+  const c = st.c;
+  const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
+  if (u.isHead || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+    // an entry that the upstream now says not to cache is not served any more (nginx removes it too)
+    if (st.stale && until === 0) remove(st.z, st.digest);
+    doneUpdating(st);
+    return undefined;
+  }
+  const lm = head.headers.lnames.indexOf('last-modified');
+  const et = head.headers.lnames.indexOf('etag');
+  try {
+    const t = createTempFile(st.z.tempPath);
+    const meta = {
+      validUntil: until, headLen: raw.length,
+      lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
+    };
+    fs.writeSync(t.fd, fileHeader(meta, st.key, raw));
+    return new CacheWriter(st, until, t.fd, t.path);
+  } catch (err) {
+    requestLog(r).crit(`cache file write failed (${(err as Error).message})`);
+    doneUpdating(st);
+    return undefined;
+  }
+}
