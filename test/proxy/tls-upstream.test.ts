@@ -2,7 +2,7 @@
  * HTTPS upstreams: proxy_pass https://, SNI with proxy_ssl_server_name and
  * proxy_ssl_name, proxy_ssl_verify against proxy_ssl_trusted_certificate
  * (chain and name, with nginx's log lines), client certificates with
- * proxy_ssl_certificate/_key, and session reuse. The upstream is a
+ * proxy_ssl_certificate/_key, proxy_ssl_crl, and session reuse. The upstream is a
  * node:tls server that reports what it saw of each handshake.
  */
 import { test, before, after } from 'node:test';
@@ -35,6 +35,17 @@ function makeCerts(): void {
     fs.writeFileSync(ext, san ? `subjectAltName=${san}\n` : 'basicConstraints=CA:FALSE\n');
     openssl('x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', ext);
   }
+  // CRLs from the CA: one revoking nothing, one revoking the server's certificate
+  fs.writeFileSync(path.join(dir, 'ca.conf'), `[ca]\ndefault_ca = myca\n[myca]\ndatabase = ${dir}/index.txt\ndefault_md = sha256\n`);
+  fs.writeFileSync(path.join(dir, 'index.txt'), '');
+  const ca = ['-config', 'ca.conf', '-keyfile', 'ca.key', '-cert', 'ca.crt'];
+  openssl('ca', '-gencrl', ...ca, '-crldays', '1', '-out', 'empty.crl');
+  openssl('ca', '-revoke', 'server.crt', ...ca);
+  openssl('ca', '-gencrl', ...ca, '-crldays', '1', '-out', 'revoked.crl');
+  // two CRLs in one file, another CA's first: the second must be read too
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'other.key', '-out', 'other.crt', '-days', '2', '-subj', '/CN=other ca');
+  openssl('ca', '-gencrl', '-config', 'ca.conf', '-keyfile', 'other.key', '-cert', 'other.crt', '-crldays', '1', '-out', 'other.crl');
+  fs.writeFileSync(path.join(dir, 'both.crl'), fs.readFileSync(path.join(dir, 'other.crl'), 'latin1') + fs.readFileSync(path.join(dir, 'empty.crl'), 'latin1'));
   fs.chmodSync(dir, 0o755);
   for (const f of fs.readdirSync(dir)) fs.chmodSync(path.join(dir, f), 0o644);
 }
@@ -99,6 +110,30 @@ ${HTTP_COMMON}
             # a session made by /verify/ would be resumed, its check included (as in nginx)
             proxy_ssl_session_reuse off;
         }
+        location /crl-empty/ {
+            proxy_pass https://127.0.0.1:${port}/;
+            proxy_ssl_verify on;
+            proxy_ssl_name upstream.example;
+            proxy_ssl_trusted_certificate ${dir}/ca.crt;
+            proxy_ssl_crl ${dir}/empty.crl;
+            proxy_ssl_session_reuse off;
+        }
+        location /crl-revoked/ {
+            proxy_pass https://127.0.0.1:${port}/;
+            proxy_ssl_verify on;
+            proxy_ssl_name upstream.example;
+            proxy_ssl_trusted_certificate ${dir}/ca.crt;
+            proxy_ssl_crl ${dir}/revoked.crl;
+            proxy_ssl_session_reuse off;
+        }
+        location /crl-both/ {
+            proxy_pass https://127.0.0.1:${port}/;
+            proxy_ssl_verify on;
+            proxy_ssl_name upstream.example;
+            proxy_ssl_trusted_certificate ${dir}/ca.crt;
+            proxy_ssl_crl ${dir}/both.crl;
+            proxy_ssl_session_reuse off;
+        }
         location /client/ {
             proxy_pass https://127.0.0.1:${port}/;
             proxy_ssl_certificate ${dir}/client.crt;
@@ -146,6 +181,13 @@ test('proxy_ssl_verify: a name mismatch or an untrusted chain is 502 with nginx\
   assert.match(await gh.waitForLog('error.log', /does not match/), /\[error\] .*upstream SSL certificate does not match "other\.example" while SSL handshaking to upstream, client: 127\.0\.0\.1/);
   assert.equal((await get('/untrusted/')).status, 502);
   assert.match(await gh.waitForLog('error.log', /verify error/), /\[error\] .*upstream SSL certificate verify error: \(\d+:[^)]+\) while SSL handshaking to upstream/);
+});
+
+test('proxy_ssl_crl: a revoked upstream certificate is 502 with OpenSSL\'s reason; every CRL of the file counts', async () => {
+  assert.equal((await get('/crl-empty/')).status, 200);
+  assert.equal((await get('/crl-revoked/')).status, 502);
+  assert.equal((await get('/crl-both/')).status, 200);
+  assert.match(await gh.waitForLog('error.log', /revoked/), /\[error\] .*upstream SSL certificate verify error: \(23:certificate revoked\) while SSL handshaking to upstream/);
 });
 
 test('proxy_ssl_certificate: the upstream sees the client certificate', async () => {

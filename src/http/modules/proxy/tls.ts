@@ -23,6 +23,18 @@ function readCached(path: string): Buffer {
   return b;
 }
 
+const crls = new Map<string, string[]>();
+
+/** The PEM blocks of a proxy_ssl_crl file. */
+function crlsOf(file: string): string[] {
+  let list = crls.get(file);
+  if (!list) {
+    list = readCached(file).toString('latin1').match(/-----BEGIN X509 CRL-----[^-]+-----END X509 CRL-----/g) ?? [];
+    crls.set(file, list);
+  }
+  return list;
+}
+
 const VERSIONS: Record<string, tls.SecureVersion> = {
   TLSv1: 'TLSv1', 'TLSv1.1': 'TLSv1.1', 'TLSv1.2': 'TLSv1.2', 'TLSv1.3': 'TLSv1.3',
 };
@@ -53,6 +65,8 @@ export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): Upst
   if (s.serverName && !net.isIP(name.replace(/^\[|\]$/g, ''))) options.servername = name;
   else options.servername = '';
   if (s.trustedCertificate) options.ca = readCached(s.trustedCertificate);
+  // node reads one CRL per entry; OpenSSL then checks the whole chain (CRL_CHECK_ALL), as nginx's ngx_ssl_crl asks
+  if (s.crl) options.crl = crlsOf(s.crl);
   if (s.certificate) {
     const cert = s.certificate.evaluate(r);
     const key = s.certificateKey ? s.certificateKey.evaluate(r) : cert;
@@ -126,6 +140,8 @@ function chainLength(socket: tls.TLSSocket): number {
 /** OpenSSL verify codes and texts for node's authorizationError names. */
 const VERIFY_CODES: Record<string, [number, string]> = {
   UNABLE_TO_GET_ISSUER_CERT: [2, 'unable to get issuer certificate'],
+  UNABLE_TO_GET_CRL: [3, 'unable to get certificate CRL'],
+  CRL_HAS_EXPIRED: [12, 'CRL has expired'],
   UNABLE_TO_GET_ISSUER_CERT_LOCALLY: [20, 'unable to get local issuer certificate'],
   UNABLE_TO_VERIFY_LEAF_SIGNATURE: [21, 'unable to verify the first certificate'],
   DEPTH_ZERO_SELF_SIGNED_CERT: [18, 'self-signed certificate'],
