@@ -26,6 +26,7 @@ import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
@@ -60,7 +61,9 @@ export const modules: CycleModule[] = [
   staticModule,
   accessModule,
   authBasicModule,
-  // preaccess: nginx runs limit_req before limit_conn
+  // post_read and preaccess: realip first (nginx registers it after the limits and runs a phase's
+  // handlers last-registered first), then limit_req before limit_conn
+  realipModule,
   limitReqModule,
   limitConnModule,
   notModifiedModule,

@@ -89,7 +89,7 @@ function requestLine(r: HttpRequest): string {
 /** The ` while <action>, client: ..., server: ..., request: ..., host: ...` suffix nginx appends. */
 export function requestContext(r: HttpRequest, action?: string): string {
   let s = action ? ` while ${action}` : '';
-  s += `, client: ${r.conn.remoteAddress}, server: ${r.server.primaryName}`;
+  s += `, client: ${r.remoteAddress}, server: ${r.server.primaryName}`;
   const line = requestLine(r);
   if (line) s += `, request: "${line}"`;
   if (r.parent) s += `, subrequest: "${r.uri}"`;

@@ -122,6 +122,21 @@ export class HttpRequest {
   completed = false;
   /** `set $limit_rate`: bytes per second for this request, over the location's limit_rate. */
   limitRate: number | undefined;
+  /**
+   * The client's address as realip found it (nginx replaces c->sockaddr and
+   * c->addr_text until the request ends); undefined when unchanged.
+   */
+  realAddress: { text: string; port: number } | undefined;
+
+  /** The client's address as modules see it (`$remote_addr`): realip's, a subrequest's parent's, else the connection's. */
+  get remoteAddress(): string {
+    return this.realAddress?.text ?? this.parent?.remoteAddress ?? this.conn.remoteAddress;
+  }
+
+  /** The client's port (`$remote_port`; 0 when unknown), as remoteAddress. */
+  get remotePort(): number {
+    return this.realAddress?.port ?? this.parent?.remotePort ?? this.conn.remotePort;
+  }
 
   constructor(conn: HttpConnection, main: HttpMainConf, server: ServerConf, req: IncomingMessage, res: ServerResponse, head?: RequestHead) {
     this.conn = conn;

@@ -99,7 +99,7 @@ export function matches(rule: Rule, family: 4 | 6 | 'unix', addr: Uint8Array | u
 function accessHandler(r: HttpRequest): number {
   const rules = r.level.get(accessSlot).rules;
   if (!rules) return DECLINED;
-  const remote = r.conn.remoteAddress;
+  const remote = r.remoteAddress;
   let family: 4 | 6 | 'unix';
   let addr: Uint8Array | undefined;
   if (remote.startsWith('unix:')) family = 'unix';

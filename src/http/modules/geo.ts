@@ -149,7 +149,7 @@ interface GeoTable {
 function geoAddress(r: HttpRequest, geo: GeoTable): ClientAddr | undefined {
   let client: ClientAddr;
   if (geo.sourceIndex < 0) {
-    client = clientAddrOf(r.conn.remoteAddress, r.conn.remotePort);
+    client = clientAddrOf(r.remoteAddress, r.remotePort);
   } else {
     const text = r.main.variables.value(r, geo.sourceIndex);
     const addr = text === undefined ? undefined : parseAddr(text);

@@ -176,7 +176,7 @@ export function pickerFor(r: HttpRequest, g: UpstreamGroup, peers: PeerList): Ro
   const b = g.balancer;
   if (b.kind === 'round_robin') return new RoundRobinPicker(peers);
   const key = b.kind === 'hash' ? (g.balanceKey as ComplexValue).evaluate(r) : '';
-  return createPicker(b, peers, { clientAddress: r.conn.remoteAddress, key }, g.ring);
+  return createPicker(b, peers, { clientAddress: r.remoteAddress, key }, g.ring);
 }
 
 const directives: Directive[] = [

@@ -210,7 +210,7 @@ const variables: VariableDef[] = [
       for (let i = 0; i < raw.length; i += 2) {
         if (raw[i].length === 15 && raw[i].toLowerCase() === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1] : `${xff}, ${raw[i + 1]}`;
       }
-      return xff === undefined ? r.conn.remoteAddress : `${xff}, ${r.conn.remoteAddress}`;
+      return xff === undefined ? r.remoteAddress : `${xff}, ${r.remoteAddress}`;
     },
   },
   // proxy_cache (cache.ts): MISS, HIT, EXPIRED, BYPASS, STALE, UPDATING, REVALIDATED

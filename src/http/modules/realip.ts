@@ -1,0 +1,127 @@
+/**
+ * ngx_http_realip_module: `set_real_ip_from`, `real_ip_header`,
+ * `real_ip_recursive`, `$realip_remote_addr`, `$realip_remote_port`.
+ *
+ * When the client is a trusted address, the address in X-Real-IP (the
+ * default), X-Forwarded-For, any other header, or the PROXY protocol header
+ * becomes the request's client address (`$remote_addr`, allow/deny, limits,
+ * log lines) until the request ends — nginx swaps the connection's address
+ * for the request; here the request carries it (r.realAddress), so HTTP/2
+ * streams of one connection stay apart. It runs in POST_READ with the
+ * server's settings and again in PREACCESS with the location's, once per
+ * request (internal redirects and subrequests keep what was found).
+ */
+import { defineSlot } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { flagArg } from '../../conf/values.ts';
+import { resolveHostSync } from '../../upstream/address.ts';
+import { DECLINED } from '../http-conf.ts';
+import type { HttpModule } from '../http-conf.ts';
+import { addrText, clientAddrOf, forwardedAddr, FWD_DECLINED, parseAddr, parseCidr } from '../inet.ts';
+import type { Rule } from './access.ts';
+import type { HttpRequest } from '../request.ts';
+import { headerValues } from './geo.ts';
+
+interface RealipConf {
+  /** Trusted addresses (`set_real_ip_from`); a level with its own list inherits none. */
+  from?: Rule[];
+  /** `X-Real-IP`, `X-Forwarded-For`, `proxy_protocol`, or another header's lowercase name. */
+  header?: string;
+  recursive?: boolean;
+}
+
+const realipSlot = defineSlot<RealipConf>('realip', () => ({}), (parent, child) => {
+  child.from ??= parent.from;
+  child.header ??= parent.header;
+  child.recursive ??= parent.recursive;
+});
+
+/** Whether realip already ran for this request (or the request it is a subrequest of). */
+function applied(r: HttpRequest): boolean {
+  for (let q: HttpRequest | undefined = r; q; q = q.parent) if (q.realAddress) return true;
+  return false;
+}
+
+/** ngx_http_realip_handler (POST_READ and PREACCESS). */
+function realipHandler(r: HttpRequest): number {
+  const conf = r.level.get(realipSlot);
+  if (!conf.from || applied(r)) return DECLINED;
+  const header = conf.header ?? 'X-Real-IP';
+  let values: string[];
+  if (header === 'X-Forwarded-For') {
+    values = headerValues(r, 'x-forwarded-for');
+  } else if (header === 'proxy_protocol') {
+    const pp = r.conn.proxyProtocol;
+    values = pp ? [pp.srcAddr] : [];
+  } else {
+    // the first header of the name
+    const first = headerValues(r, header === 'X-Real-IP' ? 'x-real-ip' : header)[0];
+    values = first === undefined ? [] : [first];
+  }
+  if (values.length === 0) return DECLINED;
+  const client = clientAddrOf(r.conn.remoteAddress, r.conn.remotePort);
+  if (forwardedAddr(client, values, conf.from, conf.recursive ?? false) === FWD_DECLINED) return DECLINED;
+  if (header === 'proxy_protocol') client.port = r.conn.proxyProtocol!.srcPort;
+  r.realAddress = { text: addrText(client.addr!), port: client.port };
+  return DECLINED;
+}
+
+function setRealIpFrom(cf: ConfContext, node: ConfNode): undefined {
+  const conf = cf.get(realipSlot);
+  if (!Object.hasOwn(conf, 'from') || conf.from === undefined) conf.from = [];
+  const value = node.args[0];
+  if (value === 'unix:') {
+    conf.from.push({ deny: false, family: 'unix' });
+    return undefined;
+  }
+  const cidr = parseCidr(value);
+  if (cidr) {
+    if (cidr.hostBits) cf.warn(`low address bits of ${value} are meaningless`);
+    conf.from.push(cidr);
+    return undefined;
+  }
+  // a host name: each of its addresses, resolved now (ngx_inet_resolve_host)
+  const ips = resolveHostSync(value);
+  if (ips.length === 0) throw cf.error(`host not found in set_real_ip_from "${value}"`);
+  for (const ip of ips) {
+    const addr = parseAddr(ip);
+    if (addr) conf.from.push({ deny: false, family: addr.length === 4 ? 4 : 6, addr, mask: new Uint8Array(addr.length).fill(0xff) });
+  }
+  return undefined;
+}
+
+function realIpHeader(cf: ConfContext, node: ConfNode): string | undefined {
+  const conf = cf.get(realipSlot);
+  if (conf.header !== undefined) return 'is duplicate';
+  const value = node.args[0];
+  // these three are matched as written; any other name is a header, caseless
+  conf.header = value === 'X-Real-IP' || value === 'X-Forwarded-For' || value === 'proxy_protocol' ? value : value.toLowerCase();
+  return undefined;
+}
+
+function realIpRecursive(cf: ConfContext, node: ConfNode): string | undefined {
+  const conf = cf.get(realipSlot);
+  if (conf.recursive !== undefined) return 'is duplicate';
+  conf.recursive = flagArg(cf, node.args[0]);
+  return undefined;
+}
+
+export const realipModule: HttpModule = {
+  name: 'ngx_http_realip_module',
+  directives: [
+    { name: 'set_real_ip_from', contexts: HTTP_ANY, args: 1, handler: setRealIpFrom },
+    { name: 'real_ip_header', contexts: HTTP_ANY, args: 1, handler: realIpHeader },
+    { name: 'real_ip_recursive', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.LOCATION, args: 'flag', handler: realIpRecursive },
+  ],
+  variables: [
+    // the connection's own address and port, whatever realip found
+    { name: 'realip_remote_addr', get: (r) => r.conn.remoteAddress },
+    { name: 'realip_remote_port', get: (r) => (r.conn.remotePort ? String(r.conn.remotePort) : '') },
+  ],
+  postconfiguration(http) {
+    http.addPhaseHandler('POST_READ', realipHandler);
+    http.addPhaseHandler('PREACCESS', realipHandler);
+  },
+};
