@@ -36,6 +36,7 @@ async function wrap(kind: BenchServer['kind'], s: RunningServer, port: number, c
 export async function startOrigin(): Promise<BenchServer> {
   const port = await freePort();
   const s = await startNginx({
+    errorLogLevel: 'error',
     conf: `
 worker_processes 1;
 events { worker_connections 20000; }
@@ -85,7 +86,7 @@ http {
 
 export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number): Promise<BenchServer> {
   const port = await freePort();
-  const opts = { conf: proxyConf(port, originPort) };
+  const opts = { conf: proxyConf(port, originPort), errorLogLevel: 'error' };
   const s = kind === 'nginx' ? await startNginx(opts) : await startGatehouse(opts);
   return wrap(kind, s, port, PROXY_CORE);
 }

@@ -70,6 +70,10 @@ export interface StartOptions {
   /** Let the server daemonize (no `daemon off;` in -g). Default: false,
    * unless the config has its own `daemon` directive. */
   daemon?: boolean;
+  /** Level of the error log given with -g (default `debug`, as nginx-tests does).
+   * Benchmarks want `error`: Debian's nginx is built --with-debug and would
+   * spend most of its time writing debug lines. */
+  errorLogLevel?: string;
   /** nginx run only: `load_module MODULES_DIR/<name>.so;` lines prepended to
    * the config, e.g. ['ngx_stream_module'] or ['ngx_http_lua_module']
    * (ndk_http_module is added in front of lua automatically). Ignored by
@@ -542,7 +546,7 @@ export async function startServer(binary: string, opts: StartOptions, flavor: Se
 
   const confDaemon = /^\s*daemon\s+(on|off)\s*;/m.exec(opts.conf)?.[1];
   const daemonizes = confDaemon ? confDaemon === 'on' : opts.daemon === true;
-  let globals = `pid ${prefix}/nginx.pid; error_log ${prefix}/error.log debug;`;
+  let globals = `pid ${prefix}/nginx.pid; error_log ${prefix}/error.log ${opts.errorLogLevel ?? 'debug'};`;
   if (!opts.daemon && !confDaemon) globals += ' daemon off;';
   const mods = flavor === 'nginx' ? moduleLines(opts.nginxModules) : '';
   const useTestGlobals = /%%TEST_GLOBALS%%/.test(opts.conf);
