@@ -3,13 +3,15 @@
  * proxy_buffering on holds small pieces of a body of known length until the
  * body is complete; a slow client makes the proxy spill to a temporary file
  * (within proxy_max_temp_file_size) and then push back on the upstream, and
- * every byte still arrives intact. Reference for the buffering semantics:
+ * every byte still arrives intact; proxy_limit_rate slows the reading of a
+ * buffered body. Reference for the buffering semantics:
  * nginx's event pipe (docs in /work/shared/reference/nginx-behaviours.md).
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import net from 'node:net';
+import { parseResponse } from '../kit/client.ts';
 import { startGatehouse } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { HTTP_COMMON, RawUpstream, sleep } from './upstream-kit.ts';
@@ -19,6 +21,7 @@ let gh: RunningServer;
 /** Lets a test release the rest of a response the upstream is holding. */
 let release: (() => void) | undefined;
 const BIG = crypto.randomBytes(6 * 1024 * 1024);
+const MEDIUM = crypto.randomBytes(12000);
 
 before(async () => {
   up = await RawUpstream.start(async (req, socket) => {
@@ -27,6 +30,13 @@ before(async () => {
       socket.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n' + (req.uri.includes('xab') ? 'X-Accel-Buffering: no\r\n' : '') + '\r\npart1', 'latin1');
       await new Promise<void>((res) => { release = res; });
       socket.end('part2');
+      return;
+    }
+    if (req.uri.startsWith('/rate')) {
+      // the rate comes in a header; the body in two chunks
+      const rate = new URL(req.uri, 'http://x').searchParams.get('r');
+      socket.write(`HTTP/1.1 200 OK\r\nX-Rate: ${rate}\r\nTransfer-Encoding: chunked\r\n\r\n`, 'latin1');
+      socket.end(Buffer.concat([Buffer.from('1770\r\n'), MEDIUM.subarray(0, 6000), Buffer.from('\r\n1770\r\n'), MEDIUM.subarray(6000), Buffer.from('\r\n0\r\n\r\n')]));
       return;
     }
     if (req.uri.startsWith('/big')) {
@@ -45,6 +55,7 @@ ${HTTP_COMMON}
         location /off/ { proxy_pass http://${up.address}/; proxy_buffering off; }
         location /spill/ { proxy_pass http://${up.address}/; proxy_max_temp_file_size 64m; }
         location /nofile/ { proxy_pass http://${up.address}/; proxy_max_temp_file_size 0; }
+        location /limited/ { proxy_pass http://${up.address}/; proxy_limit_rate $upstream_http_x_rate; }
     }
 }
 ` });
@@ -151,4 +162,15 @@ test('the client going away while the proxy holds data frees the exchange', asyn
   // the next request on the same upstream still works
   const body = await slowRead('/spill/big', true);
   assert.ok(body.equals(BIG));
+});
+
+test('proxy_limit_rate (a variable, read once the head is in): the body is read at that rate and arrives intact', async () => {
+  const started = Date.now();
+  const limited = await client('/limited/rate?r=5000').all();
+  // 12 kB at 5000 bytes a second can only be read from the third whole second on: a lower bound by design
+  assert.ok(Date.now() - started >= 1000, 'reading was slowed down');
+  assert.ok(parseResponse(limited).body.equals(MEDIUM));
+  // a value that is not a size means no limit (ngx_http_complex_value_size)
+  const free = await client('/limited/rate?r=fast').all();
+  assert.ok(parseResponse(free).body.equals(MEDIUM));
 });

@@ -93,6 +93,8 @@ export interface ProxyLocConf {
   passTrailers?: boolean;
   socketKeepalive?: boolean;
   bind?: ComplexValue | false;
+  /** proxy_limit_rate: bytes per second, or a value with variables evaluated per response. */
+  limitRate?: number | ComplexValue;
   /** proxy_cookie_domain / proxy_cookie_path rules, proxy_cookie_flags (`off`: false). */
   cookieDomains?: false | RedirectRule[];
   cookiePaths?: false | RedirectRule[];

@@ -201,6 +201,14 @@ const complex = (name: string, field: 'setBody' | 'method'): Directive => ({
   },
 });
 
+/** proxy_limit_rate (ngx_http_set_complex_value_size_slot): a constant is checked now. */
+const limitRate: Handler = (cf, node) => {
+  const c = cf.get(proxyLoc);
+  if (dup(c, 'limitRate')) return 'is duplicate';
+  const v = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
+  c.limitRate = v.constant === undefined ? v : sizeValue(cf, v.constant);
+};
+
 const bind: Handler = (cf, node) => {
   const c = cf.get(proxyLoc);
   if (dup(c, 'bind')) return 'is duplicate';
@@ -247,6 +255,7 @@ export const proxyDirectives: Directive[] = [
   flag('proxy_pass_trailers', 'passTrailers'),
   flag('proxy_socket_keepalive', 'socketKeepalive'),
   { name: 'proxy_bind', contexts: LOC_ANY, args: [1, 2], handler: bind },
+  { name: 'proxy_limit_rate', contexts: LOC_ANY, args: 1, handler: limitRate },
   ssl('proxy_ssl_server_name', 'serverName', flagArg, 'flag'),
   ssl('proxy_ssl_name', 'name', cv),
   ssl('proxy_ssl_verify', 'verify', flagArg, 'flag'),

@@ -17,6 +17,7 @@ import { upstreamRecord } from '../upstream.ts';
 import { cacheStaleStatus, cacheWriter } from './cache.ts';
 import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
 import { IGN } from './conf.ts';
+import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
 import { copyHeaders } from './headers-out.ts';
 import { BodyRelay } from './relay.ts';
 import type { RelaySource } from './relay.ts';
@@ -50,6 +51,8 @@ export class ResponseReader implements RelaySource {
   private remaining = -1;
   private keepalive = false;
   private relay: BodyRelay | undefined;
+  /** proxy_limit_rate, for a buffered response. */
+  private limiter: ReadRateLimit | undefined;
   /** Bytes that arrived while the client's head was being sent. */
   private held: Buffer[] | undefined;
   private upstreamEnded = false;
@@ -62,7 +65,7 @@ export class ResponseReader implements RelaySource {
 
   data(chunk: Buffer): void {
     if (this.held) { this.held.push(chunk); return; }
-    if (this.inBody) { this.body(chunk); return; }
+    if (this.inBody) { this.bodyRead(chunk); return; }
     if (this.complete) return;
     const b = this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
     const limit = this.u.conf.bufferSize!;
@@ -97,6 +100,7 @@ export class ResponseReader implements RelaySource {
     if (this.held) { this.upstreamEnded = true; return; }
     if (this.inBody) {
       if (this.complete) return;
+      if (this.limiter?.holding) { this.limiter.whenDrained(() => this.end()); return; }
       if (this.remaining === -1 && !this.decoder) {
         this.finishBody(false);
         return;
@@ -113,12 +117,14 @@ export class ResponseReader implements RelaySource {
   fail(): void {
     if (this.complete) return;
     this.complete = true;
+    this.limiter?.stop();
     this.u.upstreamDone(false);
     this.relay?.fail();
   }
 
   abort(): void {
     this.complete = true;
+    this.limiter?.stop();
     this.relay?.abort();
   }
 
@@ -163,6 +169,10 @@ export class ResponseReader implements RelaySource {
       else if (v === 'yes') buffering = true;
     }
     this.relay = new BodyRelay(r, this, u.conf, u.d, buffering, this.remaining, head.chunked);
+    const rate = buffering && u.conf.limitRate !== undefined ? limitRateOf(r, u.conf.limitRate) : 0;
+    if (rate > 0) {
+      this.limiter = new ReadRateLimit(rate, { deliver: (c) => this.body(c), pause: () => u.pauseUpstream(), resume: () => u.resumeUpstream() });
+    }
     // proxy_cache (cache.ts): the relay also feeds the body to the cache file when the response may be stored
     this.relay.tee = cacheWriter(u, head, b.toString('latin1', 0, head.bodyStart));
     const rest = b.subarray(head.bodyStart);
@@ -185,7 +195,7 @@ export class ResponseReader implements RelaySource {
         this.relay!.end();
         return;
       }
-      for (const c of held) this.body(c);
+      for (const c of held) this.bodyRead(c);
       if (this.remaining === 0 && !this.complete) this.finishBody(this.keepalive);
       else if (this.upstreamEnded) this.end();
     }, (err: Error) => {
@@ -193,6 +203,12 @@ export class ResponseReader implements RelaySource {
       u.finalize(500);
       r.res.destroy();
     });
+  }
+
+  /** Body bytes from the upstream, through proxy_limit_rate when set. */
+  private bodyRead(chunk: Buffer): void {
+    if (this.limiter) this.limiter.feed(chunk);
+    else this.body(chunk);
   }
 
   private body(chunk: Buffer): void {
@@ -295,8 +311,15 @@ export class ResponseReader implements RelaySource {
     this.body(first);
   }
 
-  pauseUpstream(): void { this.u.pauseUpstream(); }
-  resumeUpstream(): void { this.u.resumeUpstream(); }
+  pauseUpstream(): void {
+    if (this.limiter) this.limiter.relayPaused();
+    else this.u.pauseUpstream();
+  }
+
+  resumeUpstream(): void {
+    if (this.limiter) this.limiter.relayResumed();
+    else this.u.resumeUpstream();
+  }
   relayDone(): void { this.u.relayDone(); }
 }
 
