@@ -17,8 +17,8 @@ import type { CacheZone, CacheZoneDecl } from '../../cache/zone.ts';
 import type { ValidRule } from '../../cache/validity.ts';
 
 export interface CacheLocConf {
-  /** `proxy_cache zone` (false: off). */
-  zone?: CacheZoneDecl | false;
+  /** `proxy_cache zone` (false: off; a ComplexValue: a name evaluated per request). */
+  zone?: CacheZoneDecl | ComplexValue | false;
   key?: ComplexValue;
   /** `$proxy_host`, for the default key (nginx's ngx_http_proxy_create_key: schema, host, the URI sent upstream). */
   defaultKey?: ComplexValue;
@@ -37,10 +37,22 @@ export const cacheLoc = defineSlot<CacheLocConf>('proxy_cache_loc', () => ({}), 
   minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false,
 });
 
+/** A time in nginx's seconds syntax (ngx_parse_time(…, 1): `1y`, `2M` allowed), in ms; NaN when invalid. */
+function secondsMs(v: string): number {
+  return parseTime(v, true) * 1000;
+}
+
 function timeMs(cf: ConfContext, v: string, what: string): number {
-  const n = parseTime(v);
+  const n = secondsMs(v);
   if (Number.isNaN(n)) throw cf.error(`invalid ${what} value "${v}"`);
   return n;
+}
+
+/** Zones by name, for `proxy_cache $variable` (nginx looks the evaluated name up among the cache paths). */
+const zonesByName = new Map<string, CacheZone>();
+
+export function zoneNamed(name: string): CacheZone | undefined {
+  return zonesByName.get(name);
 }
 
 function cachePath(cf: ConfContext, args: string[]): undefined {
@@ -49,7 +61,6 @@ function cachePath(cf: ConfContext, args: string[]): undefined {
   let size = 0;
   let inactiveMs = 600_000;
   let maxSize = 0;
-  let useTemp = true;
   const dir = cf.prefixPath(args[0]);
   for (const a of args.slice(1)) {
     if (a.startsWith('levels=')) {
@@ -67,7 +78,8 @@ function cachePath(cf: ConfContext, args: string[]): undefined {
       maxSize = parseSize(a.slice(9));
       if (Number.isNaN(maxSize)) throw cf.error(`invalid max_size value "${a}"`);
     } else if (a.startsWith('use_temp_path=')) {
-      useTemp = a.slice(14) !== 'off';
+      // nginx writes to proxy_temp_path (on) or next to the cache (off) and renames; the cache's own temp directory is equivalent
+      if (!['on', 'off'].includes(a.slice(14))) throw cf.error(`invalid use_temp_path value "${a.slice(14)}", it must be "on" or "off"`);
     } else if (/^(min_free|manager_files|manager_sleep|manager_threshold|loader_files|loader_sleep|loader_threshold|purger|purger_files|purger_sleep|purger_threshold)=/.test(a)) {
       // the cache manager and loader run differently here: accepted, without effect
     } else {
@@ -78,7 +90,8 @@ function cachePath(cf: ConfContext, args: string[]): undefined {
   const decl = declareZone<CacheZone>(cf, name, size, CACHE_TAG);
   if (decl.data) throw cf.error(`duplicate zone "${name}"`);
   // with use_temp_path=on nginx writes to proxy_temp_path and moves the file; a directory inside the cache is equivalent and always on the same file system
-  decl.data = { name, path: dir, levels, inactiveMs, maxSize, tempPath: `${dir}/${useTemp ? '.temp' : '.temp'}`, table: sharedTable(decl) };
+  decl.data = { name, path: dir, levels, inactiveMs, maxSize, tempPath: `${dir}/.temp`, table: sharedTable(decl) };
+  zonesByName.set(name, decl.data);
   return undefined;
 }
 
@@ -98,7 +111,9 @@ export const cacheDirectives: Directive[] = [
     handler(cf, node) {
       const c = cf.get(cacheLoc);
       c.defaultKey ??= compileComplex(cf, httpMainOf(cf).variables, '$proxy_host');
-      return setOnce(cf, 'zone', node.args[0] === 'off' ? false : declareZone<CacheZone>(cf, node.args[0], 0, CACHE_TAG));
+      const a = node.args[0];
+      if (a === 'off') return setOnce(cf, 'zone', false);
+      return setOnce(cf, 'zone', a.includes('$') ? compileComplex(cf, httpMainOf(cf).variables, a) : declareZone<CacheZone>(cf, a, 0, CACHE_TAG));
     },
   },
   { name: 'proxy_cache_key', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'key', compileComplex(cf, httpMainOf(cf).variables, node.args[0])) },
@@ -108,7 +123,7 @@ export const cacheDirectives: Directive[] = [
       const c = cf.get(cacheLoc);
       if (!Object.hasOwn(c, 'valid') || !c.valid) c.valid = [];
       const args = node.args;
-      const ms = parseTime(args[args.length - 1]);
+      const ms = secondsMs(args[args.length - 1]);
       if (Number.isNaN(ms)) return `invalid time value "${args[args.length - 1]}"`;
       // a time alone is for 200, 301 and 302
       const codes = args.length === 1 ? ['200', '301', '302'] : args.slice(0, -1);

@@ -18,12 +18,12 @@ import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { endBody, sendHeader } from '../../response.ts';
-import { commitFile, fileHeader, readCacheFile } from '../../cache/file.ts';
+import { commitFile, fileHeader, readCacheFile, rewriteMeta } from '../../cache/file.ts';
 import type { CacheFile } from '../../cache/file.ts';
 import { fresh, validUntil } from '../../cache/validity.ts';
-import { filePath, lookup, md5, remove, setUpdating, stored } from '../../cache/zone.ts';
+import { filePath, lookup, md5, remove, revalidate, setUpdating, stored } from '../../cache/zone.ts';
 import type { CacheZone } from '../../cache/zone.ts';
-import { cacheLoc } from './cache-directives.ts';
+import { cacheLoc, zoneNamed } from './cache-directives.ts';
 import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from './response-head.ts';
@@ -46,6 +46,8 @@ interface CacheState {
   stale: CacheFile | undefined;
   /** This request marked the key as updating. */
   updating: boolean;
+  /** A conditional request went upstream for the stored response (proxy_cache_revalidate). */
+  revalidating?: boolean;
 }
 
 /** A predicate list (proxy_cache_bypass, proxy_no_cache): any value that is not empty or "0". */
@@ -66,7 +68,18 @@ export function cacheStatus(r: HttpRequest): string | undefined {
 export function cacheLookup(u: UpstreamRequest): boolean {
   const r = u.r;
   const c = r.level.get(cacheLoc);
-  const z = c.zone ? c.zone.data : undefined;
+  if (!c.zone) return false;
+  clearConditionals(u);
+  let z: CacheZone | undefined;
+  if ('evaluate' in c.zone) {
+    z = zoneNamed(c.zone.evaluate(r));
+    if (!z) {
+      // nginx: the request fails (ngx_http_upstream_cache_get)
+      requestLog(r).error(`cache "${c.zone.evaluate(r)}" not found`);
+      u.finalize(500);
+      return true;
+    }
+  } else z = c.zone.data;
   if (!z || !c.methods!.has(r.method)) return false;
   // without proxy_cache_key nginx keys by what goes upstream: `http://` + the proxy_pass host + the URI sent
   const key = c.key ? c.key.evaluate(r) : u.schema + c.defaultKey!.evaluate(r) + u.uri;
@@ -96,7 +109,32 @@ export function cacheLookup(u: UpstreamRequest): boolean {
   }
   setUpdating(z, digest, UPDATING_MS);
   st.updating = true;
+  if (c.revalidate && (f.meta.lastModified !== undefined || f.meta.etag !== undefined)) {
+    // proxy_cache_revalidate: a conditional request; a 304 renews the stored response (cacheOnStatus)
+    let extra = '';
+    if (f.meta.lastModified !== undefined) extra += `If-Modified-Since: ${f.meta.lastModified}\r\n`;
+    if (f.meta.etag !== undefined) extra += `If-None-Match: ${f.meta.etag}\r\n`;
+    u.head = u.head.slice(0, -2) + extra + '\r\n';
+    st.revalidating = true;
+  }
   return false;
+}
+
+/** Request fields nginx's proxy_cache clears by default (ngx_http_proxy_cache_headers): the cache wants whole, unconditional responses. */
+const CLEARED = ['if-modified-since', 'if-unmodified-since', 'if-none-match', 'if-match', 'range', 'if-range'];
+
+function clearConditionals(u: UpstreamRequest): void {
+  const own = u.conf.setHeaders;
+  const head = u.head;
+  const lines = head.split('\r\n');
+  const kept = lines.filter((line, i) => {
+    if (i === 0) return true;
+    const c = line.indexOf(':');
+    if (c <= 0) return true;
+    const name = line.slice(0, c).toLowerCase();
+    return !CLEARED.includes(name) || (own !== undefined && own.some((h) => h.name.toLowerCase() === name));
+  });
+  if (kept.length !== lines.length) u.head = kept.join('\r\n');
 }
 
 /** Hook: the exchange failed with `rc` before a head went out. True when a stale response was sent instead. */
@@ -113,12 +151,39 @@ export function cacheServeStale(u: UpstreamRequest, rc: number): boolean {
   return true;
 }
 
-/** Hook: the upstream answered with `status`, which use_stale may prefer to hide (http_500, http_404, ...). */
-export function cacheStaleStatus(u: UpstreamRequest, status: number): boolean {
-  if (status < 400) return false;
+/**
+ * Hook: the upstream answered with `status`. A 304 to a revalidation renews
+ * the stored response and serves it (REVALIDATED); a status listed in
+ * use_stale (http_500, http_404, ...) is answered from the stale file.
+ */
+export function cacheStaleStatus(u: UpstreamRequest, status: number, head?: ResponseHead): boolean {
+  if (status !== 304 && status < 400) return false;
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
+  if (status === 304) {
+    if (!st || !st.revalidating || !st.stale) return false;
+    renew(st, head);
+    st.status = 'REVALIDATED';
+    doneUpdating(st);
+    serve(u, st.stale);
+    return true;
+  }
   if (!st || !st.stale || !st.c.useStale!.has(`http_${status}`)) return false;
   return cacheServeStale(u, status);
+}
+
+/** A revalidated response: valid for what the 304 says, else for the stored status's proxy_cache_valid time. */
+function renew(st: CacheState, head: ResponseHead | undefined): void {
+  const f = st.stale!;
+  const stored = parseResponseHead(f.head, () => undefined) as ResponseHead;
+  const now = Date.now();
+  let until = head ? validUntil(head.headers, stored.status, st.c.valid, 0, now) : 0;
+  if (until === 0) until = validUntil({ names: [], lnames: [], values: [] }, stored.status, st.c.valid, 0, now);
+  if (until === 0) return;
+  f.meta.validUntil = until;
+  const file = filePath(st.z, st.digest);
+  const tmp = createTempFile(st.z.tempPath);
+  fs.closeSync(tmp.fd);
+  if (rewriteMeta(file, f, st.key, tmp.path)) revalidate(st.z, st.digest, until);
 }
 
 function doneUpdating(st: CacheState): void {

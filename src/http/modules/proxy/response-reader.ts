@@ -150,7 +150,7 @@ export class ResponseReader implements RelaySource {
       return;
     }
     // proxy_cache_use_stale http_NNN (cache.ts): the stale cached response instead of this one
-    if (cacheStaleStatus(u, head.status)) {
+    if (cacheStaleStatus(u, head.status, head)) {
       u.upstreamDone(false);
       return;
     }

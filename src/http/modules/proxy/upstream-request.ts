@@ -48,7 +48,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   readonly r: HttpRequest;
   readonly conf: ProxyLocConf;
   readonly d: DerivedConf;
-  readonly head: string;
+  /** The request head; proxy_cache (cache.ts) may clear conditional fields or add a revalidation's. */
+  head: string;
   readonly sender: BodySender;
   readonly group: UpstreamGroup | undefined;
   readonly picker: RoundRobinPicker;
