@@ -31,10 +31,11 @@ export interface CacheLocConf {
   useStale?: Set<string>;
   lock?: boolean;
   revalidate?: boolean;
+  convertHead?: boolean;
 }
 
 export const cacheLoc = defineSlot<CacheLocConf>('proxy_cache_loc', () => ({}), inheritUnset, {
-  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false,
+  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false, convertHead: true,
 });
 
 /** A time in nginx's seconds syntax (ngx_parse_time(…, 1): `1y`, `2M` allowed), in ms; NaN when invalid. */
@@ -167,8 +168,9 @@ export const cacheDirectives: Directive[] = [
   },
   { name: 'proxy_cache_lock', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'lock', flagArg(cf, node.args[0])) },
   { name: 'proxy_cache_revalidate', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'revalidate', flagArg(cf, node.args[0])) },
-  // accepted without effect: lock timing, background update, purge, conversion of HEAD
-  ...['proxy_cache_lock_timeout', 'proxy_cache_lock_age', 'proxy_cache_background_update', 'proxy_cache_convert_head', 'proxy_cache_max_range_offset']
+  { name: 'proxy_cache_convert_head', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'convertHead', flagArg(cf, node.args[0])) },
+  // accepted without effect: lock timing, background update, purge
+  ...['proxy_cache_lock_timeout', 'proxy_cache_lock_age', 'proxy_cache_background_update', 'proxy_cache_max_range_offset']
     .map((name): Directive => ({ name, contexts: HTTP_ANY, args: 1, handler: () => undefined })),
   { name: 'proxy_cache_purge', contexts: HTTP_ANY, args: [1, Infinity], handler: () => undefined },
 ];

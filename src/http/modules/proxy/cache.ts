@@ -83,6 +83,11 @@ export function cacheLookup(u: UpstreamRequest): boolean {
   if (!z || !c.methods!.has(r.method)) return false;
   // without proxy_cache_key nginx keys by what goes upstream: `http://` + the proxy_pass host + the URI sent
   const key = c.key ? c.key.evaluate(r) : u.schema + c.defaultKey!.evaluate(r) + u.uri;
+  if (u.isHead && c.convertHead && u.head.startsWith('HEAD ')) {
+    // proxy_cache_convert_head: the upstream is asked for the whole response, which can then be stored
+    u.head = 'GET ' + u.head.slice(5);
+    u.isHead = false;
+  }
   const digest = md5(key);
   const st: CacheState = { z, c, key, digest, status: 'MISS', uses: 0, stale: undefined, updating: false };
   r.ctx.set(CACHE_CTX, st);
@@ -272,7 +277,9 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   if (!st) return undefined;
   const c = st.c;
   const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
-  if (u.isHead || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+  // a HEAD client's body is not read (response-reader): only an empty one can be stored
+  const bodyUnread = r.method === 'HEAD' && head.contentLength !== 0;
+  if (u.isHead || bodyUnread || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
     // an entry that the upstream now says not to cache is not served any more (nginx removes it too)
     if (st.stale && until === 0) remove(st.z, st.digest);
     doneUpdating(st);

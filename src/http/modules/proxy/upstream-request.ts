@@ -57,7 +57,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   /** `http://127.0.0.1:8081` style prefix and the URI, for log lines. */
   readonly schema: string;
   readonly uri: string;
-  readonly isHead: boolean;
+  /** The upstream request is HEAD (proxy_cache_convert_head in cache.ts may make it GET). */
+  isHead: boolean;
   private readonly record: UpstreamRecord;
   private state: UpstreamState | undefined;
   conn: UpstreamConnection | undefined;
