@@ -26,6 +26,7 @@ import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/modules/upstream.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { refererModule } from './http/modules/referer.ts';
@@ -58,6 +59,7 @@ export const modules: CycleModule[] = [
   // header filters not_modified → headers → sub → ssi → gzip → range → chunked.
   tryFilesModule,
   indexModule,
+  autoindexModule,
   staticModule,
   accessModule,
   authBasicModule,
