@@ -72,10 +72,13 @@ export function cacheLookup(u: UpstreamRequest): boolean {
   clearConditionals(u);
   let z: CacheZone | undefined;
   if ('evaluate' in c.zone) {
-    z = zoneNamed(c.zone.evaluate(r));
+    const name = c.zone.evaluate(r);
+    // an empty name: no caching for this request
+    if (name === '') return false;
+    z = zoneNamed(name);
     if (!z) {
       // nginx: the request fails (ngx_http_upstream_cache_get)
-      requestLog(r).error(`cache "${c.zone.evaluate(r)}" not found`);
+      requestLog(r).error(`cache "${name}" not found`);
       u.finalize(500);
       return true;
     }
@@ -278,8 +281,9 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   const c = st.c;
   const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
   // a HEAD client's body is not read (response-reader): only an empty one can be stored
-  const bodyUnread = r.method === 'HEAD' && head.contentLength !== 0;
-  if (u.isHead || bodyUnread || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+  // (a HEAD sent upstream as HEAD, proxy_cache_convert_head off, is stored with its empty body, as nginx does)
+  const bodyUnread = r.method === 'HEAD' && !u.isHead && head.contentLength !== 0;
+  if (bodyUnread || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
     // an entry that the upstream now says not to cache is not served any more (nginx removes it too)
     if (st.stale && until === 0) remove(st.z, st.digest);
     doneUpdating(st);
