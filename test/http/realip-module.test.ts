@@ -20,6 +20,8 @@ const conf = httpConf(`
     set_real_ip_from 127.0.0.1;
     set_real_ip_from 10.0.0.0/8;
     add_header X-IP $remote_addr;
+    add_header X-Geo $geo;
+    geo $geo { default world; 127.0.0.0/8 loopback; 192.0.2.0/24 test; }
 
     server {
         listen 127.0.0.1:%%PORT_8080%%;
@@ -114,6 +116,9 @@ test('POST_READ with the server\'s settings; PREACCESS with the location\'s', as
   const r = await same(pair(), 'GET / HTTP/1.1\r\nX-Real-IP: 192.0.2.1', 8081);
   assert.equal(r.status, 204);
   assert.equal(r.header('x-ip'), '192.0.2.1');
+  // geo looks up the address realip found
+  assert.equal(r.header('x-geo'), 'test');
+  assert.equal((await same(pair(), 'GET / HTTP/1.1', 8081)).header('x-geo'), 'loopback');
   assert.match(await body('GET / HTTP/1.1\r\nX-Forwarded-For: 192.0.2.3', 8082), /^addr=192\.0\.2\.3 /);
   // a location's `return` answers in the rewrite phase, before realip's second chance
   assert.equal((await same(pair(), 'GET /ret HTTP/1.1\r\nX-Forwarded-For: 192.0.2.3', 8082)).body.toString(), '127.0.0.1\n');
