@@ -93,6 +93,9 @@ export interface ProxyLocConf {
   passTrailers?: boolean;
   socketKeepalive?: boolean;
   bind?: ComplexValue | false;
+  /** proxy_store: true for root + URI, a path with variables, false for off. */
+  store?: boolean | ComplexValue;
+  storeAccess?: number;
   /** proxy_limit_rate: bytes per second, or a value with variables evaluated per response. */
   limitRate?: number | ComplexValue;
   /** proxy_cookie_domain / proxy_cookie_path rules, proxy_cookie_flags (`off`: false). */

@@ -15,6 +15,7 @@ import { FT, IGN, proxyLoc } from './conf.ts';
 import type { ProxyLocConf, SslConf } from './conf.ts';
 import { compileRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
+import { parseAccess, parseStore } from './store.ts';
 import { dynamicTarget, staticTarget } from './target.ts';
 
 type Handler = Directive['handler'];
@@ -209,6 +210,20 @@ const limitRate: Handler = (cf, node) => {
   c.limitRate = v.constant === undefined ? v : sizeValue(cf, v.constant);
 };
 
+const store: Handler = (cf, node) => {
+  const c = cf.get(proxyLoc);
+  if (dup(c, 'store')) return 'is duplicate';
+  c.store = parseStore(cf, node.args[0]);
+};
+
+const storeAccess: Handler = (cf, node) => {
+  const c = cf.get(proxyLoc);
+  if (dup(c, 'storeAccess')) return 'is duplicate';
+  const v = parseAccess(node.args);
+  if (typeof v === 'string') return v;
+  c.storeAccess = v;
+};
+
 const bind: Handler = (cf, node) => {
   const c = cf.get(proxyLoc);
   if (dup(c, 'bind')) return 'is duplicate';
@@ -256,6 +271,8 @@ export const proxyDirectives: Directive[] = [
   flag('proxy_socket_keepalive', 'socketKeepalive'),
   { name: 'proxy_bind', contexts: LOC_ANY, args: [1, 2], handler: bind },
   { name: 'proxy_limit_rate', contexts: LOC_ANY, args: 1, handler: limitRate },
+  { name: 'proxy_store', contexts: LOC_ANY, args: 1, handler: store },
+  { name: 'proxy_store_access', contexts: LOC_ANY, args: [1, 3], handler: storeAccess },
   ssl('proxy_ssl_server_name', 'serverName', flagArg, 'flag'),
   ssl('proxy_ssl_name', 'name', cv),
   ssl('proxy_ssl_verify', 'verify', flagArg, 'flag'),

@@ -18,6 +18,7 @@ import { cacheStaleStatus, cacheWriter } from './cache.ts';
 import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
 import { IGN } from './conf.ts';
 import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
+import { storeWriter } from './store.ts';
 import { copyHeaders } from './headers-out.ts';
 import { BodyRelay } from './relay.ts';
 import type { RelaySource } from './relay.ts';
@@ -175,6 +176,8 @@ export class ResponseReader implements RelaySource {
     }
     // proxy_cache (cache.ts): the relay also feeds the body to the cache file when the response may be stored
     this.relay.tee = cacheWriter(u, head, b.toString('latin1', 0, head.bodyStart));
+    // proxy_store (store.ts): the same for the file the response is stored in
+    if (u.conf.store) this.relay.tee ??= storeWriter(r, u.conf, head, buffering, u.d.tempPath);
     const rest = b.subarray(head.bodyStart);
     this.buf = undefined;
     // nothing can arrive from the socket before the header filters (microtasks) are done: no pause needed
