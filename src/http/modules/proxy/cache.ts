@@ -17,7 +17,9 @@ import fs from 'node:fs';
 import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { endBody, sendHeader } from '../../response.ts';
+import { endBody, sendBody, sendHeader } from '../../response.ts';
+import { bodyReplaced } from '../not-modified.ts';
+import { allowRanges, rangePlan } from '../range.ts';
 import { commitFile, fileHeader, readCacheFile, rewriteMeta } from '../../cache/file.ts';
 import type { CacheFile } from '../../cache/file.ts';
 import { fresh, validUntil } from '../../cache/validity.ts';
@@ -209,9 +211,19 @@ function serve(u: UpstreamRequest, f: CacheFile): void {
   // the body is stored decoded: its length is known
   r.contentLength = f.body.length;
   const noBody = r.method === 'HEAD' || head.status === 204 || head.status === 304;
+  // a cached response can be sent in byte ranges, as nginx allows (ngx_http_upstream_cache_send)
+  allowRanges(r);
   sendHeader(r).then(() => {
-    if (noBody) endBody(r);
-    else endBody(r, f.body);
+    const plan = rangePlan(r);
+    if (noBody || bodyReplaced(r)) endBody(r);
+    else if (!plan) endBody(r, f.body);
+    else {
+      for (const part of plan.parts) {
+        if (part.head) sendBody(r, Buffer.from(part.head, 'latin1'));
+        sendBody(r, f.body.subarray(part.start, part.end));
+      }
+      endBody(r, plan.tail === undefined ? undefined : Buffer.from(plan.tail, 'latin1'));
+    }
     u.relayDone();
   }, (err: Error) => {
     requestLog(r).error(`sending a cached response failed: ${err.message}`);
