@@ -246,8 +246,10 @@ function luaStringEnd(s: string, at: number, q: number): number {
  * or not; any other `\x` stays as written (regexes keep their `\d`).
  */
 function unescape(s: string, from: number, to: number): string {
-  const i0 = s.indexOf('\\', from);
-  if (i0 < 0 || i0 >= to) return s.slice(from, to);
+  // look within the word only: indexOf would scan the rest of the file for every word
+  let i0 = from;
+  while (i0 < to && s.charCodeAt(i0) !== BACKSLASH) i0++;
+  if (i0 >= to) return s.slice(from, to);
   let out = s.slice(from, i0);
   for (let i = i0; i < to; i++) {
     const ch = s.charCodeAt(i);
