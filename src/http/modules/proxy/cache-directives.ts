@@ -32,10 +32,12 @@ export interface CacheLocConf {
   lock?: boolean;
   revalidate?: boolean;
   convertHead?: boolean;
+  lockTimeoutMs?: number;
+  lockAgeMs?: number;
 }
 
 export const cacheLoc = defineSlot<CacheLocConf>('proxy_cache_loc', () => ({}), inheritUnset, {
-  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false, convertHead: true,
+  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false, convertHead: true, lockTimeoutMs: 5000, lockAgeMs: 5000,
 });
 
 /** A time in nginx's seconds syntax (ngx_parse_time(…, 1): `1y`, `2M` allowed), in ms; NaN when invalid. */
@@ -46,6 +48,12 @@ function secondsMs(v: string): number {
 function timeMs(cf: ConfContext, v: string, what: string): number {
   const n = secondsMs(v);
   if (Number.isNaN(n)) throw cf.error(`invalid ${what} value "${v}"`);
+  return n;
+}
+
+function msArg(cf: ConfContext, v: string): number {
+  const n = parseTime(v);
+  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
   return n;
 }
 
@@ -169,8 +177,10 @@ export const cacheDirectives: Directive[] = [
   { name: 'proxy_cache_lock', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'lock', flagArg(cf, node.args[0])) },
   { name: 'proxy_cache_revalidate', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'revalidate', flagArg(cf, node.args[0])) },
   { name: 'proxy_cache_convert_head', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'convertHead', flagArg(cf, node.args[0])) },
-  // accepted without effect: lock timing, background update, purge
-  ...['proxy_cache_lock_timeout', 'proxy_cache_lock_age', 'proxy_cache_background_update', 'proxy_cache_max_range_offset']
+  { name: 'proxy_cache_lock_timeout', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'lockTimeoutMs', msArg(cf, node.args[0])) },
+  { name: 'proxy_cache_lock_age', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'lockAgeMs', msArg(cf, node.args[0])) },
+  // accepted without effect: background update, purge
+  ...['proxy_cache_background_update', 'proxy_cache_max_range_offset']
     .map((name): Directive => ({ name, contexts: HTTP_ANY, args: 1, handler: () => undefined })),
   { name: 'proxy_cache_purge', contexts: HTTP_ANY, args: [1, Infinity], handler: () => undefined },
 ];

@@ -37,6 +37,10 @@ const CACHE_CTX = {};
 /** How long a request fetching an expired key makes others serve it stale (nginx: until the response is in). */
 const UPDATING_MS = 60_000;
 
+/** How often a request waiting on proxy_cache_lock looks again (nginx wakes waiters every 500 ms or on completion). */
+const LOCK_POLL_MS = 25;
+const LOCK_CTX = {};
+
 interface CacheState {
   z: CacheZone;
   c: CacheLocConf;
@@ -50,6 +54,8 @@ interface CacheState {
   updating: boolean;
   /** A conditional request went upstream for the stored response (proxy_cache_revalidate). */
   revalidating?: boolean;
+  /** proxy_cache_lock timed out: the response goes to the client only. */
+  noStore?: boolean;
 }
 
 /** A predicate list (proxy_cache_bypass, proxy_no_cache): any value that is not empty or "0". */
@@ -102,23 +108,37 @@ export function cacheLookup(u: UpstreamRequest): boolean {
   }
   const e = lookup(z, digest);
   st.uses = e.uses;
-  if (e.validUntil === 0) return false;
-  const f = readCacheFile(filePath(z, digest));
-  if (!f) return false;
-  if (fresh(f.meta.validUntil, Date.now())) {
+  const f = e.validUntil === 0 ? undefined : readCacheFile(filePath(z, digest));
+  if (f && fresh(f.meta.validUntil, Date.now())) {
     st.status = 'HIT';
     serve(u, f);
     return true;
   }
-  st.status = 'EXPIRED';
-  st.stale = f;
-  if (e.updating && c.useStale!.has('updating')) {
-    st.status = 'UPDATING';
-    serve(u, f);
-    return true;
+  if (f) {
+    st.status = 'EXPIRED';
+    st.stale = f;
+    if (e.updating && c.useStale!.has('updating')) {
+      st.status = 'UPDATING';
+      serve(u, f);
+      return true;
+    }
   }
-  setUpdating(z, digest, UPDATING_MS);
+  if (c.lock && e.updating) {
+    // proxy_cache_lock: another request is fetching this key; look again shortly, until proxy_cache_lock_timeout
+    let until = r.ctx.get(LOCK_CTX) as number | undefined;
+    if (until === undefined) r.ctx.set(LOCK_CTX, (until = Date.now() + c.lockTimeoutMs!));
+    if (Date.now() < until) {
+      setTimeout(() => { if (!u.settled) u.start(); }, LOCK_POLL_MS);
+      return true;
+    }
+    // the lock timed out: this request goes upstream and its response is not stored (nginx 1.7.8+)
+    st.noStore = true;
+    return false;
+  }
+  // the lock (or use_stale updating) lasts until the response is stored, at most proxy_cache_lock_age
+  setUpdating(z, digest, c.lock ? c.lockAgeMs! : UPDATING_MS);
   st.updating = true;
+  if (!f) return false;
   if (c.revalidate && (f.meta.lastModified !== undefined || f.meta.etag !== undefined)) {
     // proxy_cache_revalidate: a conditional request; a 304 renews the stored response (cacheOnStatus)
     let extra = '';
@@ -150,6 +170,7 @@ function clearConditionals(u: UpstreamRequest): void {
 /** Hook: the exchange failed with `rc` before a head went out. True when a stale response was sent instead. */
 export function cacheServeStale(u: UpstreamRequest, rc: number): boolean {
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
+  if (st) doneUpdating(st);
   if (!st || !st.stale) return false;
   const when = st.c.useStale!;
   const ok = (rc === 502 && (when.has('error') || when.has('invalid_header'))) || (rc === 504 && when.has('timeout'))
@@ -295,7 +316,7 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   // a HEAD client's body is not read (response-reader): only an empty one can be stored
   // (a HEAD sent upstream as HEAD, proxy_cache_convert_head off, is stored with its empty body, as nginx does)
   const bodyUnread = r.method === 'HEAD' && !u.isHead && head.contentLength !== 0;
-  if (bodyUnread || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+  if (st.noStore || bodyUnread || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
     // an entry that the upstream now says not to cache is not served any more (nginx removes it too)
     if (st.stale && until === 0) remove(st.z, st.digest);
     doneUpdating(st);
