@@ -16,6 +16,8 @@ export interface CacheMeta {
   headLen: number;
   lastModified?: string;
   etag?: string;
+  /** An intercepted error status stored instead of a response (nginx's node->error). */
+  error?: number;
 }
 
 export interface CacheFile {

@@ -21,7 +21,7 @@ import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { bodyReplaced } from '../not-modified.ts';
 import { allowRanges, rangePlan } from '../range.ts';
 import { commitFile, fileHeader, readCacheFile, rewriteMeta } from '../../cache/file.ts';
-import type { CacheFile } from '../../cache/file.ts';
+import type { CacheFile, CacheMeta } from '../../cache/file.ts';
 import { fresh, validUntil } from '../../cache/validity.ts';
 import { filePath, lookup, md5, remove, revalidate, setUpdating, stored } from '../../cache/zone.ts';
 import type { CacheZone } from '../../cache/zone.ts';
@@ -111,12 +111,14 @@ export function cacheLookup(u: UpstreamRequest): boolean {
   const f = e.validUntil === 0 ? undefined : readCacheFile(filePath(z, digest));
   if (f && fresh(f.meta.validUntil, Date.now())) {
     st.status = 'HIT';
-    serve(u, f);
+    // an intercepted error that was cached: answered as the error again (error_page applies)
+    if (f.meta.error) u.finalize(f.meta.error);
+    else serve(u, f);
     return true;
   }
   if (f) {
     st.status = 'EXPIRED';
-    st.stale = f;
+    if (!f.meta.error) st.stale = f;
     if (e.updating && c.useStale!.has('updating')) {
       st.status = 'UPDATING';
       serve(u, f);
@@ -324,17 +326,34 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   }
   const lm = head.headers.lnames.indexOf('last-modified');
   const et = head.headers.lnames.indexOf('etag');
+  return openWriter(r, st, {
+    validUntil: until, headLen: raw.length,
+    lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
+  }, raw);
+}
+
+function openWriter(r: HttpRequest, st: CacheState, meta: CacheMeta, raw: string): CacheWriter | undefined {
   try {
     const t = createTempFile(st.z.tempPath);
-    const meta = {
-      validUntil: until, headLen: raw.length,
-      lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
-    };
     fs.writeSync(t.fd, fileHeader(meta, st.key, raw));
-    return new CacheWriter(st, until, t.fd, t.path);
+    return new CacheWriter(st, meta.validUntil, t.fd, t.path);
   } catch (err) {
     requestLog(r).crit(`cache file write failed (${(err as Error).message})`);
     doneUpdating(st);
     return undefined;
   }
+}
+
+/** Hook: an upstream error intercepted by error_page; nginx stores the status alone when it is cacheable. */
+export function cacheError(u: UpstreamRequest, head: ResponseHead): void {
+  const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
+  if (!st) return;
+  const c = st.c;
+  const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
+  if (st.noStore || until === 0 || anyTrue(c.noCache, u.r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+    doneUpdating(st);
+    return;
+  }
+  const w = openWriter(u.r, st, { validUntil: until, headLen: 0, error: head.status }, '');
+  w?.end();
 }

@@ -14,7 +14,7 @@ import { requestLog } from '../../request-log.ts';
 import { errorPageConf } from '../core/error-page.ts';
 import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';
-import { cacheStaleStatus, cacheWriter } from './cache.ts';
+import { cacheError, cacheStaleStatus, cacheWriter } from './cache.ts';
 import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
 import { IGN } from './conf.ts';
 import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
@@ -138,6 +138,8 @@ export class ResponseReader implements RelaySource {
     rec.headers = head.headers;
     if (u.conf.interceptErrors && head.status >= 300 && r.level.get(errorPageConf).pages?.has(head.status)) {
       if (head.status === 401) copyNamed(r, head.headers, 'www-authenticate');
+      // proxy_cache (cache.ts): an intercepted error is remembered as the key's answer while valid
+      cacheError(u, head);
       u.finalize(head.status);
       return;
     }
