@@ -16,6 +16,9 @@ export interface CacheMeta {
   headLen: number;
   lastModified?: string;
   etag?: string;
+  /** The response's Vary field and the request values it was stored for (vary.ts). */
+  vary?: string;
+  variant?: string;
   /** An intercepted error status stored instead of a response (nginx's node->error). */
   error?: number;
 }

@@ -25,6 +25,8 @@ import type { CacheFile, CacheMeta } from '../../cache/file.ts';
 import { fresh, validUntil } from '../../cache/validity.ts';
 import { filePath, lookup, md5, remove, revalidate, setUpdating, stored } from '../../cache/zone.ts';
 import type { CacheZone } from '../../cache/zone.ts';
+import { variantDigest, variantOf } from '../../cache/vary.ts';
+import { IGN } from './conf.ts';
 import { cacheLoc, zoneNamed } from './cache-directives.ts';
 import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
@@ -106,9 +108,15 @@ export function cacheLookup(u: UpstreamRequest): boolean {
     st.status = 'BYPASS';
     return false;
   }
-  const e = lookup(z, digest);
+  let e = lookup(z, digest);
+  let f = e.validUntil === 0 ? undefined : readCacheFile(filePath(z, digest));
+  if (f?.meta.vary !== undefined && f.meta.variant !== variantOf(f.meta.vary, r)) {
+    // another variant of a response with Vary: looked up under its own name
+    st.digest = variantDigest(key, variantOf(f.meta.vary, r));
+    e = lookup(z, st.digest);
+    f = e.validUntil === 0 ? undefined : readCacheFile(filePath(z, st.digest));
+  }
   st.uses = e.uses;
-  const f = e.validUntil === 0 ? undefined : readCacheFile(filePath(z, digest));
   if (f && fresh(f.meta.validUntil, Date.now())) {
     st.status = 'HIT';
     // an intercepted error that was cached: answered as the error again (error_page applies)
@@ -138,7 +146,7 @@ export function cacheLookup(u: UpstreamRequest): boolean {
     return false;
   }
   // the lock (or use_stale updating) lasts until the response is stored, at most proxy_cache_lock_age
-  setUpdating(z, digest, c.lock ? c.lockAgeMs! : UPDATING_MS);
+  setUpdating(z, st.digest, c.lock ? c.lockAgeMs! : UPDATING_MS);
   st.updating = true;
   if (!f) return false;
   if (c.revalidate && (f.meta.lastModified !== undefined || f.meta.etag !== undefined)) {
@@ -326,8 +334,10 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   }
   const lm = head.headers.lnames.indexOf('last-modified');
   const et = head.headers.lnames.indexOf('etag');
+  const vi = u.conf.ignoreHeaders! & IGN.Vary ? -1 : head.headers.lnames.indexOf('vary');
+  const vary = vi >= 0 ? head.headers.values[vi] : undefined;
   return openWriter(r, st, {
-    validUntil: until, headLen: raw.length,
+    validUntil: until, headLen: raw.length, vary, variant: vary === undefined ? undefined : variantOf(vary, r),
     lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
   }, raw);
 }
