@@ -332,8 +332,9 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
     doneUpdating(st);
     return undefined;
   }
-  const lm = head.headers.lnames.indexOf('last-modified');
-  const et = head.headers.lnames.indexOf('etag');
+  // validators for proxy_cache_revalidate: 200 responses only (nginx's header filters drop them for other statuses)
+  const lm = head.status === 200 ? head.headers.lnames.indexOf('last-modified') : -1;
+  const et = head.status === 200 ? head.headers.lnames.indexOf('etag') : -1;
   const vi = u.conf.ignoreHeaders! & IGN.Vary ? -1 : head.headers.lnames.indexOf('vary');
   const vary = vi >= 0 ? head.headers.values[vi] : undefined;
   return openWriter(r, st, {
