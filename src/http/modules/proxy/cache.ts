@@ -242,8 +242,8 @@ function serve(u: UpstreamRequest, f: CacheFile): void {
   // the body is stored decoded: its length is known
   r.contentLength = f.body.length;
   const noBody = r.method === 'HEAD' || head.status === 204 || head.status === 304;
-  // a cached response can be sent in byte ranges, as nginx allows (ngx_http_upstream_cache_send)
-  allowRanges(r);
+  // a cached response that came with Accept-Ranges can be sent in byte ranges (ngx_http_upstream_copy_allow_ranges when r->cached)
+  if (head.headers.lnames.includes('accept-ranges')) allowRanges(r);
   sendHeader(r).then(() => {
     const plan = rangePlan(r);
     if (noBody || bodyReplaced(r)) endBody(r);
