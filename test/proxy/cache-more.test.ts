@@ -88,6 +88,11 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     assert.equal((await get(port, '/vary', 'Accept-Language: en\r\n')).text, en.text.replace('MISS', 'HIT'));
     assert.equal((await get(port, '/vary', 'Accept-Language: fr\r\n')).text, fr.text.replace('MISS', 'HIT'));
 
+    // HEAD goes upstream as GET and fills the cache for GET
+    const h = await get(port, '/head', '', 'HEAD');
+    assert.equal(h.text, 'MISS ');
+    assert.match((await get(port, '/head')).text, /^HIT GET \d+/);
+
     // a byte range of a cached response that came with Accept-Ranges
     const full = await get(port, '/range');
     const part = await get(port, '/range', 'Range: bytes=0-2\r\n');

@@ -323,10 +323,9 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   if (!st) return undefined;
   const c = st.c;
   const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
-  // a HEAD client's body is not read (response-reader): only an empty one can be stored
-  // (a HEAD sent upstream as HEAD, proxy_cache_convert_head off, is stored with its empty body, as nginx does)
-  const bodyUnread = r.method === 'HEAD' && !u.isHead && head.contentLength !== 0;
-  if (st.noStore || bodyUnread || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+  // a HEAD client's body is read for the cache only (relay.teeOnly); a HEAD sent upstream as HEAD
+  // (proxy_cache_convert_head off) is stored with its empty body, as nginx does
+  if (st.noStore || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
     // an entry that the upstream now says not to cache is not served any more (nginx removes it too)
     if (st.stale && until === 0) remove(st.z, st.digest);
     doneUpdating(st);

@@ -79,6 +79,8 @@ export class BodyRelay {
   private tail: Buffer | undefined;
   /** proxy_cache's writer (cache.ts): gets every body byte, stores the file when the body ended complete. */
   tee: { push(b: Buffer): void; end(): void; abort(): void } | undefined;
+  /** A HEAD client of a response read for the cache: the body goes to the tee only. */
+  teeOnly = false;
   /** Bound once, only for a client that pushes back. */
   private drainListener: (() => void) | undefined;
 
@@ -98,6 +100,7 @@ export class BodyRelay {
   push(data: Buffer): void {
     if (this.finished || data.length === 0) return;
     this.tee?.push(data);
+    if (this.teeOnly) return;
     if (!this.buffering) {
       if (this.length >= 0) this.length -= data.length;
       const max = this.bufferSize;

@@ -193,7 +193,9 @@ export class ResponseReader implements RelaySource {
         return;
       }
       this.inBody = true;
-      if (r.method === 'HEAD' && this.remaining !== 0) {
+      // proxy_cache (cache.ts): a HEAD sent upstream as GET is read whole into the cache; the client gets no body
+      if (r.method === 'HEAD' && this.remaining !== 0 && this.relay!.tee) this.relay!.teeOnly = true;
+      else if (r.method === 'HEAD' && this.remaining !== 0) {
         // the client wants no body; the upstream's is not read
         this.complete = true;
         u.upstreamDone(false);
