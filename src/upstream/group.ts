@@ -23,6 +23,8 @@ export interface ServerSpec {
   maxConns: number;
   backup: boolean;
   down: boolean;
+  /** `resolve`: the name is resolved while running (its peers come and go); addrs stays empty. */
+  resolve?: { host: string; port: number; memory?: SharedArrayBuffer };
 }
 
 /** Run-time fields of a peer, as Int32 slots: in private memory, or in a shared zone (`zone`). */
@@ -149,6 +151,10 @@ export class UpstreamGroup {
     this.line = line;
   }
 
+  /** `resolver` and `resolver_timeout` of the upstream block (nginx 1.27.3+), for `resolve` servers. */
+  resolverArgs: string[] | undefined;
+  resolverTimeout: number | undefined;
+
   /** `zone name [size]`: the peers' state is shared between workers. */
   zone: { name: string; size: number } | undefined;
   /** Shared memory for the peers' state (`zone`), set before init(). */
@@ -175,6 +181,12 @@ export class UpstreamGroup {
     this.primary = new PeerList(primary, primary.length === 1 && backup.length === 0);
     if (backup.length) this.primary.next = new PeerList(backup, false);
     if (this.balancer.kind === 'hash' && this.balancer.consistent) this.ring = buildRing(this.primary);
+  }
+
+  /** New peer lists (a `resolve` server's addresses changed); requests under way keep the old ones. */
+  setPeers(list: PeerList): void {
+    this.primary = list;
+    if (this.balancer.kind === 'hash' && this.balancer.consistent) this.ring = buildRing(list);
   }
 
   /** How many peers a request may try (ngx_http_upstream_tries). */

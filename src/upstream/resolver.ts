@@ -26,10 +26,18 @@ export interface ResolverConf {
 /** A failed lookup, with nginx's code and text (`(3: Host not found)`). */
 export class ResolveError extends Error {
   readonly code: number;
+  /** When to ask again (ms): nginx's ctx->valid for an error, `valid=` or 10 s. */
+  valid = 0;
   constructor(code: number, text: string) {
     super(text);
     this.code = code;
   }
+}
+
+/** Addresses and until when they hold (ms, nginx's ctx->valid). */
+export interface Resolved {
+  addrs: string[];
+  valid: number;
 }
 
 const RESEND_MS = 5000;
@@ -40,7 +48,7 @@ const NXDOMAIN = 3;
 const TIMEDOUT = 110;
 
 interface Waiter {
-  resolve(addrs: string[]): void;
+  resolve(addrs: string[], valid: number): void;
   reject(e: ResolveError): void;
   timer: NodeJS.Timeout;
   recursion: number;
@@ -86,12 +94,19 @@ export class Resolver {
 
   /** Addresses of `name` (IPv4 first), or a ResolveError after at most `timeoutMs`. */
   resolve(name: string, timeoutMs = this.timeoutMs): Promise<string[]> {
-    return new Promise((resolve, reject) => {
-      const w: Waiter = { resolve, reject, recursion: 0, node: undefined, timer: undefined as unknown as NodeJS.Timeout };
-      w.timer = setTimeout(() => this.timedOut(w), timeoutMs);
-      this.lookup(w, name.toLowerCase());
-      this.expireUnused();
-    });
+    return new Promise((resolve, reject) => this.start(name, timeoutMs, resolve, reject));
+  }
+
+  /** The same with how long the answer holds (for names re-resolved when it ends: upstream `server … resolve`). */
+  resolveValid(name: string, timeoutMs = this.timeoutMs): Promise<Resolved> {
+    return new Promise((resolve, reject) => this.start(name, timeoutMs, (addrs, valid) => resolve({ addrs, valid }), reject));
+  }
+
+  private start(name: string, timeoutMs: number, resolve: Waiter['resolve'], reject: Waiter['reject']): void {
+    const w: Waiter = { resolve, reject, recursion: 0, node: undefined, timer: undefined as unknown as NodeJS.Timeout };
+    w.timer = setTimeout(() => this.timedOut(w), timeoutMs);
+    this.lookup(w, name.toLowerCase());
+    this.expireUnused();
   }
 
   close(): void {
@@ -107,7 +122,7 @@ export class Resolver {
       if (rn.valid > now) {
         this.touch(rn, now);
         const n = rn.addrs4!.length + rn.addrs6!.length;
-        if (n) return this.succeed(w, rotated(rn));
+        if (n) return this.succeed(w, rotated(rn), rn.valid);
         if (w.recursion++ < MAX_RECURSION) return this.lookup(w, rn.cname!);
         return this.fail(w, NXDOMAIN);
       }
@@ -175,19 +190,25 @@ export class Resolver {
       if (i >= 0) rn.waiting.splice(i, 1);
     }
     w.node = undefined;
-    w.reject(new ResolveError(TIMEDOUT, dnsErrorText(TIMEDOUT)));
+    w.reject(this.error(TIMEDOUT));
   }
 
-  private succeed(w: Waiter, addrs: string[]): void {
+  private succeed(w: Waiter, addrs: string[], valid: number): void {
     clearTimeout(w.timer);
     w.node = undefined;
-    w.resolve(addrs);
+    w.resolve(addrs, valid);
   }
 
   private fail(w: Waiter, code: number): void {
     clearTimeout(w.timer);
     w.node = undefined;
-    w.reject(new ResolveError(code, dnsErrorText(code)));
+    w.reject(this.error(code));
+  }
+
+  private error(code: number): ResolveError {
+    const e = new ResolveError(code, dnsErrorText(code));
+    e.valid = Date.now() + (this.conf.validMs || 10_000);
+    return e;
   }
 
   /** Keeps a used answer in memory for another 30 s (the map's order is least recently used first). */
@@ -374,7 +395,7 @@ export class Resolver {
     const addrs = [...rn.addrs4!, ...rn.addrs6!];
     const waiting = rn.waiting;
     rn.waiting = [];
-    for (const w of waiting) this.succeed(w, addrs);
+    for (const w of waiting) this.succeed(w, addrs, rn.valid);
   }
 }
 
@@ -423,4 +444,21 @@ export function parseResolverArgs(args: string[], parseTimeMs: (s: string) => nu
     }
   }
   return conf;
+}
+
+const byArgs = new WeakMap<string[], Resolver | null>();
+
+/**
+ * The resolver of one `resolver` line (its argument list), one per worker
+ * with its own cache, as nginx makes one per directive; undefined when the
+ * line names no server.
+ */
+export function resolverForArgs(args: string[], parseTimeMs: (s: string) => number, timeoutMs: number): Resolver | undefined {
+  let res = byArgs.get(args);
+  if (res === undefined) {
+    const conf = parseResolverArgs(args, parseTimeMs);
+    res = typeof conf === 'string' || conf.servers.length === 0 ? null : new Resolver(conf, timeoutMs);
+    byArgs.set(args, res);
+  }
+  return res ?? undefined;
 }

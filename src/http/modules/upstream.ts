@@ -4,6 +4,7 @@
  * groups proxy_pass creates implicitly, and the `$upstream_*` variables,
  * which read the per-request record of upstream tries the proxy fills in.
  */
+import net from 'node:net';
 import { defineSlot, Level } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
@@ -17,6 +18,8 @@ import { createPicker } from '../../upstream/balancers.ts';
 import type { Balancer } from '../../upstream/balancers.ts';
 import { PEER_SLOTS, UpstreamGroup } from '../../upstream/group.ts';
 import type { PeerList } from '../../upstream/group.ts';
+import { ANSWER_MEMORY, watchResolvedServers } from '../../upstream/resolve-servers.ts';
+import { parseResolverArgs, resolverForArgs } from '../../upstream/resolver.ts';
 import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
 import { httpMainOf } from '../http-conf.ts';
@@ -24,6 +27,7 @@ import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue, VariableDef, VarValue } from '../variables.ts';
+import { CORE_LOC_DEFAULTS, coreLoc } from './core/settings.ts';
 import { httpConf } from './core/structure.ts';
 
 /** Every upstream group of an `http {}` block, explicit and implicit (nginx's umcf->upstreams). */
@@ -74,7 +78,17 @@ function initGroups(http: HttpMainConf): void {
       // the peers' state in shared memory, the same for every worker (made by the master as it loads)
       const need = Math.max(g.peerCount() * PEER_SLOTS * 4, 8);
       const servers = g.servers.map((s) => s.name).join(',');
-      g.zoneMemory = sharedZone(`upstream:${g.zone.name}:${servers}`, Math.max(need, g.zone.size));
+      g.zoneMemory = sharedZone(`upstream:${g.zone.name}:${g.name}:${servers}`, Math.max(need, g.zone.size));
+    }
+    if (g.servers.some((s) => s.resolve)) {
+      if (!g.zone) throw new ConfError(`resolving names at run time requires upstream "${g.name}" in ${g.file}:${g.line} to be in shared memory`);
+      const core = http.level.get(coreLoc);
+      g.resolverArgs ??= core.resolverArgs;
+      g.resolverTimeout ??= core.resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout;
+      if (!g.resolverArgs?.length) throw new ConfError(`no resolver defined to resolve names at run time in upstream "${g.name}" in ${g.file}:${g.line}`);
+      for (const s of g.servers) {
+        if (s.resolve) s.resolve.memory = sharedZone(`upstream-resolved:${g.name}:${s.resolve.host}`, ANSWER_MEMORY);
+      }
     }
     if (g.explicit) {
       g.init();
@@ -103,6 +117,7 @@ function serverDirective(cf: ConfContext, node: { args: string[] }): string | vo
   let failTimeout = 10;
   let backup = false;
   let down = false;
+  let resolve = false;
   for (let i = 1; i < a.length; i++) {
     const v = a[i];
     const num = (s: string) => (/^\d+$/.test(s) ? Number(s) : NaN);
@@ -125,12 +140,19 @@ function serverDirective(cf: ConfContext, node: { args: string[] }): string | vo
       backup = true;
     } else if (v === 'down') {
       down = true;
+    } else if (v === 'resolve') {
+      resolve = true;
     } else {
       throw cf.error(`invalid parameter "${v}"`);
     }
   }
   const u = parseUrl(a[0], { uriPart: false });
   if (typeof u === 'string') throw cf.error(`${u} in upstream "${a[0]}"`);
+  if (resolve && !u.unix && !net.isIP(u.host.replace(/^\[|\]$/g, ''))) {
+    // resolved while running (watchResolvedServers), not now
+    group.servers.push({ name: a[0], addrs: [], weight, maxFails, failTimeout, maxConns, backup, down, resolve: { host: u.host, port: u.port ?? 80 } });
+    return;
+  }
   const addrs = resolveAddresses(u, 80);
   if (typeof addrs === 'string') throw cf.error(`${addrs} in upstream "${a[0]}"`);
   group.servers.push({ name: a[0], addrs, weight, maxFails, failTimeout, maxConns, backup, down });
@@ -217,6 +239,27 @@ const directives: Directive[] = [
         if (bytes < 8 * 4096) throw cf.error(`zone "${name}" is too small`);
       }
       g.zone = { name, size: bytes };
+    },
+  },
+  {
+    // nginx 1.27.3+: the resolver of this upstream's `resolve` servers
+    name: 'resolver', contexts: Ctx.UPSTREAM, args: [1, Infinity],
+    handler(cf, node) {
+      const g = cf.data.upstreamGroup as UpstreamGroup;
+      if (g.resolverArgs) return 'is duplicate';
+      const conf = parseResolverArgs(node.args, parseTime);
+      if (typeof conf === 'string') return conf;
+      g.resolverArgs = node.args;
+    },
+  },
+  {
+    name: 'resolver_timeout', contexts: Ctx.UPSTREAM, args: 1,
+    handler(cf, node) {
+      const g = cf.data.upstreamGroup as UpstreamGroup;
+      if (g.resolverTimeout !== undefined) return 'is duplicate';
+      const ms = parseTime(node.args[0]);
+      if (Number.isNaN(ms)) return 'invalid value';
+      g.resolverTimeout = ms;
     },
   },
   { name: 'ip_hash', contexts: Ctx.UPSTREAM, args: 0, handler: balancerDirective('ip_hash') },
@@ -363,11 +406,21 @@ export const upstreamModule: HttpModule = {
     const http = httpConf(cycle);
     if (!http) return;
     const pools: KeepalivePool[] = [];
+    const stops: Array<() => void> = [];
     for (const g of http.level.get(upstreamMainSlot).groups) {
+      if (g.resolverArgs && g.servers.some((s) => s.resolve)) {
+        const resolver = resolverForArgs(g.resolverArgs, parseTime, g.resolverTimeout!);
+        if (resolver) stops.push(watchResolvedServers(g, resolver, g.resolverTimeout!));
+      }
       if (!g.keepalive) continue;
       g.pool = new KeepalivePool(g.keepalive);
       pools.push(g.pool);
     }
-    if (pools.length) worker.onShutdown(() => { for (const p of pools) p.close(); });
+    if (pools.length || stops.length) {
+      worker.onShutdown(() => {
+        for (const p of pools) p.close();
+        for (const stop of stops) stop();
+      });
+    }
   },
 };

@@ -9,7 +9,8 @@ import { parseTime } from '../../../conf/values.ts';
 import { addressName } from '../../../upstream/address.ts';
 import { resolvedPeerList } from '../../../upstream/group.ts';
 import type { PeerList, UpstreamGroup } from '../../../upstream/group.ts';
-import { parseResolverArgs, ResolveError, Resolver } from '../../../upstream/resolver.ts';
+import { ResolveError, resolverForArgs } from '../../../upstream/resolver.ts';
+import type { Resolver } from '../../../upstream/resolver.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
@@ -22,21 +23,10 @@ export interface Placement {
   peers: PeerList;
 }
 
-/** One resolver (with its cache) per `resolver` line, per worker, as in nginx. */
-const resolvers = new WeakMap<string[], Resolver>();
-
 function resolverFor(r: HttpRequest): Resolver | undefined {
-  const core = r.level.get(coreLoc);
-  const args = core.resolverArgs;
+  const args = r.level.get(coreLoc).resolverArgs;
   if (!args || args.length === 0) return undefined;
-  let res = resolvers.get(args);
-  if (!res) {
-    const conf = parseResolverArgs(args, parseTime);
-    if (typeof conf === 'string' || conf.servers.length === 0) return undefined;
-    res = new Resolver(conf, CORE_LOC_DEFAULTS.resolverTimeout);
-    resolvers.set(args, res);
-  }
-  return res;
+  return resolverForArgs(args, parseTime, CORE_LOC_DEFAULTS.resolverTimeout);
 }
 
 /** Where the request goes: at once for a group or an address, a promise when a name must be resolved. */
