@@ -80,3 +80,60 @@ export function ipv6At(b: Buffer, o: number): string {
   for (let k = 0; k < 16; k += 2) parts.push(b.readUInt16BE(o + k).toString(16));
   return new net.SocketAddress({ address: parts.join(':'), family: 'ipv6' }).address;
 }
+
+export interface Answers {
+  /** Addresses of the asked type, in answer order. */
+  addrs: string[];
+  /** Offset of the last CNAME's target name, or -1. */
+  cname: number;
+  /** The smallest TTL of all records (seconds). */
+  ttl: number;
+}
+
+/**
+ * The answer section of a response to an A or AAAA query, checked as
+ * ngx_resolver_process_a checks it; `{ error }` is nginx's text for an
+ * answer to ignore. Records of other types are logged and skipped.
+ */
+export function readAnswers(buf: Buffer, start: number, count: number, qtype: number, warn: (msg: string) => void): Answers | { error: string } {
+  const addrs: string[] = [];
+  let cname = -1;
+  let ttlMin = 0xffffffff;
+  let i = start;
+  const n = buf.length;
+  for (let a = 0; a < count; a++) {
+    const from = i;
+    for (;;) {
+      if (i >= n) return { error: 'short DNS response' };
+      if (buf[i] & 0xc0) { i += 2; break; }
+      if (buf[i] === 0) {
+        i++;
+        if (i - from < 2) return { error: 'invalid name in DNS response' };
+        break;
+      }
+      i += 1 + buf[i];
+    }
+    if (i + 10 >= n) return { error: 'short DNS response' };
+    const type = buf.readUInt16BE(i);
+    const cls = buf.readUInt16BE(i + 2);
+    const ttl = Math.max(0, buf.readInt32BE(i + 4));
+    const len = buf.readUInt16BE(i + 8);
+    if (cls !== 1) return { error: `unexpected RR class ${cls} in DNS response` };
+    ttlMin = Math.min(ttlMin, ttl);
+    i += 10;
+    if (type === TYPE_A || type === TYPE_AAAA) {
+      const name = type === TYPE_A ? 'A' : 'AAAA';
+      if (type !== qtype) return { error: `unexpected ${name} record in DNS response` };
+      const size = type === TYPE_A ? 4 : 16;
+      if (len !== size) return { error: `invalid ${name} record in DNS response` };
+      if (i + size > n) return { error: 'short DNS response' };
+      addrs.push(type === TYPE_A ? ipv4At(buf, i) : ipv6At(buf, i));
+    } else if (type === TYPE_CNAME) {
+      cname = i;
+    } else if (type !== TYPE_DNAME) {
+      warn(`unexpected RR type ${type} in DNS response`);
+    }
+    i += len;
+  }
+  return { addrs, cname, ttl: ttlMin };
+}

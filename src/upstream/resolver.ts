@@ -7,38 +7,14 @@
  * lookup has its own timeout (`resolver_timeout` of where it was made).
  * Used for proxy_pass targets built from variables, in HTTP and stream.
  */
-import net from 'node:net';
 import { mainErrorLog } from '../core/error-log.ts';
-import {
-  dnsErrorText, encodeQuery, ipv4At, ipv6At, readName,
-  TYPE_A, TYPE_AAAA, TYPE_CNAME, TYPE_DNAME,
-} from './dns-message.ts';
+import { dnsErrorText, encodeQuery, readAnswers, readName, TYPE_A, TYPE_AAAA } from './dns-message.ts';
 import { DnsServer } from './dns-transport.ts';
+import { parseResolverArgs, ResolveError } from './resolver-conf.ts';
+import type { Resolved, ResolverConf } from './resolver-conf.ts';
 
-export interface ResolverConf {
-  servers: { host: string; port: number }[];
-  /** `valid=` in ms, overriding answer TTLs. */
-  validMs?: number;
-  ipv4: boolean;
-  ipv6: boolean;
-}
-
-/** A failed lookup, with nginx's code and text (`(3: Host not found)`). */
-export class ResolveError extends Error {
-  readonly code: number;
-  /** When to ask again (ms): nginx's ctx->valid for an error, `valid=` or 10 s. */
-  valid = 0;
-  constructor(code: number, text: string) {
-    super(text);
-    this.code = code;
-  }
-}
-
-/** Addresses and until when they hold (ms, nginx's ctx->valid). */
-export interface Resolved {
-  addrs: string[];
-  valid: number;
-}
+export { parseResolverArgs, ResolveError } from './resolver-conf.ts';
+export type { Resolved, ResolverConf } from './resolver-conf.ts';
 
 const RESEND_MS = 5000;
 /** How long an unused answer stays in memory (nginx's r->expire). */
@@ -324,44 +300,10 @@ export class Resolver {
       return;
     }
 
-    const addrs: string[] = [];
-    let cname = -1;
-    let i = ans;
-    const n = buf.length;
-    for (let a = 0; a < nan; a++) {
-      const start = i;
-      for (;;) {
-        if (i >= n) return log.error('short DNS response');
-        if (buf[i] & 0xc0) { i += 2; break; }
-        if (buf[i] === 0) {
-          i++;
-          if (i - start < 2) return log.error('invalid name in DNS response');
-          break;
-        }
-        i += 1 + buf[i];
-      }
-      if (i + 10 >= n) return log.error('short DNS response');
-      const type = buf.readUInt16BE(i);
-      const cls = buf.readUInt16BE(i + 2);
-      const ttl = Math.max(0, buf.readInt32BE(i + 4));
-      const len = buf.readUInt16BE(i + 8);
-      if (cls !== 1) return log.error(`unexpected RR class ${cls} in DNS response`);
-      rn.ttl = Math.min(rn.ttl, ttl);
-      i += 10;
-      if (type === TYPE_A || type === TYPE_AAAA) {
-        const name = type === TYPE_A ? 'A' : 'AAAA';
-        if (type !== qtype) return log.error(`unexpected ${name} record in DNS response`);
-        const size = type === TYPE_A ? 4 : 16;
-        if (len !== size) return log.error(`invalid ${name} record in DNS response`);
-        if (i + size > n) return log.error('short DNS response');
-        addrs.push(type === TYPE_A ? ipv4At(buf, i) : ipv6At(buf, i));
-      } else if (type === TYPE_CNAME) {
-        cname = i;
-      } else if (type !== TYPE_DNAME) {
-        log.error(`unexpected RR type ${type} in DNS response`);
-      }
-      i += len;
-    }
+    const rrs = readAnswers(buf, ans, nan, qtype, (m) => log.error(m));
+    if ('error' in rrs) return log.error(rrs.error);
+    rn.ttl = Math.min(rn.ttl, rrs.ttl);
+    const { addrs, cname } = rrs;
 
     setMine(addrs);
     const o = other();
@@ -421,29 +363,6 @@ function rotated(rn: NameNode): string[] {
     }
   }
   return out;
-}
-
-/** Parses `resolver` arguments: `127.0.0.1[:53] [::1] valid=30s ipv6=off`. */
-export function parseResolverArgs(args: string[], parseTimeMs: (s: string) => number): ResolverConf | string {
-  const conf: ResolverConf = { servers: [], ipv4: true, ipv6: true };
-  for (const a of args) {
-    if (a.startsWith('valid=')) {
-      const ms = parseTimeMs(a.slice(6));
-      if (Number.isNaN(ms)) return `invalid parameter "${a}"`;
-      conf.validMs = ms;
-    } else if (a.startsWith('ipv6=')) {
-      conf.ipv6 = a.slice(5) === 'on';
-    } else if (a.startsWith('ipv4=')) {
-      conf.ipv4 = a.slice(5) === 'on';
-    } else if (a.startsWith('status_zone=')) {
-      /* accepted */
-    } else {
-      const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(a) ?? /^([^:]+)(?::(\d+))?$/.exec(a);
-      if (!m || !net.isIP(m[1])) return `invalid parameter "${a}"`;
-      conf.servers.push({ host: m[1], port: m[2] ? Number(m[2]) : 53 });
-    }
-  }
-  return conf;
 }
 
 const byArgs = new WeakMap<string[], Resolver | null>();
