@@ -19,6 +19,8 @@ export interface CacheMeta {
   /** The response's Vary field and the request values it was stored for (vary.ts). */
   vary?: string;
   variant?: string;
+  /** `Cache-Control: stale-if-error=N` of the stored response, in seconds. */
+  staleIfError?: number;
   /** An intercepted error status stored instead of a response (nginx's node->error). */
   error?: number;
 }

@@ -178,13 +178,15 @@ function clearConditionals(u: UpstreamRequest): void {
 }
 
 /** Hook: the exchange failed with `rc` before a head went out. True when a stale response was sent instead. */
-export function cacheServeStale(u: UpstreamRequest, rc: number): boolean {
+export function cacheServeStale(u: UpstreamRequest, rc: number, fromExchange = true): boolean {
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (st) doneUpdating(st);
   if (!st || !st.stale) return false;
   const when = st.c.useStale!;
+  // Cache-Control: stale-if-error=N of the stored response allows it on a failed exchange (not on an upstream's 5xx status) for N seconds after expiry
+  const sie = st.stale.meta.staleIfError;
   const ok = (rc === 502 && (when.has('error') || when.has('invalid_header'))) || (rc === 504 && when.has('timeout'))
-    || when.has(`http_${rc}`);
+    || when.has(`http_${rc}`) || (fromExchange && sie !== undefined && (rc === 502 || rc === 504) && Date.now() < st.stale.meta.validUntil + 1000 + sie * 1000);
   if (!ok) return false;
   doneUpdating(st);
   st.status = 'STALE';
@@ -209,7 +211,7 @@ export function cacheStaleStatus(u: UpstreamRequest, status: number, head?: Resp
     return true;
   }
   if (!st || !st.stale || !st.c.useStale!.has(`http_${status}`)) return false;
-  return cacheServeStale(u, status);
+  return cacheServeStale(u, status, false);
 }
 
 /** A revalidated response: valid for what the 304 says, else for the stored status's proxy_cache_valid time. */
@@ -337,7 +339,7 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   const vi = u.conf.ignoreHeaders! & IGN.Vary ? -1 : head.headers.lnames.indexOf('vary');
   const vary = vi >= 0 ? head.headers.values[vi] : undefined;
   return openWriter(r, st, {
-    validUntil: until, headLen: raw.length, vary, variant: vary === undefined ? undefined : variantOf(vary, r),
+    validUntil: until, headLen: raw.length, staleIfError: staleIfError(head.headers, u.conf.ignoreHeaders!), vary, variant: vary === undefined ? undefined : variantOf(vary, r),
     lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
   }, raw);
 }
@@ -366,4 +368,14 @@ export function cacheError(u: UpstreamRequest, head: ResponseHead): void {
   }
   const w = openWriter(u.r, st, { validUntil: until, headLen: 0, error: head.status }, '');
   w?.end();
+}
+
+/** `Cache-Control: stale-if-error=N` (nginx's error_sec), unless Cache-Control is ignored. */
+function staleIfError(h: ResponseHead['headers'], ignore: number): number | undefined {
+  if (ignore & IGN['Cache-Control']) return undefined;
+  for (let i = 0; i < h.lnames.length; i++) {
+    const m = h.lnames[i] === 'cache-control' ? /(?:^|[\s,])stale-if-error=(\d+)/i.exec(h.values[i]) : null;
+    if (m) return Number(m[1]);
+  }
+  return undefined;
 }
