@@ -3,7 +3,7 @@
  * configuration: proxy_cache_lock (parallel requests wait for the first),
  * proxy_cache_revalidate (a 304 renews the entry: REVALIDATED), Vary
  * (variants side by side), conditional request fields not passed
- * upstream, a cached response served in a byte range.
+ * upstream, stale-if-error, a cached response served in a byte range.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -43,6 +43,7 @@ ${HTTP_COMMON}
         location / { proxy_pass http://${up}; }
         location /slow { proxy_cache_lock on; proxy_pass http://${up}; }
         location /reval { proxy_cache_revalidate on; proxy_pass http://${up}; }
+        location /sie { proxy_cache_key sie; proxy_pass http://$arg_up; }
     }
 }
 `;
@@ -92,6 +93,15 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     const h = await get(port, '/head', '', 'HEAD');
     assert.equal(h.text, 'MISS ');
     assert.match((await get(port, '/head')).text, /^HIT GET \d+/);
+
+    // Cache-Control: stale-if-error: the expired response answers for a dead upstream, without proxy_cache_use_stale
+    const dead = await RawUpstream.start((req, socket) => {
+      socket.end(response('sie', '200 OK', ['Cache-Control: max-age=1, stale-if-error=60']), 'latin1');
+    });
+    assert.equal((await get(port, `/sie?up=${dead.address}`)).text, 'MISS sie');
+    await dead.close();
+    await sleep(2100);
+    assert.equal((await get(port, `/sie?up=${dead.address}`)).text, 'STALE sie');
 
     // a byte range of a cached response that came with Accept-Ranges
     const full = await get(port, '/range');
