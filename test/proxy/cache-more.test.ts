@@ -34,6 +34,7 @@ events {}
 http {
 ${HTTP_COMMON}
     proxy_cache_path %%PREFIX%%/cache keys_zone=one:1m;
+    proxy_cache_path %%PREFIX%%/short keys_zone=short:1m inactive=1s;
     server {
         listen 127.0.0.1:%%PORT_8080%%;
         server_name localhost;
@@ -43,6 +44,7 @@ ${HTTP_COMMON}
         location / { proxy_pass http://${up}; }
         location /slow { proxy_cache_lock on; proxy_pass http://${up}; }
         location /reval { proxy_cache_revalidate on; proxy_pass http://${up}; }
+        location /inactive { proxy_cache short; proxy_pass http://${up}; }
         location /sie { proxy_cache_key sie; proxy_pass http://$arg_up; }
     }
 }
@@ -93,6 +95,14 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     const h = await get(port, '/head', '', 'HEAD');
     assert.equal(h.text, 'MISS ');
     assert.match((await get(port, '/head')).text, /^HIT GET \d+/);
+
+    // inactive=1s: an entry not used for a second is gone, valid or not (nginx's cache manager
+    // sleeps up to 10 s when it started with an empty cache, so it is gone by 11 s; here at once)
+    const i1 = await get(port, '/inactive');
+    assert.match(i1.text, /^MISS/);
+    assert.equal((await get(port, '/inactive')).text, i1.text.replace('MISS', 'HIT'));
+    await sleep(11_500);
+    assert.match((await get(port, '/inactive')).text, /^MISS/);
 
     // Cache-Control: stale-if-error: the expired response answers for a dead upstream, without proxy_cache_use_stale
     const dead = await RawUpstream.start((req, socket) => {
