@@ -56,7 +56,8 @@ export function validUntil(h: HeaderList, status: number, rules: ValidRule[] | u
     const v = xae.trim();
     if (v.startsWith('@')) {
       const n = Number.parseInt(v.slice(1), 10);
-      if (Number.isFinite(n)) return n * 1000 > now ? n * 1000 : 0;
+      // an absolute time is stored even when it is past (served as EXPIRED), as nginx sets valid_sec to it
+      if (Number.isFinite(n)) return n > 0 ? n * 1000 : 0;
     } else {
       const n = Number.parseInt(v, 10);
       if (Number.isFinite(n)) return n > 0 ? now + n * 1000 : 0;
