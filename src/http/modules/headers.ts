@@ -16,6 +16,7 @@ import { httpDate } from '../response.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue } from '../variables.ts';
 import { coreLoc } from './core/settings.ts';
+import { parseHttpTime } from './not-modified.ts';
 
 type ExpiresKind = 'off' | 'epoch' | 'max' | 'access' | 'modified' | 'daily';
 
@@ -164,14 +165,15 @@ function setExpires(r: HttpRequest, conf: HeadersConf): void {
     const now = Math.floor(Date.now() / 1000);
     let at: number;
     let maxAge: number;
+    let modifiedSec = -1;
     if (exp.kind === 'daily') {
       at = nextTime(exp.time, now);
       maxAge = at - now;
-    } else if (exp.kind === 'access' || r.lastModified === undefined) {
+    } else if (exp.kind === 'access' || (modifiedSec = lastModifiedSec(r)) < 0) {
       maxAge = exp.time;
       at = now + exp.time;
     } else {
-      at = Math.floor(r.lastModified / 1000) + exp.time;
+      at = modifiedSec + exp.time;
       maxAge = at - now;
     }
     expires = new Date(at * 1000).toUTCString();
@@ -305,3 +307,14 @@ export const headersModule: HttpModule = {
     http.addHeaderFilter(headersFilter);
   },
 };
+
+/**
+ * The response's modification time in seconds, or -1: our own (static files)
+ * or a Last-Modified header passed on as written (proxied responses keep the
+ * upstream's field in its place, as nginx does, and nginx still knows its time).
+ */
+function lastModifiedSec(r: HttpRequest): number {
+  if (r.lastModified !== undefined) return Math.floor(r.lastModified / 1000);
+  const passed = r.getHeader('last-modified');
+  return passed === undefined ? -1 : parseHttpTime(passed);
+}
