@@ -29,7 +29,7 @@ function openssl(...args: string[]): void {
 /** A CA, a server certificate for upstream.example (signed by it) and a client certificate. */
 function makeCerts(): void {
   openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test ca');
-  for (const [name, cn, san] of [['server', 'upstream.example', 'DNS:upstream.example,DNS:*.wild.example'], ['client', 'client one', '']]) {
+  for (const [name, cn, san] of [['server', 'upstream.example', 'DNS:upstream.example,DNS:*.wild.example'], ['client', 'client one', ''], ['client2', 'client two', '']]) {
     openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`);
     const ext = path.join(dir, `${name}.ext`);
     fs.writeFileSync(ext, san ? `subjectAltName=${san}\n` : 'basicConstraints=CA:FALSE\n');
@@ -134,6 +134,19 @@ ${HTTP_COMMON}
             proxy_ssl_crl ${dir}/both.crl;
             proxy_ssl_session_reuse off;
         }
+        location /varcert/ {
+            proxy_pass https://127.0.0.1:${port}/;
+            proxy_ssl_certificate ${dir}/$arg_c.crt;
+            proxy_ssl_certificate_key ${dir}/$arg_c.key;
+            proxy_ssl_session_reuse off;
+        }
+        location /cachedcert/ {
+            proxy_pass https://127.0.0.1:${port}/;
+            proxy_ssl_certificate ${dir}/$arg_c.crt;
+            proxy_ssl_certificate_key ${dir}/$arg_c.key;
+            proxy_ssl_certificate_cache max=4;
+            proxy_ssl_session_reuse off;
+        }
         location /client/ {
             proxy_pass https://127.0.0.1:${port}/;
             proxy_ssl_certificate ${dir}/client.crt;
@@ -192,6 +205,23 @@ test('proxy_ssl_crl: a revoked upstream certificate is 502 with OpenSSL\'s reaso
 
 test('proxy_ssl_certificate: the upstream sees the client certificate', async () => {
   assert.equal((await get('/client/')).body, 'sni=- cert=client one reused=false proto=TLSv1.3');
+});
+
+test('a certificate path with variables is read for each connection, unless proxy_ssl_certificate_cache keeps it', async () => {
+  const use = (name: string, from: string) => {
+    for (const ext of ['crt', 'key']) fs.copyFileSync(path.join(dir, `${from}.${ext}`), path.join(dir, `${name}.${ext}`));
+  };
+  use('v', 'client');
+  use('w', 'client');
+  assert.match((await get('/varcert/?c=v')).body, /cert=client one /);
+  assert.match((await get('/cachedcert/?c=w')).body, /cert=client one /);
+  use('v', 'client2');
+  use('w', 'client2');
+  assert.match((await get('/varcert/?c=v')).body, /cert=client two /);
+  assert.match((await get('/cachedcert/?c=w')).body, /cert=client one /, 'still the cached one');
+  // nginx loads the key first: a missing pair is reported by its key, with a 500
+  assert.equal((await get('/varcert/?c=missing')).status, 500);
+  assert.match(await gh.waitForLog('error.log', /cannot load/), new RegExp(`\\[error\\] .*cannot load certificate key "${dir}/missing\\.key": `));
 });
 
 test('proxy_ssl_protocols and proxy_ssl_ciphers', async () => {

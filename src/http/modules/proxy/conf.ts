@@ -6,6 +6,7 @@
  */
 import { defineSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../variables.ts';
+import type { CertCacheConf } from './cert-cache.ts';
 import type { HeaderPlan } from './request-head.ts';
 import type { CookieFlagRule } from './cookies.ts';
 import type { RedirectRule } from './redirect.ts';
@@ -54,6 +55,8 @@ export interface SslConf {
   protocols?: string[];
   ciphers?: string;
   crl?: string;
+  /** proxy_ssl_certificate_cache (false: off). */
+  certificateCache?: CertCacheConf | false;
   /** Where relative certificate paths (possibly built from variables) are resolved. */
   confPrefix?: string;
 }
@@ -147,7 +150,7 @@ export const PROXY_DEFAULTS = {
 } as const satisfies ProxyLocConf;
 
 const SSL_FIELDS = ['serverName', 'name', 'verify', 'verifyDepth', 'trustedCertificate', 'certificate',
-  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'confPrefix'] as const;
+  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'certificateCache', 'confPrefix'] as const;
 
 function mergeProxy(parent: ProxyLocConf, child: ProxyLocConf): void {
   const c = child as Record<string, unknown>;

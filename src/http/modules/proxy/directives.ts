@@ -15,6 +15,7 @@ import { FT, IGN, proxyLoc } from './conf.ts';
 import type { ProxyLocConf, SslConf } from './conf.ts';
 import { compileRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
+import { parseCertCache } from './cert-cache.ts';
 import { parseAccess, parseStore } from './store.ts';
 import { dynamicTarget, staticTarget } from './target.ts';
 
@@ -285,6 +286,16 @@ export const proxyDirectives: Directive[] = [
   ssl('proxy_ssl_session_reuse', 'sessionReuse', flagArg, 'flag'),
   ssl('proxy_ssl_protocols', 'protocols', protocols, [1, Infinity]),
   ssl('proxy_ssl_ciphers', 'ciphers', str),
+  {
+    name: 'proxy_ssl_certificate_cache', contexts: LOC_ANY, args: [1, 3],
+    handler(cf, node) {
+      const s = (cf.get(proxyLoc).ssl ??= {});
+      if (s.certificateCache !== undefined) return 'is duplicate';
+      const v = parseCertCache(node.args);
+      if (typeof v === 'string') return v;
+      s.certificateCache = v;
+    },
+  },
   accepted('proxy_send_lowat', 1),
   accepted('proxy_headers_hash_max_size', 1),
   accepted('proxy_headers_hash_bucket_size', 1),

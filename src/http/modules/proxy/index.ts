@@ -184,9 +184,12 @@ function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
     method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
     passRequestHeaders: conf.passRequestHeaders!,
   });
+  const tls = rt.https ? tlsFor(r, conf, rt) : undefined;
+  // a client certificate that cannot be loaded (logged): nginx's 500
+  if (rt.https && !tls) return 500;
   const u = new UpstreamRequest(r, conf, d, {
     head, sender, group: where.group, picker: where.group ? pickerFor(r, where.group, where.peers) : new RoundRobinPicker(where.peers),
-    tls: rt.https ? tlsFor(r, conf, rt) : undefined,
+    tls,
     schema: rt.schema, uri, record: beginUpstream(r), method,
   });
   u.start();

@@ -9,7 +9,10 @@ import tls from 'node:tls';
 import net from 'node:net';
 import path from 'node:path';
 import type { HttpRequest } from '../../request.ts';
-import type { ProxyLocConf } from './conf.ts';
+import { requestLog } from '../../request-log.ts';
+import { CertCache, loadCertificate, loadKey } from './cert-cache.ts';
+import type { CertCacheConf, LoadedKey } from './cert-cache.ts';
+import type { ProxyLocConf, SslConf } from './conf.ts';
 import type { ResolvedTarget } from './target.ts';
 
 const files = new Map<string, Buffer>();
@@ -35,6 +38,48 @@ function crlsOf(file: string): string[] {
   return list;
 }
 
+/** proxy_ssl_password_file lines, read once per worker (nginx reads them with the configuration). */
+const passwordFiles = new Map<string, string[]>();
+
+function passwordsOf(file: string | undefined): string[] | undefined {
+  if (!file) return undefined;
+  let list = passwordFiles.get(file);
+  if (!list) {
+    list = fs.readFileSync(file, 'latin1').split(/\r?\n/).filter((l) => l !== '');
+    passwordFiles.set(file, list);
+  }
+  return list;
+}
+
+/** Client certificates of paths without variables: loaded once, as nginx does at configuration time. */
+const staticCertificates = new Map<string, { cert: Buffer; key: LoadedKey }>();
+const certCaches = new WeakMap<CertCacheConf, CertCache>();
+
+function clientCertificate(r: HttpRequest, s: SslConf, certPath: string, keyPath: string): { cert: Buffer; key: LoadedKey } | undefined {
+  const passwords = passwordsOf(s.passwordFile);
+  // as nginx: the key is loaded first, then the certificate
+  const load = () => {
+    const key = loadKey(keyPath, passwords);
+    return { cert: loadCertificate(certPath), key };
+  };
+  try {
+    const fixed = s.certificate!.constant !== undefined && (!s.certificateKey || s.certificateKey.constant !== undefined);
+    if (fixed) {
+      let c = staticCertificates.get(certPath + '\n' + keyPath);
+      if (!c) staticCertificates.set(certPath + '\n' + keyPath, (c = load()));
+      return c;
+    }
+    const cacheConf = s.certificateCache;
+    if (!cacheConf) return load();
+    let cache = certCaches.get(cacheConf);
+    if (!cache) certCaches.set(cacheConf, (cache = new CertCache(cacheConf)));
+    return cache.pair(certPath, keyPath, passwords);
+  } catch (err) {
+    requestLog(r).error((err as Error).message);
+    return undefined;
+  }
+}
+
 const VERSIONS: Record<string, tls.SecureVersion> = {
   TLSv1: 'TLSv1', 'TLSv1.1': 'TLSv1.1', 'TLSv1.2': 'TLSv1.2', 'TLSv1.3': 'TLSv1.3',
 };
@@ -53,8 +98,8 @@ export interface UpstreamTls {
   sessionKey: string | undefined;
 }
 
-/** The TLS settings for a request to `t` from a location configured with `c`. */
-export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): UpstreamTls {
+/** The TLS settings for a request to `t` from a location configured with `c`; undefined (logged) when the client certificate cannot be loaded. */
+export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): UpstreamTls | undefined {
   const s = c.ssl ?? {};
   let name = s.name ? s.name.evaluate(r) : (t as { groupName?: string }).groupName ?? t.host;
   // nginx drops a port from the name and sends no SNI for an IP address
@@ -69,11 +114,14 @@ export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): Upst
   if (s.crl) options.crl = crlsOf(s.crl);
   if (s.certificate) {
     const cert = s.certificate.evaluate(r);
-    const key = s.certificateKey ? s.certificateKey.evaluate(r) : cert;
     if (cert) {
-      options.cert = readCached(path.resolve(s.confPrefix ?? '', cert));
-      options.key = readCached(path.resolve(s.confPrefix ?? '', key));
-      if (s.passwordFile) options.passphrase = fs.readFileSync(s.passwordFile, 'latin1').split('\n')[0];
+      const certPath = path.resolve(s.confPrefix ?? '', cert);
+      const keyPath = path.resolve(s.confPrefix ?? '', s.certificateKey ? s.certificateKey.evaluate(r) : cert);
+      const loaded = clientCertificate(r, s, certPath, keyPath);
+      if (!loaded) return undefined;
+      options.cert = loaded.cert;
+      options.key = loaded.key.pem;
+      if (loaded.key.passphrase !== undefined) options.passphrase = loaded.key.passphrase;
     }
   }
   if (s.protocols?.length) {
