@@ -21,6 +21,8 @@ export interface CacheMeta {
   variant?: string;
   /** `Cache-Control: stale-if-error=N` of the stored response, in seconds. */
   staleIfError?: number;
+  /** `Cache-Control: stale-while-revalidate=N`, in seconds. */
+  staleWhileRevalidate?: number;
   /** An intercepted error status stored instead of a response (nginx's node->error). */
   error?: number;
 }

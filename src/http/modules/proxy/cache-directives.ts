@@ -32,6 +32,7 @@ export interface CacheLocConf {
   lock?: boolean;
   revalidate?: boolean;
   convertHead?: boolean;
+  backgroundUpdate?: boolean;
   lockTimeoutMs?: number;
   lockAgeMs?: number;
 }
@@ -179,8 +180,9 @@ export const cacheDirectives: Directive[] = [
   { name: 'proxy_cache_convert_head', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'convertHead', flagArg(cf, node.args[0])) },
   { name: 'proxy_cache_lock_timeout', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'lockTimeoutMs', msArg(cf, node.args[0])) },
   { name: 'proxy_cache_lock_age', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'lockAgeMs', msArg(cf, node.args[0])) },
-  // accepted without effect: background update, purge
-  ...['proxy_cache_background_update', 'proxy_cache_max_range_offset']
+  { name: 'proxy_cache_background_update', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'backgroundUpdate', flagArg(cf, node.args[0])) },
+  // accepted without effect: purge, range offset
+  ...['proxy_cache_max_range_offset']
     .map((name): Directive => ({ name, contexts: HTTP_ANY, args: 1, handler: () => undefined })),
   { name: 'proxy_cache_purge', contexts: HTTP_ANY, args: [1, Infinity], handler: () => undefined },
 ];

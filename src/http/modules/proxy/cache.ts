@@ -23,10 +23,11 @@ import { allowRanges, rangePlan } from '../range.ts';
 import { commitFile, fileHeader, readCacheFile, rewriteMeta } from '../../cache/file.ts';
 import type { CacheFile, CacheMeta } from '../../cache/file.ts';
 import { fresh, validUntil } from '../../cache/validity.ts';
-import { filePath, lookup, md5, remove, revalidate, setUpdating, stored } from '../../cache/zone.ts';
+import { filePath, lookup, md5, revalidate, setUpdating, stored } from '../../cache/zone.ts';
 import type { CacheZone } from '../../cache/zone.ts';
 import { variantDigest, variantOf } from '../../cache/vary.ts';
 import { IGN } from './conf.ts';
+import { isBackgroundUpdate, startBackgroundUpdate } from './cache-background.ts';
 import { cacheLoc, zoneNamed } from './cache-directives.ts';
 import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
@@ -124,12 +125,17 @@ export function cacheLookup(u: UpstreamRequest): boolean {
     else serve(u, f);
     return true;
   }
+  const bg = isBackgroundUpdate(r);
   if (f) {
     st.status = 'EXPIRED';
     if (!f.meta.error) st.stale = f;
-    if (e.updating && c.useStale!.has('updating')) {
-      st.status = 'UPDATING';
-      serve(u, f);
+    // stale-while-revalidate=N of the stored response counts as `use_stale updating` for N seconds after expiry
+    const swr = f.meta.staleWhileRevalidate;
+    const updatingOk = c.useStale!.has('updating') || (swr !== undefined && Date.now() < f.meta.validUntil + 1000 + swr * 1000);
+    if (!bg && st.stale && updatingOk && (e.updating || c.backgroundUpdate)) {
+      st.status = e.updating ? 'UPDATING' : 'STALE';
+      // proxy_cache_background_update: the client gets the stale response, a subrequest fetches the new one
+      serve(u, f, e.updating ? undefined : startBackgroundUpdate(r));
       return true;
     }
   }
@@ -236,7 +242,12 @@ function doneUpdating(st: CacheState): void {
 }
 
 /** Sends a stored response: its head through the proxy's usual header rules, then the body. */
-function serve(u: UpstreamRequest, f: CacheFile): void {
+/**
+ * `until`: a background update; the whole body is sent at once, but the
+ * response ends when the update is over (nginx keeps the request, and so a
+ * closing connection, until its background subrequest is done).
+ */
+function serve(u: UpstreamRequest, f: CacheFile, until?: Promise<unknown>): void {
   const r = u.r;
   const head = parseResponseHead(f.head, () => undefined) as ResponseHead;
   u.headerSent();
@@ -249,7 +260,10 @@ function serve(u: UpstreamRequest, f: CacheFile): void {
   sendHeader(r).then(() => {
     const plan = rangePlan(r);
     if (noBody || bodyReplaced(r)) endBody(r);
-    else if (!plan) endBody(r, f.body);
+    else if (!plan && until) {
+      sendBody(r, f.body);
+      void until.then(() => endBody(r));
+    } else if (!plan) endBody(r, f.body);
     else {
       for (const part of plan.parts) {
         if (part.head) sendBody(r, Buffer.from(part.head, 'latin1'));
@@ -328,8 +342,7 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   // a HEAD client's body is read for the cache only (relay.teeOnly); a HEAD sent upstream as HEAD
   // (proxy_cache_convert_head off) is stored with its empty body, as nginx does
   if (st.noStore || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
-    // an entry that the upstream now says not to cache is not served any more (nginx removes it too)
-    if (st.stale && until === 0) remove(st.z, st.digest);
+    // the stored response stays (nginx keeps it: a later request may still revalidate it or use it stale)
     doneUpdating(st);
     return undefined;
   }
@@ -339,7 +352,9 @@ export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string)
   const vi = u.conf.ignoreHeaders! & IGN.Vary ? -1 : head.headers.lnames.indexOf('vary');
   const vary = vi >= 0 ? head.headers.values[vi] : undefined;
   return openWriter(r, st, {
-    validUntil: until, headLen: raw.length, staleIfError: staleIfError(head.headers, u.conf.ignoreHeaders!), vary, variant: vary === undefined ? undefined : variantOf(vary, r),
+    validUntil: until, headLen: raw.length, vary,
+    staleIfError: ccExtension(head.headers, u.conf.ignoreHeaders!, 'stale-if-error'),
+    staleWhileRevalidate: ccExtension(head.headers, u.conf.ignoreHeaders!, 'stale-while-revalidate'), variant: vary === undefined ? undefined : variantOf(vary, r),
     lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
   }, raw);
 }
@@ -370,11 +385,12 @@ export function cacheError(u: UpstreamRequest, head: ResponseHead): void {
   w?.end();
 }
 
-/** `Cache-Control: stale-if-error=N` (nginx's error_sec), unless Cache-Control is ignored. */
-function staleIfError(h: ResponseHead['headers'], ignore: number): number | undefined {
+/** `Cache-Control: stale-if-error=N` (nginx's error_sec) or `stale-while-revalidate=N` (updating_sec), unless Cache-Control is ignored. */
+function ccExtension(h: ResponseHead['headers'], ignore: number, name: string): number | undefined {
   if (ignore & IGN['Cache-Control']) return undefined;
+  const re = new RegExp(`(?:^|[\\s,])${name}=(\\d+)`, 'i');
   for (let i = 0; i < h.lnames.length; i++) {
-    const m = h.lnames[i] === 'cache-control' ? /(?:^|[\s,])stale-if-error=(\d+)/i.exec(h.values[i]) : null;
+    const m = h.lnames[i] === 'cache-control' ? re.exec(h.values[i]) : null;
     if (m) return Number(m[1]);
   }
   return undefined;
