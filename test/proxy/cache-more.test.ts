@@ -24,7 +24,7 @@ function upstream(): Promise<RawUpstream> {
       socket.end('HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=1\r\nConnection: close\r\n\r\n', 'latin1');
       return;
     }
-    const headers = p.startsWith('/reval') ? ['Cache-Control: max-age=1', `Last-Modified: ${LM}`] : p.startsWith('/vary') ? ['Vary: Accept-Language'] : p.startsWith('/range') ? ['Accept-Ranges: bytes'] : [];
+    const headers = p.startsWith('/reval') ? ['Cache-Control: max-age=1', `Last-Modified: ${LM}`] : p.startsWith('/vary') ? ['Vary: Accept-Language'] : p.startsWith('/range') ? ['Accept-Ranges: bytes'] : p.startsWith('/bg') ? ['Cache-Control: max-age=1'] : [];
     socket.end(response(`${req.method} ${n} ims=${ims ?? '-'}`, '200 OK', headers), 'latin1');
   });
 }
@@ -44,6 +44,7 @@ ${HTTP_COMMON}
         location / { proxy_pass http://${up}; }
         location /slow { proxy_cache_lock on; proxy_pass http://${up}; }
         location /reval { proxy_cache_revalidate on; proxy_pass http://${up}; }
+        location /bg { proxy_cache_background_update on; proxy_cache_use_stale updating; proxy_pass http://${up}; }
         location /inactive { proxy_cache short; proxy_pass http://${up}; }
         location /sie { proxy_cache_key sie; proxy_pass http://$arg_up; }
     }
@@ -95,6 +96,15 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     const h = await get(port, '/head', '', 'HEAD');
     assert.equal(h.text, 'MISS ');
     assert.match((await get(port, '/head')).text, /^HIT GET \d+/);
+
+    // background update: the expired response at once, the new one stored behind it
+    const b1 = await get(port, '/bg');
+    await sleep(2100);
+    const b2 = await get(port, '/bg');
+    assert.equal(b2.text, b1.text.replace('MISS', 'STALE'));
+    const b3 = await get(port, '/bg');
+    assert.match(b3.text, /^HIT GET \d+/);
+    assert.notEqual(b3.text.slice(4), b1.text.slice(5));
 
     // inactive=1s: an entry not used for a second is gone, valid or not (nginx's cache manager
     // sleeps up to 10 s when it started with an empty cache, so it is gone by 11 s; here at once)
