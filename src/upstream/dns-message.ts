@@ -1,6 +1,6 @@
 /**
- * DNS wire format for the resolver: building A/AAAA queries and reading
- * names, as nginx's ngx_resolver.c does (names lowercased, compression
+ * DNS wire format for the resolver: building A/AAAA/SRV queries and reading
+ * answers and names, as nginx's ngx_resolver.c does (names lowercased, compression
  * pointers followed at most 128 times).
  */
 import net from 'node:net';
@@ -8,6 +8,7 @@ import net from 'node:net';
 export const TYPE_A = 1;
 export const TYPE_CNAME = 5;
 export const TYPE_AAAA = 28;
+export const TYPE_SRV = 33;
 export const TYPE_DNAME = 39;
 
 const RCODE_TEXT = ['', 'Format error', 'Server failure', 'Host not found', 'Unimplemented', 'Operation refused'];
@@ -81,9 +82,19 @@ export function ipv6At(b: Buffer, o: number): string {
   return new net.SocketAddress({ address: parts.join(':'), family: 'ipv6' }).address;
 }
 
+/** One SRV record (a weight of 0 counts as 1, as in nginx). */
+export interface SrvRecord {
+  priority: number;
+  weight: number;
+  port: number;
+  name: string;
+}
+
 export interface Answers {
   /** Addresses of the asked type, in answer order. */
   addrs: string[];
+  /** SRV records, for an SRV query. */
+  srvs: SrvRecord[];
   /** Offset of the last CNAME's target name, or -1. */
   cname: number;
   /** The smallest TTL of all records (seconds). */
@@ -97,6 +108,7 @@ export interface Answers {
  */
 export function readAnswers(buf: Buffer, start: number, count: number, qtype: number, warn: (msg: string) => void): Answers | { error: string } {
   const addrs: string[] = [];
+  const srvs: SrvRecord[] = [];
   let cname = -1;
   let ttlMin = 0xffffffff;
   let i = start;
@@ -121,7 +133,12 @@ export function readAnswers(buf: Buffer, start: number, count: number, qtype: nu
     if (cls !== 1) return { error: `unexpected RR class ${cls} in DNS response` };
     ttlMin = Math.min(ttlMin, ttl);
     i += 10;
-    if (type === TYPE_A || type === TYPE_AAAA) {
+    if (type === TYPE_SRV && qtype === TYPE_SRV) {
+      if (i + 6 > n) return { error: 'short DNS response' };
+      const target = readName(buf, i + 6);
+      if ('error' in target) return target;
+      srvs.push({ priority: buf.readUInt16BE(i), weight: buf.readUInt16BE(i + 2) || 1, port: buf.readUInt16BE(i + 4), name: target.name });
+    } else if ((type === TYPE_A || type === TYPE_AAAA) && qtype !== TYPE_SRV) {
       const name = type === TYPE_A ? 'A' : 'AAAA';
       if (type !== qtype) return { error: `unexpected ${name} record in DNS response` };
       const size = type === TYPE_A ? 4 : 16;
@@ -135,5 +152,51 @@ export function readAnswers(buf: Buffer, start: number, count: number, qtype: nu
     }
     i += len;
   }
-  return { addrs, cname, ttl: ttlMin };
+  return { addrs, srvs, cname, ttl: ttlMin };
+}
+
+export interface ResponseHeader {
+  ident: number;
+  /** The response code: 1 (format error) is for the caller to report with the query's name. */
+  code: number;
+  qtype: number;
+  /** Answer records, and where they start. */
+  nan: number;
+  answers: number;
+  trunc: boolean;
+}
+
+/**
+ * The header and question of a response, checked as
+ * ngx_resolver_process_response checks them; `{ error }` is nginx's text
+ * for a response to ignore.
+ */
+export function readHeader(buf: Buffer, tcp: boolean): ResponseHeader | { error: string } {
+  if (buf.length < 12) return { error: 'short DNS response' };
+  const ident = buf.readUInt16BE(0);
+  const flags = buf.readUInt16BE(2);
+  const nqs = buf.readUInt16BE(4);
+  const nan = buf.readUInt16BE(6);
+  const trunc = (flags & 0x0200) !== 0;
+  if ((flags & 0xf870) !== 0x8000 || (trunc && tcp)) {
+    return { error: `invalid ${tcp ? 'TCP' : 'UDP'} DNS response ${ident} fl:${flags.toString(16).toUpperCase().padStart(4, '0')}` };
+  }
+  const code = flags & 0xf;
+  if (code === 1) return { ident, code, qtype: 0, nan, answers: 0, trunc };
+  if (code > 5) return { error: `DNS error (${code}: ${dnsErrorText(code)}), query id:${ident}` };
+  if (nqs !== 1) return { error: 'invalid number of questions in DNS response' };
+  let i = 12;
+  for (;;) {
+    if (i >= buf.length) return { error: 'short DNS response' };
+    if (buf[i] & 0xc0) return { error: 'unexpected compression pointer in DNS response' };
+    if (buf[i] === 0) break;
+    i += 1 + buf[i];
+  }
+  if (i++ === 12) return { error: 'zero-length domain name in DNS response' };
+  if (i + 4 + nan * 12 > buf.length) return { error: 'short DNS response' };
+  const qtype = buf.readUInt16BE(i);
+  const qclass = buf.readUInt16BE(i + 2);
+  if (qclass !== 1) return { error: `unknown query class ${qclass} in DNS response` };
+  if (qtype !== TYPE_A && qtype !== TYPE_AAAA && qtype !== TYPE_SRV) return { error: `unknown query type ${qtype} in DNS response` };
+  return { ident, code, qtype, nan, answers: i + 4, trunc };
 }

@@ -24,7 +24,7 @@ export interface ServerSpec {
   backup: boolean;
   down: boolean;
   /** `resolve`: the name is resolved while running (its peers come and go); addrs stays empty. */
-  resolve?: { host: string; port: number; memory?: SharedArrayBuffer };
+  resolve?: { host: string; port: number; service?: string; memory?: SharedArrayBuffer };
 }
 
 /** Run-time fields of a peer, as Int32 slots: in private memory, or in a shared zone (`zone`). */

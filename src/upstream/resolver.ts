@@ -8,7 +8,8 @@
  * Used for proxy_pass targets built from variables, in HTTP and stream.
  */
 import { mainErrorLog } from '../core/error-log.ts';
-import { dnsErrorText, encodeQuery, readAnswers, readName, TYPE_A, TYPE_AAAA } from './dns-message.ts';
+import { dnsErrorText, encodeQuery, readAnswers, readHeader, readName, TYPE_A, TYPE_AAAA, TYPE_SRV } from './dns-message.ts';
+import type { SrvRecord } from './dns-message.ts';
 import { DnsServer } from './dns-transport.ts';
 import { parseResolverArgs, ResolveError } from './resolver-conf.ts';
 import type { Resolved, ResolverConf } from './resolver-conf.ts';
@@ -26,6 +27,8 @@ const TIMEDOUT = 110;
 interface Waiter {
   resolve(addrs: string[], valid: number): void;
   reject(e: ResolveError): void;
+  /** Set for an SRV lookup: gets the records (sorted by priority). */
+  srv?: (srvs: SrvRecord[], valid: number) => void;
   timer: NodeJS.Timeout;
   recursion: number;
   node: NameNode | undefined;
@@ -42,6 +45,9 @@ interface NameNode {
   addrs4: string[] | null;
   addrs6: string[] | null;
   cname: string | undefined;
+  /** An SRV name (its own map, one query), with its records once answered. */
+  srv: boolean;
+  srvs: SrvRecord[] | undefined;
   waiting: Waiter[];
   /** The queries in progress (their first two bytes are the ids). */
   query4: Buffer | undefined;
@@ -60,6 +66,7 @@ export class Resolver {
   readonly timeoutMs: number;
   private readonly servers: DnsServer[];
   private readonly nodes = new Map<string, NameNode>();
+  private readonly srvNodes = new Map<string, NameNode>();
   private lastServer = 0;
 
   constructor(conf: ResolverConf, timeoutMs: number) {
@@ -78,8 +85,13 @@ export class Resolver {
     return new Promise((resolve, reject) => this.start(name, timeoutMs, (addrs, valid) => resolve({ addrs, valid }), reject));
   }
 
-  private start(name: string, timeoutMs: number, resolve: Waiter['resolve'], reject: Waiter['reject']): void {
-    const w: Waiter = { resolve, reject, recursion: 0, node: undefined, timer: undefined as unknown as NodeJS.Timeout };
+  /** SRV records of `name` (for resolver-srv.ts, which then resolves their targets). */
+  lookupSrv(name: string, timeoutMs: number, srv: NonNullable<Waiter['srv']>, reject: Waiter['reject']): void {
+    this.start(name, timeoutMs, () => undefined, reject, srv);
+  }
+
+  private start(name: string, timeoutMs: number, resolve: Waiter['resolve'], reject: Waiter['reject'], srv?: Waiter['srv']): void {
+    const w: Waiter = { resolve, reject, srv, recursion: 0, node: undefined, timer: undefined as unknown as NodeJS.Timeout };
     w.timer = setTimeout(() => this.timedOut(w), timeoutMs);
     this.lookup(w, name.toLowerCase());
     this.expireUnused();
@@ -88,15 +100,23 @@ export class Resolver {
   close(): void {
     for (const s of this.servers) s.close();
     for (const rn of this.nodes.values()) clearTimeout(rn.resend);
+    for (const rn of this.srvNodes.values()) clearTimeout(rn.resend);
+  }
+
+  private mapOf(srv: boolean): Map<string, NameNode> {
+    return srv ? this.srvNodes : this.nodes;
   }
 
   /** nginx's ngx_resolve_name_locked(): from the cache, by joining a query, or with a new one. */
   private lookup(w: Waiter, name: string): void {
     const now = Date.now();
-    let rn = this.nodes.get(name);
+    const srv = w.srv !== undefined;
+    const map = this.mapOf(srv);
+    let rn = map.get(name);
     if (rn) {
       if (rn.valid > now) {
         this.touch(rn, now);
+        if (rn.srvs?.length) return this.succeedSrv(w, rn.srvs, rn.valid);
         const n = rn.addrs4!.length + rn.addrs6!.length;
         if (n) return this.succeed(w, rotated(rn), rn.valid);
         if (w.recursion++ < MAX_RECURSION) return this.lookup(w, rn.cname!);
@@ -110,15 +130,16 @@ export class Resolver {
       clearTimeout(rn.resend);
     } else {
       rn = {
-        name, valid: 0, expire: 0, addrs4: null, addrs6: null, cname: undefined, waiting: [],
+        name, valid: 0, expire: 0, addrs4: null, addrs6: null, cname: undefined, srv, srvs: undefined, waiting: [],
         query4: undefined, query6: undefined, tcp4: false, tcp6: false, code: 0, ttl: 0, server: 0, resend: undefined,
       };
-      this.nodes.set(name, rn);
+      map.set(name, rn);
     }
-    const q4 = this.conf.ipv4 ? encodeQuery(randomId(), name, TYPE_A) : undefined;
-    const q6 = this.conf.ipv6 ? encodeQuery(randomId(), name, TYPE_AAAA) : undefined;
-    if ((this.conf.ipv4 && !q4) || (this.conf.ipv6 && !q6)) {
-      this.nodes.delete(name);
+    // an SRV name has one query, in the IPv4 slot
+    const q4 = srv || this.conf.ipv4 ? encodeQuery(randomId(), name, srv ? TYPE_SRV : TYPE_A) : undefined;
+    const q6 = !srv && this.conf.ipv6 ? encodeQuery(randomId(), name, TYPE_AAAA) : undefined;
+    if (!q4 && !q6) {
+      map.delete(name);
       return this.fail(w, NXDOMAIN);
     }
     rn.server = this.lastServer++ % this.servers.length;
@@ -129,6 +150,7 @@ export class Resolver {
     rn.tcp4 = rn.tcp6 = false;
     rn.code = 0;
     rn.cname = undefined;
+    rn.srvs = undefined;
     rn.valid = 0;
     rn.ttl = 0xffffffff;
     rn.waiting = [w];
@@ -149,7 +171,8 @@ export class Resolver {
     rn.resend = setTimeout(() => {
       rn.resend = undefined;
       if (!rn.waiting.length) {
-        if (this.nodes.get(rn.name) === rn) this.nodes.delete(rn.name);
+        const map = this.mapOf(rn.srv);
+        if (map.get(rn.name) === rn) map.delete(rn.name);
         return;
       }
       rn.server = (rn.server + 1) % this.servers.length;
@@ -167,6 +190,12 @@ export class Resolver {
     }
     w.node = undefined;
     w.reject(this.error(TIMEDOUT));
+  }
+
+  private succeedSrv(w: Waiter, srvs: SrvRecord[], valid: number): void {
+    clearTimeout(w.timer);
+    w.node = undefined;
+    w.srv!(srvs, valid);
   }
 
   private succeed(w: Waiter, addrs: string[], valid: number): void {
@@ -190,61 +219,42 @@ export class Resolver {
   /** Keeps a used answer in memory for another 30 s (the map's order is least recently used first). */
   private touch(rn: NameNode, now: number): void {
     rn.expire = now + EXPIRE_MS;
-    this.nodes.delete(rn.name);
-    this.nodes.set(rn.name, rn);
+    const map = this.mapOf(rn.srv);
+    map.delete(rn.name);
+    map.set(rn.name, rn);
   }
 
   /** As nginx, drops at most two answers unused for 30 s per lookup. */
   private expireUnused(): void {
     const now = Date.now();
-    let n = 0;
-    for (const rn of this.nodes.values()) {
-      if (n++ === 2 || rn.expire >= now || rn.waiting.length || rn.query4 || rn.query6) return;
-      this.nodes.delete(rn.name);
+    for (const map of [this.nodes, this.srvNodes]) {
+      let n = 0;
+      for (const rn of map.values()) {
+        if (n++ === 2 || rn.expire >= now || rn.waiting.length || rn.query4 || rn.query6) break;
+        map.delete(rn.name);
+      }
     }
   }
 
-  /** nginx's ngx_resolver_process_response(): checks the header and question. */
+  /** nginx's ngx_resolver_process_response(): the header and question checked, then the answer. */
   private onResponse(buf: Buffer, tcp: boolean): void {
     const log = mainErrorLog();
-    if (buf.length < 12) return log.error('short DNS response');
-    const ident = buf.readUInt16BE(0);
-    const flags = buf.readUInt16BE(2);
-    const nqs = buf.readUInt16BE(4);
-    const nan = buf.readUInt16BE(6);
-    const trunc = (flags & 0x0200) !== 0;
-    if ((flags & 0xf870) !== 0x8000 || (trunc && tcp)) {
-      const fl = flags.toString(16).toUpperCase().padStart(4, '0');
-      return log.error(`invalid ${tcp ? 'TCP' : 'UDP'} DNS response ${ident} fl:${fl}`);
-    }
-    const code = flags & 0xf;
-    if (code === 1) {
+    const h = readHeader(buf, tcp);
+    if ('error' in h) return log.error(h.error);
+    if (h.code === 1) {
       // a format error answers nothing: the query waits for a resend
-      const rn = this.byIdent(ident);
+      const rn = this.byIdent(h.ident);
       const named = rn ? `, name:"${rn.name}"` : '';
-      return log.error(`DNS error (${code}: ${dnsErrorText(code)}), query id:${ident}${named}`);
+      return log.error(`DNS error (1: ${dnsErrorText(1)}), query id:${h.ident}${named}`);
     }
-    if (code > 5) return log.error(`DNS error (${code}: ${dnsErrorText(code)}), query id:${ident}`);
-    if (nqs !== 1) return log.error('invalid number of questions in DNS response');
-    let i = 12;
-    for (;;) {
-      if (i >= buf.length) return log.error('short DNS response');
-      if (buf[i] & 0xc0) return log.error('unexpected compression pointer in DNS response');
-      if (buf[i] === 0) break;
-      i += 1 + buf[i];
-    }
-    if (i++ === 12) return log.error('zero-length domain name in DNS response');
-    if (i + 4 + nan * 12 > buf.length) return log.error('short DNS response');
-    const qtype = buf.readUInt16BE(i);
-    const qclass = buf.readUInt16BE(i + 2);
-    if (qclass !== 1) return log.error(`unknown query class ${qclass} in DNS response`);
-    if (qtype !== TYPE_A && qtype !== TYPE_AAAA) return log.error(`unknown query type ${qtype} in DNS response`);
-    this.processAnswer(buf, ident, code, qtype, nan, trunc, i + 4);
+    this.processAnswer(buf, h.ident, h.code, h.qtype, h.nan, h.trunc, h.answers);
   }
 
   private byIdent(ident: number): NameNode | undefined {
-    for (const rn of this.nodes.values()) {
-      if (rn.query4?.readUInt16BE(0) === ident || rn.query6?.readUInt16BE(0) === ident) return rn;
+    for (const map of [this.nodes, this.srvNodes]) {
+      for (const rn of map.values()) {
+        if (rn.query4?.readUInt16BE(0) === ident || rn.query6?.readUInt16BE(0) === ident) return rn;
+      }
     }
     return undefined;
   }
@@ -254,7 +264,8 @@ export class Resolver {
     const log = mainErrorLog();
     const q = readName(buf, 12);
     if ('error' in q) return log.error(q.error);
-    const rn = this.nodes.get(q.name);
+    const map = this.mapOf(qtype === TYPE_SRV);
+    const rn = map.get(q.name);
     const v6 = qtype === TYPE_AAAA;
     const query = rn && (v6 ? rn.query6 : rn.query4);
     if (!rn || !query || (v6 ? rn.addrs6 : rn.addrs4) !== null) return log.error(`unexpected DNS response for ${q.name}`);
@@ -265,7 +276,7 @@ export class Resolver {
     if (trunc) {
       if (!rn.waiting.length) {
         clearTimeout(rn.resend);
-        this.nodes.delete(rn.name);
+        map.delete(rn.name);
         return;
       }
       if (v6) rn.tcp6 = true;
@@ -293,7 +304,7 @@ export class Resolver {
       }
       // errors are not cached
       clearTimeout(rn.resend);
-      this.nodes.delete(rn.name);
+      map.delete(rn.name);
       const waiting = rn.waiting;
       rn.waiting = [];
       for (const w of waiting) this.fail(w, code);
@@ -304,12 +315,21 @@ export class Resolver {
     if ('error' in rrs) return log.error(rrs.error);
     rn.ttl = Math.min(rn.ttl, rrs.ttl);
     const { addrs, cname } = rrs;
+    if (rrs.srvs.length) {
+      // nginx's ngx_resolver_process_srv: the records by priority (a stable sort)
+      this.settle(rn);
+      rn.srvs = rrs.srvs.sort((a, b) => a.priority - b.priority);
+      const waiting = rn.waiting;
+      rn.waiting = [];
+      for (const w of waiting) this.succeedSrv(w, rn.srvs, rn.valid);
+      return;
+    }
 
     setMine(addrs);
     const o = other();
     if (o === null) return; // a CNAME alone is looked at only once both families answered
     if (addrs.length + o.length > 0) return this.answer(rn);
-    if (cname < 0) return log.error('no A or CNAME types in DNS response');
+    if (cname < 0) return log.error(rn.srv ? 'no SRV type in DNS response' : 'no A or CNAME types in DNS response');
     const target = readName(buf, cname);
     if ('error' in target) return log.error(target.error);
     this.settle(rn);

@@ -118,6 +118,7 @@ function serverDirective(cf: ConfContext, node: { args: string[] }): string | vo
   let backup = false;
   let down = false;
   let resolve = false;
+  let service: string | undefined;
   for (let i = 1; i < a.length; i++) {
     const v = a[i];
     const num = (s: string) => (/^\d+$/.test(s) ? Number(s) : NaN);
@@ -142,15 +143,23 @@ function serverDirective(cf: ConfContext, node: { args: string[] }): string | vo
       down = true;
     } else if (v === 'resolve') {
       resolve = true;
+    } else if (v.startsWith('service=')) {
+      service = v.slice(8);
+      if (!service) throw cf.error('service is empty');
     } else {
       throw cf.error(`invalid parameter "${v}"`);
     }
   }
+  if (service !== undefined && !resolve) throw cf.error(`service upstream "${a[0]}" requires "resolve" parameter`);
   const u = parseUrl(a[0], { uriPart: false });
   if (typeof u === 'string') throw cf.error(`${u} in upstream "${a[0]}"`);
-  if (resolve && !u.unix && !net.isIP(u.host.replace(/^\[|\]$/g, ''))) {
+  const literal = u.unix || net.isIP(u.host.replace(/^\[|\]$/g, '')) !== 0;
+  if (service !== undefined && u.port !== undefined) throw cf.error(`service upstream "${a[0]}" may not have port`);
+  if (service !== undefined && literal) throw cf.error(`service upstream "${a[0]}" requires domain name`);
+  if (resolve && !literal) {
     // resolved while running (watchResolvedServers), not now
-    group.servers.push({ name: a[0], addrs: [], weight, maxFails, failTimeout, maxConns, backup, down, resolve: { host: u.host, port: u.port ?? 80 } });
+    const r = { host: u.host.toLowerCase(), port: u.port ?? 80, service };
+    group.servers.push({ name: a[0], addrs: [], weight, maxFails, failTimeout, maxConns, backup, down, resolve: r });
     return;
   }
   const addrs = resolveAddresses(u, 80);
