@@ -43,6 +43,7 @@ const RESPONSES: Record<string, string | string[]> = {
   extra: 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA',
   hide: 'HTTP/1.1 200 OK\r\nX-Secret: s\r\nX-Pad: p\r\nServer: up\r\nContent-Length: 0\r\n\r\n',
   accel: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/target\r\nX-Other: o\r\nContent-Type: x/y\r\nContent-Length: 4\r\n\r\nbody',
+  lm: 'HTTP/1.1 200 OK\r\nLast-Modified: Mon, 28 Sep 1970 06:00:00 GMT\r\nETag: "lm1"\r\nContent-Length: 2\r\n\r\nok',
   accelunsafe: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/%2e%2e/secret\r\nContent-Length: 0\r\n\r\n',
   accelescaped: 'HTTP/1.1 200 OK\r\nX-Accel-Redirect: /internal/a%20b?x=1\r\nSet-Cookie: c=1\r\nContent-Length: 0\r\n\r\n',
   cookies: 'HTTP/1.1 200 OK\r\nSet-Cookie: a=1; Domain=.Backend.example; Path=/r/x; HttpOnly\r\n'
@@ -104,8 +105,8 @@ after(async () => {
 });
 
 /** The response as a client sees it, with what differs between nginx builds masked. */
-async function fetchRaw(srv: RunningServer, uri: string, version = '1.1', method = 'GET'): Promise<{ text: string; end: string }> {
-  const ex = await rawExchange(srv.port(8080), `${method} ${uri} HTTP/${version}\r\nHost: localhost\r\nConnection: close\r\n\r\n`);
+async function fetchRaw(srv: RunningServer, uri: string, version = '1.1', method = 'GET', extra = ''): Promise<{ text: string; end: string }> {
+  const ex = await rawExchange(srv.port(8080), `${method} ${uri} HTTP/${version}\r\nHost: localhost\r\n${extra}Connection: close\r\n\r\n`);
   const text = ex.data.toString('latin1')
     .replace(/^Date: .*$/gm, 'Date: -')
     .replace(/nginx\/\d+\.\d+\.\d+/g, 'nginx/x')
@@ -114,10 +115,10 @@ async function fetchRaw(srv: RunningServer, uri: string, version = '1.1', method
 }
 
 /** Checks Gatehouse against nginx for `uri` and returns Gatehouse's response text. */
-async function same(uri: string, version = '1.1', method = 'GET'): Promise<string> {
-  const gh = await fetchRaw(pair.gh, uri, version, method);
+async function same(uri: string, version = '1.1', method = 'GET', extra = ''): Promise<string> {
+  const gh = await fetchRaw(pair.gh, uri, version, method, extra);
   if (pair.ng) {
-    const ng = await fetchRaw(pair.ng, uri, version, method);
+    const ng = await fetchRaw(pair.ng, uri, version, method, extra);
     assert.equal(gh.text, ng.text, `response to ${method} ${uri} (gatehouse vs nginx)`);
   }
   return gh.text;
@@ -214,6 +215,12 @@ test('proxy_cookie_domain, proxy_cookie_path, proxy_cookie_flags', async () => {
   assert.match(t, /\r\nSet-Cookie: a=1; Domain=Backend\.test; Path=\/cookie\/x; Secure; SameSite=Strict\r\n/);
   assert.match(t, /\r\nSet-Cookie: b=2; path=\/other; domain=up\.test; HttpOnly\r\n/);
   assert.match(t, /\r\nSet-Cookie: plain\r\n/);
+});
+
+test('a proxied response that is not cached gets no 304 or 412 (nginx: r->disable_not_modified)', async () => {
+  assert.match(await same('/r/lm', '1.1', 'GET', 'If-Modified-Since: Mon, 28 Sep 1970 06:00:00 GMT\r\n'), /^HTTP\/1\.1 200 OK\r\n/);
+  assert.match(await same('/r/lm', '1.1', 'GET', 'If-None-Match: "lm1"\r\n'), /^HTTP\/1\.1 200 OK\r\n/);
+  assert.match(await same('/r/lm', '1.1', 'GET', 'If-Unmodified-Since: Fri, 05 Jul 1985 14:30:52 GMT\r\n'), /^HTTP\/1\.1 200 OK\r\n.*\r\n\r\nok$/s);
 });
 
 test('proxy_hide_header, proxy_pass_header', async () => {

@@ -181,8 +181,15 @@ function lastModifiedSec(r: HttpRequest): number {
   return r.lastModified === undefined ? -1 : Math.floor(r.lastModified / 1000);
 }
 
+const NOT_MODIFIED_OFF = {};
+
+/** nginx's r->disable_not_modified: the upstream module sets it for a response it does not cache. */
+export function disableNotModified(r: HttpRequest): void {
+  r.ctx.set(NOT_MODIFIED_OFF, true);
+}
+
 function notModifiedFilter(r: HttpRequest): void {
-  if (r.status !== 200) return;
+  if (r.status !== 200 || r.ctx.has(NOT_MODIFIED_OFF)) return;
   const h = r.req.headers;
   const ius = h['if-unmodified-since'];
   if (ius !== undefined) {

@@ -12,6 +12,7 @@ import { sendHeader } from '../../response.ts';
 import { parseUnsafeUri } from '../../subrequest.ts';
 import { requestLog } from '../../request-log.ts';
 import { errorPageConf } from '../core/error-page.ts';
+import { disableNotModified } from '../not-modified.ts';
 import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';
 import { cacheError, cacheStaleStatus, cacheWriter } from './cache.ts';
@@ -178,6 +179,8 @@ export class ResponseReader implements RelaySource {
     }
     // proxy_cache (cache.ts): the relay also feeds the body to the cache file when the response may be stored
     this.relay.tee = cacheWriter(u, head, b.toString('latin1', 0, head.bodyStart));
+    // as nginx (r->disable_not_modified = !u->cacheable): no 304/412 from a response that is not being cached
+    if (!this.relay.tee) disableNotModified(r);
     // proxy_store (store.ts): the same for the file the response is stored in
     if (u.conf.store) this.relay.tee ??= storeWriter(r, u.conf, head, buffering, u.d.tempPath);
     const rest = b.subarray(head.bodyStart);
