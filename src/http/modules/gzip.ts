@@ -165,6 +165,23 @@ export function weakenEtag(r: HttpRequest): void {
   else r.headersOut[i] = { name: r.headersOut[i].name, value: 'W/' + v };
 }
 
+/**
+ * A body filter is about to change the bytes (SSI, sub_filter): the length is
+ * no longer known, and the validators go (ngx_http_clear_last_modified) or the
+ * ETag becomes weak when `*_last_modified on` keeps them.
+ */
+export function clearForChangedBody(r: HttpRequest, keepLastModified: boolean): void {
+  r.contentLength = undefined;
+  r.setHeader('Content-Length', undefined);
+  if (keepLastModified) {
+    weakenEtag(r);
+    return;
+  }
+  r.lastModified = undefined;
+  r.setHeader('Last-Modified', undefined);
+  r.setHeader('ETag', undefined);
+}
+
 /** Small known lengths get a smaller window and hash, as ngx_http_gzip_filter_memory does. */
 function memoryFor(conf: GzipConf, length: number | undefined): { wbits: number; memLevel: number } {
   let wbits = conf.wbits ?? 15;

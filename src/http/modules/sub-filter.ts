@@ -20,7 +20,7 @@ import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue } from '../variables.ts';
-import { typeMatches, weakenEtag } from './gzip.ts';
+import { clearForChangedBody, typeMatches } from './gzip.ts';
 
 interface SubPair {
   /** The search string, lowercased. */
@@ -214,15 +214,7 @@ function subHeaderFilter(r: HttpRequest): void {
   if (!m) return;
   r.ctx.set(SUB_CTX, m);
   if (r.parent) return;
-  r.contentLength = undefined;
-  r.setHeader('Content-Length', undefined);
-  if (!conf.lastModified) {
-    r.lastModified = undefined;
-    r.setHeader('Last-Modified', undefined);
-    r.setHeader('ETag', undefined);
-  } else {
-    weakenEtag(r);
-  }
+  clearForChangedBody(r, !!conf.lastModified);
 }
 
 function subBodyFilter(r: HttpRequest): void {

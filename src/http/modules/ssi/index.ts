@@ -16,7 +16,7 @@ import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import { flagArg, sizeArg } from '../../../conf/values.ts';
 import type { HttpModule } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';
-import { typeMatches, weakenEtag } from '../gzip.ts';
+import { clearForChangedBody, typeMatches } from '../gzip.ts';
 import { SSI_CTX, SsiContext, ssiSlot } from './context.ts';
 import type { SsiConf } from './context.ts';
 import { DEFAULT_TIMEFMT } from './context.ts';
@@ -29,16 +29,8 @@ function ssiHeaderFilter(r: HttpRequest): void {
   r.ctx.set(SSI_CTX, new SsiContext(conf));
   if (r.parent) return;
   // the length changes, and ranges of the file are not ranges of the page
-  r.contentLength = undefined;
-  r.setHeader('Content-Length', undefined);
+  clearForChangedBody(r, !!conf.lastModified);
   r.setHeader('Accept-Ranges', undefined);
-  if (!conf.lastModified) {
-    r.lastModified = undefined;
-    r.setHeader('Last-Modified', undefined);
-    r.setHeader('ETag', undefined);
-  } else {
-    weakenEtag(r);
-  }
 }
 
 function ssiBodyFilter(r: HttpRequest): void {
