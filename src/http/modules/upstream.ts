@@ -11,6 +11,7 @@ import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { parseSize, parseTime } from '../../conf/values.ts';
+import { parseServerParams } from '../../upstream/server-params.ts';
 import { sharedZone } from '../../core/shared.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
@@ -111,45 +112,7 @@ function initGroups(http: HttpMainConf): void {
 function serverDirective(cf: ConfContext, node: { args: string[] }): string | void {
   const group = cf.data.upstreamGroup as UpstreamGroup;
   const a = node.args;
-  let weight = 1;
-  let maxConns = 0;
-  let maxFails = 1;
-  let failTimeout = 10;
-  let backup = false;
-  let down = false;
-  let resolve = false;
-  let service: string | undefined;
-  for (let i = 1; i < a.length; i++) {
-    const v = a[i];
-    const num = (s: string) => (/^\d+$/.test(s) ? Number(s) : NaN);
-    if (v.startsWith('weight=')) {
-      weight = num(v.slice(7));
-      if (!(weight > 0)) throw cf.error(`invalid parameter "${v}"`);
-    } else if (v.startsWith('max_conns=')) {
-      maxConns = num(v.slice(10));
-      if (Number.isNaN(maxConns)) throw cf.error(`invalid parameter "${v}"`);
-    } else if (v.startsWith('max_fails=')) {
-      maxFails = num(v.slice(10));
-      if (Number.isNaN(maxFails)) throw cf.error(`invalid parameter "${v}"`);
-    } else if (v.startsWith('fail_timeout=')) {
-      const ms = parseTime(v.slice(13));
-      if (Number.isNaN(ms)) throw cf.error(`invalid parameter "${v}"`);
-      failTimeout = Math.floor(ms / 1000);
-    } else if (v === 'backup') {
-      const b = group.balancer.kind;
-      if (b === 'ip_hash' || b === 'hash' || b === 'random') throw cf.error(`balancing method does not support parameter "${v}"`);
-      backup = true;
-    } else if (v === 'down') {
-      down = true;
-    } else if (v === 'resolve') {
-      resolve = true;
-    } else if (v.startsWith('service=')) {
-      service = v.slice(8);
-      if (!service) throw cf.error('service is empty');
-    } else {
-      throw cf.error(`invalid parameter "${v}"`);
-    }
-  }
+  const { weight, maxConns, maxFails, failTimeout, backup, down, resolve, service } = parseServerParams(cf, a.slice(1), group, true);
   if (service !== undefined && !resolve) throw cf.error(`service upstream "${a[0]}" requires "resolve" parameter`);
   const u = parseUrl(a[0], { uriPart: false });
   if (typeof u === 'string') throw cf.error(`${u} in upstream "${a[0]}"`);

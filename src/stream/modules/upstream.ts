@@ -12,7 +12,7 @@ import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { parseNumber, parseTime } from '../../conf/values.ts';
+import { parseServerParams } from '../../upstream/server-params.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
 import { UpstreamGroup } from '../../upstream/group.ts';
@@ -86,35 +86,7 @@ function readUpstream(cf: ConfContext, node: ConfNode): void {
 function readServer(cf: ConfContext, node: ConfNode): void {
   const group = cf.data.streamUpstream as UpstreamGroup;
   const a = node.args;
-  let weight = 1;
-  let maxConns = 0;
-  let maxFails = 1;
-  let failTimeout = 10;
-  let backup = false;
-  let down = false;
-  for (let i = 1; i < a.length; i++) {
-    const v = a[i];
-    const invalid = () => cf.error(`invalid parameter "${v}"`);
-    if (v.startsWith('weight=')) {
-      weight = parseNumber(v.slice(7));
-      if (!(weight > 0)) throw invalid();
-    } else if (v.startsWith('max_conns=')) {
-      maxConns = parseNumber(v.slice(10));
-      if (Number.isNaN(maxConns)) throw invalid();
-    } else if (v.startsWith('max_fails=')) {
-      maxFails = parseNumber(v.slice(10));
-      if (Number.isNaN(maxFails)) throw invalid();
-    } else if (v.startsWith('fail_timeout=')) {
-      failTimeout = parseTime(v.slice(13), true);
-      if (Number.isNaN(failTimeout)) throw invalid();
-    } else if (v === 'backup') {
-      backup = true;
-    } else if (v === 'down') {
-      down = true;
-    } else {
-      throw invalid();
-    }
-  }
+  const { weight, maxConns, maxFails, failTimeout, backup, down } = parseServerParams(cf, a.slice(1), group, false);
   const u = parseUrl(a[0], { uriPart: false });
   if (typeof u === 'string') throw cf.error(`${u} in upstream "${a[0]}"`);
   if (!u.unix && u.port === undefined) throw cf.error(`no port in upstream "${a[0]}"`);
