@@ -5,36 +5,17 @@
  * with the listening ports and nginx's version masked.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { after, before } from 'node:test';
 import { parseResponse, rawRequest } from '../kit/client.ts';
 import type { ParsedResponse } from '../kit/client.ts';
-import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
 import type { RunningServer, StartOptions } from '../kit/server.ts';
+import { startPair } from '../kit/pair.ts';
+import type { Pair } from '../kit/pair.ts';
+export { FIXED_MTIME, startPair } from '../kit/pair.ts';
+export type { Pair } from '../kit/pair.ts';
 
-export interface Pair {
-  gh: RunningServer;
-  /** Undefined when Debian's nginx is not installed: tests then check Gatehouse alone. */
-  ng: RunningServer | undefined;
-}
 
-const FIXED_MTIME = new Date('2024-05-06T07:08:09Z');
 
-/** Starts Gatehouse and (when installed) nginx on the same configuration, stopped after `t`. */
-export async function startPair(t: { after(fn: () => unknown): void }, opts: StartOptions): Promise<Pair> {
-  const gh = await startGatehouse(opts);
-  t.after(() => gh.stop());
-  let ng: RunningServer | undefined;
-  if (!nginxSkip) {
-    ng = await startNginx(opts);
-    t.after(() => ng!.stop());
-  }
-  // one mtime for every file, so ETag and Last-Modified agree between the servers
-  for (const srv of [gh, ng]) {
-    for (const rel of Object.keys(opts.files ?? {})) if (srv) fs.utimesSync(srv.path(rel), FIXED_MTIME, FIXED_MTIME);
-  }
-  return { gh, ng };
-}
 
 /** One pair for all tests of a file: started before the first, stopped after the last. */
 export function sharedPair(opts: StartOptions): () => Pair {

@@ -4,38 +4,19 @@
  * sees; an upstream that sends a body in small pieces, so filters meet
  * every boundary.
  */
-import fs from 'node:fs';
 import type { TestContext } from 'node:test';
 import type net from 'node:net';
 import { parseResponse, rawRequest } from '../kit/client.ts';
 import type { ParsedResponse } from '../kit/client.ts';
-import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
-import type { RunningServer, StartOptions } from '../kit/server.ts';
+import type { RunningServer } from '../kit/server.ts';
 import { RawUpstream } from '../proxy/upstream-kit.ts';
+import { startPair } from '../kit/pair.ts';
+import type { Pair } from '../kit/pair.ts';
+export { FIXED_MTIME, startPair } from '../kit/pair.ts';
+export type { Pair } from '../kit/pair.ts';
 
-export interface Pair {
-  gh: RunningServer;
-  /** Undefined when nginx is not installed. */
-  ng: RunningServer | undefined;
-}
 
-/** A fixed mtime for served files, so Last-Modified and ETag agree between servers. */
-const FIXED_MTIME = new Date('2024-05-06T07:08:09Z');
 
-export async function startPair(t: TestContext, opts: StartOptions): Promise<Pair> {
-  const gh = await startGatehouse(opts);
-  t.after(() => gh.stop());
-  let ng: RunningServer | undefined;
-  if (!nginxSkip) {
-    ng = await startNginx(opts);
-    t.after(() => ng!.stop());
-  }
-  for (const srv of [gh, ng]) {
-    if (!srv) continue;
-    for (const rel of Object.keys(opts.files ?? {})) fs.utimesSync(srv.path(rel), FIXED_MTIME, FIXED_MTIME);
-  }
-  return { gh, ng };
-}
 
 /** GET (or the given request line) on port 8080 of `srv`, HTTP/1.1 with Connection: close unless a whole request is given. */
 export async function ask(srv: RunningServer, request: string, port = 8080): Promise<ParsedResponse> {

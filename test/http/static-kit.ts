@@ -2,37 +2,18 @@
  * Helpers for reference tests of static files, headers, gzip and auth: run
  * Gatehouse and Debian's nginx on one config and compare what a client sees.
  */
-import fs from 'node:fs';
 import type { TestContext } from 'node:test';
 import { parseResponse, rawRequest } from '../kit/client.ts';
 import type { ParsedResponse } from '../kit/client.ts';
-import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
-import type { RunningServer, StartOptions } from '../kit/server.ts';
+import type { RunningServer } from '../kit/server.ts';
+import { startPair } from '../kit/pair.ts';
+import type { Pair } from '../kit/pair.ts';
+export { FIXED_MTIME, startPair } from '../kit/pair.ts';
+export type { Pair } from '../kit/pair.ts';
 
 /** Both servers for one test; `ng` is undefined when nginx is not installed. */
-export interface Pair {
-  gh: RunningServer;
-  ng: RunningServer | undefined;
-}
 
-/** A fixed mtime for served files, so ETag and Last-Modified agree between servers. */
-export const FIXED_MTIME = new Date('2024-05-06T07:08:09Z');
 
-/** Starts both servers on `opts` and gives every file in `files` the fixed mtime. */
-export async function startPair(t: TestContext, opts: StartOptions): Promise<Pair> {
-  const gh = await startGatehouse(opts);
-  t.after(() => gh.stop());
-  let ng: RunningServer | undefined;
-  if (!nginxSkip) {
-    ng = await startNginx(opts);
-    t.after(() => ng!.stop());
-  }
-  for (const srv of [gh, ng]) {
-    if (!srv) continue;
-    for (const rel of Object.keys(opts.files ?? {})) fs.utimesSync(srv.path(rel), FIXED_MTIME, FIXED_MTIME);
-  }
-  return { gh, ng };
-}
 
 /** Sends `request` (with `Host: localhost` unless given) to port `n` of a server. */
 export async function ask(srv: RunningServer, request: string, port = 8080): Promise<ParsedResponse> {
