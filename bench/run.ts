@@ -8,17 +8,21 @@
  * RSS growth), and memory per idle keepalive connection.
  *
  * Loopback only. Needs nginx, wrk and taskset (the bench says what is missing).
- * BENCH_SECONDS (default 8) sets the wrk duration per case.
+ * BENCH_SECONDS (default 8) sets the wrk duration per case, BENCH_WARMUP
+ * (default 5) the unmeasured wrk run before it, BENCH_TLS_WARMUP (default 10)
+ * the unmeasured handshakes before the TLS cases.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { startOrigin, startProxy, type BenchServer } from './servers.ts';
 import { idleConnections, streamBody, wrkRun, type WrkResult } from './cases.ts';
 import { cpuMicros } from './proc.ts';
-import { handshakeRun, startTlsServer, tlsKeepalive } from './tls.ts';
+import { handshakeRun, startTlsServer, tlsKeepalive, TLS_WARMUP_SECONDS, warmTls } from './tls.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY?.split(',');
+/** wrk before each measured run, not counted: V8 compiles the request path in the first seconds. */
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
 
 function need(cmd: string): void {
   try { execFileSync('sh', ['-c', `command -v ${cmd}`]); } catch {
@@ -44,7 +48,7 @@ async function throughputCase(label: string, path: string, servers: Record<'ngin
   const res: Partial<Record<'nginx' | 'gatehouse', WrkResult & { cpuPerReq: number }>> = {};
   for (const which of ['nginx', 'gatehouse'] as const) {
     const s = servers[which];
-    await wrkRun(s.port, path, 2, 50); // warm-up: JIT, keepalive pools
+    await wrkRun(s.port, path, WARMUP_SECONDS, 50); // warm-up: JIT, keepalive pools
     const cpu0 = cpuMicros(s.pid);
     const r = await wrkRun(s.port, path, SECONDS, 50);
     const cpu1 = cpuMicros(s.pid);
@@ -62,6 +66,9 @@ async function throughputCase(label: string, path: string, servers: Record<'ngin
 async function tlsCases(): Promise<void> {
   const tlsServers = { nginx: await startTlsServer('nginx'), gatehouse: await startTlsServer('gatehouse') };
   try {
+    console.log(`\nTLS: each server first does ${TLS_WARMUP_SECONDS}s of full handshakes (JIT warm-up), then 2s before each case`);
+    await warmTls(tlsServers.nginx);
+    await warmTls(tlsServers.gatehouse);
     const cases = [
       ['full handshake, ECDSA P-256', 'ecdsa', false],
       ['full handshake, RSA 2048', 'rsa', false],
