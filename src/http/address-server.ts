@@ -11,13 +11,10 @@ import { closeWhenIdle } from '../core/graceful.ts';
 import { connectionOf, HttpConnection, setConnectionOf, UPGRADE_HEAD } from './connection.ts';
 import type { AddressConf, HttpMainConf, ServerConf } from './http-conf.ts';
 import { coreSrv, CORE_SRV_DEFAULTS } from './modules/core/settings.ts';
-import { handleRequest } from './phases.ts';
-import { RequestHead } from './request-head.ts';
 import type { HeadContext, HeadSettings } from './head-reader.ts';
 import { HttpRequest } from './request.ts';
+import { shutdownHttp2, wantsHttp2 } from './http2.ts';
 import { requestLog } from './request-log.ts';
-import { validateHost } from './request-line.ts';
-import { parseTarget, parseUri } from './uri.ts';
 import { selectServer } from './virtual-server.ts';
 
 /** Takes over accepted sockets of `listen … ssl` and `listen … http2` addresses (the ssl module installs it); calls server.serve() for HTTP/1.x. */
@@ -49,6 +46,8 @@ export class AddressServer {
   readonly headContext: HeadContext;
   /** client_header_timeout of the address's default server (nginx reads heads with it). */
   readonly headerTimeout: number;
+  /** Connections go to the secure accept hook: TLS, or HTTP/2 with prior knowledge (`listen … http2`, `http2 on`). */
+  private readonly secure: boolean;
   private shuttingDown = false;
 
   constructor(main: HttpMainConf, addr: AddressConf) {
@@ -71,6 +70,7 @@ export class AddressServer {
       settings: (s) => settings.get(s) ?? headSettings(s),
     };
     this.headerTimeout = def.clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
+    this.secure = addr.ssl || wantsHttp2(addr, addr.defaultServer);
     this.server = http.createServer({
       // heads are checked against nginx's limits before llhttp sees them; this only has to let them through
       maxHeaderSize: bufferSize + largest + 4096,
@@ -113,7 +113,7 @@ export class AddressServer {
     this.connections.add(conn);
     socket.once('close', () => this.connections.delete(conn));
     if (this.shuttingDown) conn.closing = true;
-    if ((this.addr.ssl || this.addr.http2) && secureAccept) secureAccept(this, conn, socket);
+    if (this.secure && secureAccept) secureAccept(this, conn, socket);
     else conn.start(this, socket);
   }
 
@@ -126,10 +126,10 @@ export class AddressServer {
     conn.start(this, socket, head);
   }
 
-  /** A request from llhttp, or an HTTP/2 stream (src/http/http2.ts passes its connection). */
+  /** A request from llhttp (HTTP/2 streams start in src/http/http2/stream.ts). */
   onRequest(req: IncomingMessage, res: ServerResponse, conn = connectionOf(req.socket)): void {
     if (!conn) { res.destroy(); return; }
-    const head = req.httpVersionMajor === 2 ? this.http2Head(req) : conn.takeHead();
+    const head = conn.takeHead();
     if (!head) {
       // a request llhttp found that the connection did not hand it: never serve a guess
       res.destroy();
@@ -146,48 +146,8 @@ export class AddressServer {
     req.url = head.target;
     conn.requests++;
     const r = new HttpRequest(conn, this.main, head.server, req, res, head);
-    if (req.httpVersionMajor !== 2) {
-      // the connection starts it once the body bytes already here went to llhttp
-      conn.requestStarted(r);
-      return;
-    }
-    conn.active = r;
-    res.once('close', () => { if (conn.active === r) conn.active = undefined; });
-    handleRequest(r, true);
-  }
-
-  /** An HTTP/2 stream as nginx reads it: host from :authority or Host, the default server otherwise. */
-  private http2Head(req: IncomingMessage): RequestHead {
-    const head = new RequestHead(this.addr.defaultServer);
-    head.method = req.method ?? 'GET';
-    head.target = req.url ?? '/';
-    head.version = 2000;
-    head.protocol = 'HTTP/2.0';
-    head.line = `${head.method} ${head.target} HTTP/2.0`;
-    const target = parseTarget(head.target);
-    const parsed = target ? parseUri(head.target, true, this.headContext.mergeSlashes) : undefined;
-    if (!target || !parsed) {
-      head.error = 400;
-      head.errorLog = 'client sent invalid :path header';
-    } else {
-      head.uri = parsed.uri;
-      head.args = parsed.args;
-      const host = req.headers.host;
-      const valid = host === undefined ? '' : validateHost(host);
-      if (valid === undefined) {
-        head.error = 400;
-        head.errorLog = 'client sent invalid host header';
-      } else {
-        head.host = valid;
-        head.hostHeader = host;
-        const m = selectServer(this.addr, valid);
-        head.server = m.server;
-        head.match = m;
-      }
-    }
-    const cl = req.headers['content-length'];
-    if (cl !== undefined) head.contentLength = Number(cl);
-    return head;
+    // the connection starts it once the body bytes already here went to llhttp
+    conn.requestStarted(r);
   }
 
   /**
@@ -214,6 +174,7 @@ export class AddressServer {
     this.shuttingDown = true;
     for (const c of this.connections) {
       c.closing = true;
+      if (shutdownHttp2(c)) continue;
       if (!c.active) closeWhenIdle(c.socket, c, () => c.active !== undefined || c.reading);
     }
   }

@@ -1,62 +1,96 @@
 /**
- * HTTP/2 connections (ALPN `h2` on TLS listeners): a node:http2 session on
- * the TLS socket, whose streams become requests of the same pipeline as
- * HTTP/1.x. node:http2's compatibility objects (Http2ServerRequest,
- * Http2ServerResponse) stand in for IncomingMessage/ServerResponse with
- * two adjustments made here: `:authority` becomes `Host` (nginx treats it
- * so) and pseudo-headers leave the header list, and the response head drops
- * the connection-specific headers HTTP/2 forbids (nginx's HTTP/2 filter
- * never sends them either).
+ * HTTP/2 connections: ALPN `h2` on TLS listeners, and the HTTP/2 preface on
+ * plain ones (`listen … http2`, or `http2 on` in the address's default
+ * server). A node:http2 session runs on the socket; each stream becomes a
+ * request of the common pipeline (src/http/http2/stream.ts).
+ *
+ * The connection's life follows nginx's HTTP/2 module: keepalive_timeout
+ * runs while no stream is open, keepalive_requests and keepalive_time end
+ * the connection with GOAWAY after the stream that reaches them, and a
+ * graceful shutdown sends GOAWAY and lets open streams finish.
  */
 import http2 from 'node:http2';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { HttpAddressServer, HttpConnection } from './connection.ts';
 import type { AddressConf, ServerConf } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import { http2Srv, HTTP2_DEFAULTS } from './modules/http2.ts';
+import type { HttpRequest } from './request.ts';
+import { startStream } from './http2/stream.ts';
+import type { StreamContext } from './http2/stream.ts';
 
-/** Whether ALPN offers `h2` for a handshake that selected `server` on `addr`. */
+/** Whether ALPN offers `h2` for a handshake that selected `server` on `addr`, or a plain address takes the preface. */
 export function wantsHttp2(addr: AddressConf, server: ServerConf): boolean {
   return addr.http2 || server.level.get(http2Srv).enable === true;
 }
 
-const CONNECTION_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+/** node:http2 ends a session that holds more than this (MB); nginx has no such limit, so keep it out of the way. */
+const MAX_SESSION_MEMORY_MB = 64;
 
-/** Makes an HTTP/2 request look like what the pipeline reads from node:http. */
-function adaptRequest(req: http2.Http2ServerRequest): void {
-  const headers = req.headers;
-  const raw = req.rawHeaders;
-  const authority = headers[':authority'];
-  let out = 0;
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].startsWith(':')) continue;
-    raw[out++] = raw[i];
-    raw[out++] = raw[i + 1];
+/** RFC 9113 6.9.1: 2^31 - 1. */
+const MAX_WINDOW = 2 ** 31 - 1;
+
+/** The HTTP/2 sessions of connections, for a graceful shutdown. */
+const sessions = new WeakMap<HttpConnection, Http2Connection>();
+
+class Http2Connection {
+  readonly session: http2.ServerHttp2Session;
+  readonly conn: HttpConnection;
+  readonly live = new Set<HttpRequest>();
+  private readonly idleTimeout: number;
+  private readonly maxRequests: number;
+  private readonly maxTime: number;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private goingAway = false;
+
+  constructor(session: http2.ServerHttp2Session, conn: HttpConnection, named: ServerConf) {
+    this.session = session;
+    this.conn = conn;
+    const core = named.level.get(coreLoc);
+    this.idleTimeout = core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout;
+    this.maxRequests = core.keepaliveRequests ?? CORE_LOC_DEFAULTS.keepaliveRequests;
+    this.maxTime = core.keepaliveTime ?? CORE_LOC_DEFAULTS.keepaliveTime;
+    this.idle();
   }
-  raw.length = out;
-  if (headers.host === undefined && typeof authority === 'string') {
-    headers.host = authority;
-    raw.unshift('Host', authority);
+
+  /** A stream opened: no idle timer while it lives; the stream that reaches a keepalive limit is the last. */
+  opened(r: HttpRequest): void {
+    clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    this.live.add(r);
+    this.conn.active = r;
+    if (this.conn.requests >= this.maxRequests || Date.now() - this.conn.startMs > this.maxTime) this.goAway();
+  }
+
+  closed = (r: HttpRequest): void => {
+    this.live.delete(r);
+    if (this.conn.active === r) this.conn.active = this.live.values().next().value;
+    if (this.live.size > 0) return;
+    if (this.conn.closing || this.idleTimeout === 0) this.goAway();
+    else this.idle();
+  };
+
+  private idle(): void {
+    if (this.goingAway || this.idleTimeout <= 0) return;
+    this.idleTimer = setTimeout(() => this.goAway(), this.idleTimeout);
+  }
+
+  /** GOAWAY: no new streams; the connection closes when the open ones are done. */
+  goAway(): void {
+    if (this.goingAway) return;
+    this.goingAway = true;
+    clearTimeout(this.idleTimer);
+    if (!this.session.closed && !this.session.destroyed) this.session.close();
   }
 }
 
-/** writeHead(status, reason, rawHeaders) as the pipeline calls it, minus what HTTP/2 cannot carry. */
-function adaptResponse(res: http2.Http2ServerResponse): void {
-  const writeHead = res.writeHead;
-  (res as unknown as { writeHead: unknown }).writeHead = function (status: number, reason?: unknown, headers?: unknown) {
-    const list = Array.isArray(reason) ? reason : headers;
-    const kept: string[] = [];
-    if (Array.isArray(list)) {
-      for (let i = 0; i < list.length; i += 2) {
-        const name = String(list[i]).toLowerCase();
-        if (CONNECTION_HEADERS.has(name) || (name === 'te' && String(list[i + 1]).toLowerCase() !== 'trailers')) continue;
-        kept.push(name, String(list[i + 1]));
-      }
-    }
-    return (writeHead as (s: number, h: unknown) => http2.Http2ServerResponse).call(res, status, kept);
-  };
+/** Graceful shutdown of an HTTP/2 connection (GOAWAY); false when `conn` is not one. */
+export function shutdownHttp2(conn: HttpConnection): boolean {
+  const h2 = sessions.get(conn);
+  if (!h2) return false;
+  if (h2.live.size === 0) h2.goAway();
+  return true;
 }
 
 /** Serves HTTP/2 on a TLS socket that negotiated `h2`, or a plain one that sent the HTTP/2 preface (h2c). */
@@ -72,16 +106,21 @@ export function serveHttp2(server: HttpAddressServer, conn: HttpConnection, sock
       initialWindowSize: h2.bodyPrereadSize ?? HTTP2_DEFAULTS.bodyPrereadSize,
     },
     maxHeaderListPairs: 4096,
+    maxSessionMemory: MAX_SESSION_MEMORY_MB,
   });
-  const idle = named.level.get(coreLoc).keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout;
-  if (idle > 0) session.setTimeout(idle, () => session.close());
+  // as nginx: the connection's window is the largest (a WINDOW_UPDATE right after SETTINGS); streams' stay at
+  // http2_body_preread_size, so what a client may send unread is still bounded per stream
+  session.setLocalWindowSize(MAX_WINDOW);
+  const h2conn = new Http2Connection(session, conn, named);
+  sessions.set(conn, h2conn);
+  const ctx: StreamContext = {
+    server,
+    conn,
+    underscores: server.headContext.settings(named).underscores,
+  };
   session.on('error', () => session.destroy());
+  session.on('close', () => { if (!socket.destroyed) socket.destroy(); });
   session.on('stream', (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
-    const req = new http2.Http2ServerRequest(stream, headers, {}, rawHeaders);
-    const res = new http2.Http2ServerResponse(stream);
-    adaptRequest(req);
-    adaptResponse(res);
-    stream.on('error', () => stream.destroy());
-    server.onRequest(req as unknown as IncomingMessage, res as unknown as ServerResponse, conn);
+    h2conn.opened(startStream(ctx, stream, headers, rawHeaders, h2conn.closed));
   });
 }

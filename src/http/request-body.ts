@@ -57,17 +57,17 @@ function createState(r: HttpRequest): BodyState {
   return st;
 }
 
-/** Whether the request announces a body (Content-Length > 0 or chunked). */
+/** Whether the request announces a body (Content-Length > 0 or chunked; an HTTP/2 stream with data but no length counts as chunked). */
 export function hasRequestBody(r: HttpRequest): boolean {
   const h = r.req.headers;
-  if (h['transfer-encoding'] !== undefined) return true;
+  if (h['transfer-encoding'] !== undefined || r.head.chunked) return true;
   const cl = h['content-length'];
   return cl !== undefined && cl !== '0';
 }
 
 /** Whether the body is sent chunked. */
 export function isChunked(r: HttpRequest): boolean {
-  return r.req.headers['transfer-encoding'] !== undefined;
+  return r.req.headers['transfer-encoding'] !== undefined || r.head.chunked;
 }
 
 /** The body read so far by readRequestBody, if any. */
@@ -178,7 +178,9 @@ class BodyReader {
     // a body read counts in $request_length (a discarded one does not, as in nginx)
     this.r.bodyRead += chunk.length;
     if (this.chunked && this.max && this.received > this.max) {
-      requestLog(this.r).error(`client intended to send too large chunked body: ${this.received - chunk.length}+${chunk.length} bytes`);
+      // (nginx's HTTP/2 reader words it with the total)
+      const size = this.r.head.version >= 2000 ? `${this.received}` : `${this.received - chunk.length}+${chunk.length}`;
+      requestLog(this.r).error(`client intended to send too large chunked body: ${size} bytes`);
       this.finish();
       this.consumer.bodyError(413);
       return;

@@ -13,6 +13,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { HttpRequest } from './request.ts';
+import type { Http2Response } from './http2/stream.ts';
 
 /** socket.bytesWritten when the socket's previous response ended. */
 const previousEnd = new WeakMap<Socket, number>();
@@ -40,6 +41,8 @@ function headLength(res: ServerResponse): number {
 
 /** `$bytes_sent`: the response so far, head included. */
 export function bytesSent(r: HttpRequest): number {
+  // an HTTP/2 stream shares its socket with others: it counts its own frames
+  if (r.head.version >= 2000) return (r.res as unknown as Partial<Http2Response>).sentBytes ?? 0;
   const sent = sentBytes.get(r.res);
   if (sent !== undefined) return sent;
   // unfinished (aborted, or still being sent): what reached the socket since the previous response
@@ -50,5 +53,6 @@ export function bytesSent(r: HttpRequest): number {
 
 /** `$body_bytes_sent`: the response body so far, without the head. */
 export function bodyBytesSent(r: HttpRequest): number {
+  if (r.head.version >= 2000) return (r.res as unknown as Partial<Http2Response>).sentBodyBytes ?? 0;
   return Math.max(0, bytesSent(r) - headLength(r.res));
 }
