@@ -160,7 +160,7 @@ export function checkOcspResponse(body: Buffer, cert: crypto.X509Certificate, is
   if (opts.verify && !(fromOther && opts.other.includes(fromOther))) {
     const chain = verifyChain(signer, [...included, ...opts.other], opts.trusted, 100, []);
     if (chain.result.code !== 0) {
-      throw new OcspError(`OCSP_basic_verify() failed ${ssl('13800065', 'certificate verify error')}:Verify error:${chain.result.reason}`);
+      throw new OcspError(`OCSP_basic_verify() failed ${ssl('13800065', `certificate verify error:Verify error: ${chain.result.reason}`)}`);
     }
     const delegated = issued(issuer, signer) && hasOcspSigning(signer);
     if (signer.fingerprint256 !== issuer.fingerprint256 && !delegated) {

@@ -17,7 +17,7 @@ import { derivedTicketKeys, fileTicketKeys, installTicketKeys, sharedTicketKeys 
 import type { TicketKeySource } from './ticket-keys.ts';
 import type { ComplexValue } from '../http/variables.ts';
 import type { PathValue, SessionCacheConf, SslSrvConf, VerifyMode } from '../http/modules/ssl/conf.ts';
-import { loadCrls } from './verify.ts';
+import { crlPems, loadCrls } from './verify.ts';
 import type { Crl } from './verify.ts';
 import { Stapler } from './stapling.ts';
 import type { StaplingOptions } from './stapling.ts';
@@ -53,6 +53,8 @@ export class ServerTls {
   /** Every certificate trusted for client verification (client + trusted certificates). */
   readonly trusted: crypto.X509Certificate[] = [];
   readonly crls: Crl[];
+  /** The same CRLs for the TLS context (OpenSSL's verdict on chains with intermediates only the client sent). */
+  private readonly crlPem: string[];
   readonly hasCertificates: boolean;
   readonly variableCertificates: boolean;
   readonly stapler: Stapler | undefined;
@@ -96,6 +98,7 @@ export class ServerTls {
       for (const pem of pemCertificates(wrap(() => readPem(c.trustedCertificate!, 'certificate')))) this.trusted.push(new crypto.X509Certificate(pem));
     }
     this.crls = c.crl ? wrap(() => loadCrls(c.crl!)) : [];
+    this.crlPem = c.crl && c.verify !== 'off' ? crlPems(c.crl) : [];
     this.sessionIdContext = crypto.createHash('sha1')
       .update('HTTP')
       .update(certs.map((v) => (v.complex ? v.path : fileText(v.path))).join('\0'))
@@ -159,6 +162,7 @@ export class ServerTls {
         cert: pairs.map((p) => p.certPem),
         key: pairs.map((p) => p.keyPem),
         ca: this.clientCaPem.length ? this.clientCaPem : undefined,
+        crl: this.crlPem.length ? this.crlPem : undefined,
         minVersion: min,
         maxVersion: max,
         secureOptions,

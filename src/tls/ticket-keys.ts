@@ -12,10 +12,11 @@
  *
  * Node's TLS contexts expose OpenSSL's ticket key callback to JavaScript
  * (`context.enableTicketKeyCallback()` + `onticketkeycallback`), with
- * HMAC-SHA256 and AES-128-CBC. A 48-byte nginx key is exactly that, so
- * tickets are byte-compatible with nginx's; an 80-byte key (nginx: 32-byte
- * HMAC key, AES-256-CBC) keeps its HMAC key and uses the first 16 bytes of
- * its AES key with AES-128 (see docs/tls.md).
+ * HMAC-SHA256 and AES-128-CBC. A 48-byte nginx key is exactly that (the
+ * sessions inside still do not move between nginx and Gatehouse: their
+ * session id contexts differ, see docs/tls.md); an 80-byte key (nginx:
+ * 32-byte HMAC key, AES-256-CBC) keeps its HMAC key and uses the first 16
+ * bytes of its AES key with AES-128.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';

@@ -153,12 +153,51 @@ export function verifyChain(leaf: crypto.X509Certificate, untrusted: crypto.X509
   return { chain, result: { code: 0, reason: 'ok' } };
 }
 
+/** Node's names of X509_V_ERR codes (verifyError().code) → the codes. */
+const CODES_BY_NAME: Record<string, number> = {
+  UNABLE_TO_GET_ISSUER_CERT: 2, UNABLE_TO_GET_CRL: 3, CERT_SIGNATURE_FAILURE: 7, CRL_SIGNATURE_FAILURE: 8,
+  CERT_NOT_YET_VALID: 9, CERT_HAS_EXPIRED: 10, CRL_NOT_YET_VALID: 11, CRL_HAS_EXPIRED: 12,
+  DEPTH_ZERO_SELF_SIGNED_CERT: 18, SELF_SIGNED_CERT_IN_CHAIN: 19, UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 20,
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 21, CERT_CHAIN_TOO_LONG: 22, CERT_REVOKED: 23, INVALID_CA: 24,
+};
+
+/**
+ * OpenSSL's own verdict on the client's chain (made during the handshake
+ * with `ssl_client_certificate` and `ssl_crl` in the context, as nginx's),
+ * for chains whose intermediates only the client sent: Node 24 does not
+ * hand those to JavaScript (getPeerCertificate(true) has the leaf alone).
+ * OpenSSL runs without nginx's depth limit there, and nginx reports a chain
+ * over the limit as "unable to get local issuer certificate": with at least
+ * one intermediate, `ssl_verify_depth 0` fails so; deeper limits are not
+ * enforced on such chains (docs/tls.md).
+ */
+function opensslVerdict(socket: TLSSocket, depth: number): ClientVerifyResult | undefined {
+  const handle = (socket as unknown as { _handle?: { verifyError?(): { code?: string } | null } })._handle;
+  if (!handle?.verifyError) return undefined;
+  const err = handle.verifyError();
+  if (!err) return depth < 1 ? fail(20) : { code: 0, reason: 'ok' };
+  const code = err.code ? CODES_BY_NAME[err.code] : undefined;
+  return code === undefined || code === 20 ? undefined : fail(code);
+}
+
 /** Verifies the client certificate of a finished handshake (undefined when none was asked for or sent). */
 export async function verifyClient(settings: ServerTls, socket: TLSSocket): Promise<ClientVerifyResult | undefined> {
   if (settings.conf.verify === 'off') return undefined;
   const leaf = socket.getPeerX509Certificate();
   if (!leaf) return undefined;
-  const { chain, result } = verifyChain(leaf, peerChain(socket), settings.trusted, settings.conf.verifyDepth, settings.crls);
+  const sent = peerChain(socket);
+  const { chain, result } = verifyChain(leaf, sent, settings.trusted, settings.conf.verifyDepth, settings.crls);
+  // the issuer may be an intermediate the client sent but Node did not pass on; OCSP would need it, so not with ssl_ocsp
+  if (result.code === 20 && sent.length === 0 && !settings.ocsp) return opensslVerdict(socket, settings.conf.verifyDepth) ?? result;
   if (result.code !== 0 || !settings.ocsp) return result;
   return settings.ocsp.check(chain);
+}
+
+/** The CRLs of an `ssl_crl` file as PEM (for the TLS context, so OpenSSL's verdict checks them too). */
+export function crlPems(path: string): string[] {
+  const text = readPem(path, 'CRL');
+  const blocks = text.match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g);
+  if (blocks) return blocks.map((b) => `${b}\n`);
+  const b64 = Buffer.from(text, 'latin1').toString('base64').replace(/.{64}/g, '$&\n');
+  return [`-----BEGIN X509 CRL-----\n${b64}${b64.endsWith('\n') ? '' : '\n'}-----END X509 CRL-----\n`];
 }
