@@ -38,7 +38,7 @@ export function handleRequest(r: HttpRequest, respond: boolean): void {
     void finalize(r, r.bodyError).catch((err) => failed(r, err));
     return;
   }
-  runPhases(r, Phase.POST_READ).catch((err) => failed(r, err));
+  runPhases(r, Phase.POST_READ)?.catch((err) => failed(r, err));
 }
 
 function failed(r: HttpRequest, err: unknown): void {
@@ -47,75 +47,102 @@ function failed(r: HttpRequest, err: unknown): void {
   else r.res.destroy();
 }
 
-async function runHandlers(r: HttpRequest, handlers: PhaseHandler[]): Promise<number> {
-  for (const h of handlers) {
-    let rc = h(r);
-    if (typeof rc !== 'number') rc = await rc;
+/**
+ * Runs a phase's handlers from `from` until one decides. Synchronous while
+ * the handlers are (the common case: most decline at once); a promise only
+ * once a handler returns one — a request allocates no promise per phase.
+ */
+function runHandlers(r: HttpRequest, handlers: PhaseHandler[], from: number): number | Promise<number> {
+  for (let i = from; i < handlers.length; i++) {
+    const rc = handlers[i](r);
+    if (typeof rc !== 'number') return rc.then((v) => (v !== DECLINED ? v : runHandlers(r, handlers, i + 1)));
     if (rc !== DECLINED) return rc;
   }
   return DECLINED;
 }
 
 /**
- * Runs phases from `from` until one takes the request over. With
- * `locationChosen` (a named location) the first REWRITE runs without
- * looking the location up.
+ * Runs phases from `from` until one takes the request over (nginx's
+ * ngx_http_core_run_phases). With `locationChosen` (a named location) the
+ * first REWRITE runs without looking the location up. Returns a promise
+ * only if a handler or the finalization went asynchronous; a throw becomes
+ * a rejected promise.
  */
-export async function runPhases(r: HttpRequest, from: number, locationChosen = false): Promise<void> {
-  const phases = r.main.phases;
-  if (from <= Phase.POST_READ) {
-    const rc = await runHandlers(r, phases[Phase.POST_READ]);
-    if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
+export function runPhases(r: HttpRequest, from: number, locationChosen = false): Promise<void> | undefined {
+  try {
+    return drivePhases(r, from, locationChosen);
+  } catch (err) {
+    return Promise.reject(err);
   }
-  if (from <= Phase.SERVER_REWRITE) {
-    r.setLocation(r.server.serverLoc);
-    r.level = r.server.level;
-    const rc = await runHandlers(r, phases[Phase.SERVER_REWRITE]);
-    if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
-  }
-  // FIND_CONFIG and REWRITE repeat while rewrites change the URI
+}
+
+function drivePhases(r: HttpRequest, phase: number, locationChosen: boolean): Promise<void> | undefined {
   for (;;) {
-    if (from <= Phase.REWRITE) {
+    const rc = runPhase(r, phase, locationChosen);
+    locationChosen = false;
+    const at = phase;
+    const next = typeof rc === 'number' ? afterPhase(r, at, rc) : rc.then((v) => continuePhases(r, at, v));
+    if (typeof next !== 'number') return next;
+    phase = next;
+  }
+}
+
+function continuePhases(r: HttpRequest, phase: number, rc: number): Promise<void> | undefined {
+  const next = afterPhase(r, phase, rc);
+  return typeof next === 'number' ? drivePhases(r, next, false) : next;
+}
+
+/** One phase's handlers; FIND_CONFIG runs at the start of REWRITE, as its first step. */
+function runPhase(r: HttpRequest, phase: number, locationChosen: boolean): number | Promise<number> {
+  switch (phase) {
+    case Phase.SERVER_REWRITE:
+      r.setLocation(r.server.serverLoc);
+      r.level = r.server.level;
+      break;
+    case Phase.REWRITE:
       if (!locationChosen) {
         const rc = findConfig(r);
-        if (rc !== OK) return void (await finalize(r, rc));
+        if (rc !== OK) return rc;
       }
-      locationChosen = false;
       r.uriChanged = false;
-      const rr = await runHandlers(r, phases[Phase.REWRITE]);
-      if (rr !== DECLINED && rr !== OK) return void (await finalize(r, rr));
-      if (r.uriChanged) {
-        if (--r.uriChanges === 0) {
-          requestLog(r).error(`rewrite or internal redirection cycle while processing "${r.uri}"`);
-          return void (await finalize(r, 500));
-        }
-        r.internal = true;
-        continue;
-      }
-    }
-    break;
+      break;
+    case Phase.ACCESS:
+      // nginx runs no access checks for subrequests (ngx_http_core_access_phase)
+      return r.parent ? DECLINED : runAccessPhase(r);
+    case Phase.CONTENT:
+      if (r.contentHandler) return r.contentHandler(r);
+      break;
   }
-  for (const phase of [Phase.PREACCESS, Phase.ACCESS, Phase.PRECONTENT]) {
-    if (from > phase) continue;
-    // nginx runs no access checks for subrequests (ngx_http_core_access_phase)
-    if (phase === Phase.ACCESS && r.parent) continue;
-    const rc = phase === Phase.ACCESS ? await runAccessPhase(r) : await runHandlers(r, phases[phase]);
-    if (rc === DONE) return;
-    if (rc !== DECLINED && rc !== OK) return void (await finalize(r, rc));
-  }
-  const content = r.contentHandler;
-  const rc = content ? await content(r) : await runHandlers(r, phases[Phase.CONTENT]);
-  if (rc === DONE) return;
-  if (rc === DECLINED) {
+  return runHandlers(r, r.main.phases[phase], 0);
+}
+
+/**
+ * What follows a phase that returned `rc`: the next phase to run, or the
+ * end of the walk (undefined, or the finalization's promise).
+ */
+function afterPhase(r: HttpRequest, phase: number, rc: number): number | Promise<void> | undefined {
+  if (rc === DONE) return undefined;
+  if (phase === Phase.CONTENT) {
+    if (rc !== DECLINED) return finalize(r, rc);
     // no content handler took it (ngx_http_core_content_phase)
     if (r.uri.endsWith('/')) {
       requestLog(r).error(`directory index of "${mapUriToPath(r).path}" is forbidden`);
-      return void (await finalize(r, 403));
+      return finalize(r, 403);
     }
     requestLog(r).error('no handler found');
-    return void (await finalize(r, 404));
+    return finalize(r, 404);
   }
-  await finalize(r, rc);
+  if (rc !== DECLINED && rc !== OK) return finalize(r, rc);
+  // FIND_CONFIG and REWRITE repeat while rewrites change the URI
+  if (phase === Phase.REWRITE && r.uriChanged) {
+    if (--r.uriChanges === 0) {
+      requestLog(r).error(`rewrite or internal redirection cycle while processing "${r.uri}"`);
+      return finalize(r, 500);
+    }
+    r.internal = true;
+    return Phase.REWRITE;
+  }
+  return phase + 1;
 }
 
 /**
@@ -124,12 +151,24 @@ export async function runPhases(r: HttpRequest, from: number, locationChosen = f
  * ends the phase and a 401/403 is remembered until the phase ends. A 401
  * waits `auth_delay` before it is answered.
  */
-async function runAccessPhase(r: HttpRequest): Promise<number> {
+function runAccessPhase(r: HttpRequest): number | Promise<number> {
+  const handlers = r.main.phases[Phase.ACCESS];
+  for (let i = 0; i < handlers.length; i++) {
+    const rc = handlers[i](r);
+    // a handler that decides (or is still deciding): nginx's full rules from here
+    if (rc !== DECLINED) return accessRules(r, i, rc);
+  }
+  return OK;
+}
+
+/** The access rules from handler `from` on, whose result is `first`. */
+async function accessRules(r: HttpRequest, from: number, first: number | Promise<number>): Promise<number> {
   const core = r.level.get(coreLoc);
   const any = core.satisfy === 'any';
   let accessCode = 0;
-  for (const h of r.main.phases[Phase.ACCESS]) {
-    let rc = h(r);
+  const handlers = r.main.phases[Phase.ACCESS];
+  for (let i = from; i < handlers.length; i++) {
+    let rc = i === from ? first : handlers[i](r);
     if (typeof rc !== 'number') rc = await rc;
     if (rc === DECLINED) continue;
     if (rc === DONE) return DONE;

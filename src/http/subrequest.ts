@@ -117,7 +117,7 @@ export class Subrequest {
   /** Runs the subrequest's phases (from server rewrite, as any internal request). */
   start(): void {
     const sr = this.r;
-    runPhases(sr, Phase.SERVER_REWRITE).catch((err: Error) => {
+    runPhases(sr, Phase.SERVER_REWRITE)?.catch((err: Error) => {
       requestLog(sr).error(`unexpected error: ${err.stack ?? err}`);
       if (!sr.headerSent) finalize(sr, 500).catch(() => this.res.destroy());
       else this.res.destroy();

@@ -68,19 +68,24 @@ function askForCredentials(r: HttpRequest, realm: string): number {
   return 401;
 }
 
-async function authBasicHandler(r: HttpRequest): Promise<number> {
+/** Declines synchronously where auth_basic is off (every request passes here). */
+function authBasicHandler(r: HttpRequest): number | Promise<number> {
   const conf = r.level.get(authBasicSlot);
   if (!conf.realm || !conf.userFile) return DECLINED;
   const realm = conf.realm.evaluate(r);
   if (realm === 'off') return DECLINED;
+  return checkCredentials(r, conf.userFile, realm);
+}
+
+async function checkCredentials(r: HttpRequest, userFile: NonNullable<AuthBasicConf['userFile']>, realm: string): Promise<number> {
   const log = requestLog(r);
   const creds = basicCredentials(r);
   if (!creds) {
     log.info('no user/password was provided for basic authentication');
     return askForCredentials(r, realm);
   }
-  let file = conf.userFile.value.evaluate(r);
-  if (!path.isAbsolute(file)) file = conf.userFile.confPrefix + file;
+  let file = userFile.value.evaluate(r);
+  if (!path.isAbsolute(file)) file = userFile.confPrefix + file;
   let text: Buffer;
   try {
     text = await fs.promises.readFile(file);

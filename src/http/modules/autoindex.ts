@@ -264,11 +264,16 @@ async function readEntries(r: HttpRequest, dir: Buffer, names: Buffer[]): Promis
   return entries;
 }
 
-async function autoindexHandler(r: HttpRequest): Promise<number> {
+/** Declines synchronously where autoindex is off or the request is not for a directory. */
+function autoindexHandler(r: HttpRequest): number | Promise<number> {
   if (!r.uri.endsWith('/')) return DECLINED;
   if (r.method !== 'GET' && r.method !== 'HEAD') return DECLINED;
   const conf = r.level.get(autoindexSlot);
   if (!conf.enable) return DECLINED;
+  return listDirectory(r, conf);
+}
+
+async function listDirectory(r: HttpRequest, conf: AutoindexConf): Promise<number> {
 
   let path = mapUriToPath(r).path;
   if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);

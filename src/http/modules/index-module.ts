@@ -65,10 +65,15 @@ async function testDir(r: HttpRequest, dir: string, file: string): Promise<numbe
   return 500;
 }
 
-async function indexHandler(r: HttpRequest): Promise<number> {
+/** Declines synchronously for what is not a directory request (most requests). */
+function indexHandler(r: HttpRequest): number | Promise<number> {
   if (!r.uri.endsWith('/')) return DECLINED;
   const m = r.method;
   if (m !== 'GET' && m !== 'HEAD' && m !== 'POST') return DECLINED;
+  return tryIndexFiles(r);
+}
+
+async function tryIndexFiles(r: HttpRequest): Promise<number> {
   const indices = r.level.get(indexSlot).indices ?? DEFAULT_INDEX;
   let dirTested = false;
   let base: string | undefined;

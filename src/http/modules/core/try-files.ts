@@ -42,13 +42,18 @@ async function statPath(path: string): Promise<fs.Stats | NodeJS.ErrnoException>
   }
 }
 
-async function tryFilesHandler(r: HttpRequest): Promise<number> {
+/** Declines synchronously where there is no try_files (every request passes here). */
+function tryFilesHandler(r: HttpRequest): number | Promise<number> {
   if (!r.level.has(tryFilesSlot)) return DECLINED;
   const conf = r.level.get(tryFilesSlot);
   if (!conf.files) return DECLINED;
+  return tryFiles(r, conf, conf.files);
+}
+
+async function tryFiles(r: HttpRequest, conf: TryFilesConf, files: TryFile[]): Promise<number> {
   const alias = aliasLength(r);
   const root = documentRoot(r);
-  for (const tf of conf.files) {
+  for (const tf of files) {
     let name = tf.value.evaluate(r);
     // with alias, a name that repeats the location prefix (as $uri does) drops it
     if (tf.value.constant === undefined && alias > 0 && name.startsWith(r.uri.slice(0, alias))) {
