@@ -26,7 +26,8 @@ export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf):
     const value = values[i];
     switch (lname) {
       case 'content-type':
-        r.contentType = value;
+        // nginx writes Content-Type only when it has a value
+        r.contentType = value === '' ? undefined : value;
         continue;
       case 'location':
         if (d.redirects) {

@@ -120,8 +120,9 @@ function proxyHandler(r: HttpRequest): number | Promise<number> {
       return 500;
     }
     rt = resolved;
-    r.ctx.set(PROXY_CTX, rt);
   }
+  // $proxy_host and $proxy_port exist from here on, as nginx's proxy ctx (a request denied before is logged with "-")
+  r.ctx.set(PROXY_CTX, rt);
   if (conf.setBody || hasRequestBody(r)) return withBody(r, conf, d, rt);
   const cl = r.req.headers['content-length'];
   return place(r, conf, d, rt, NO_BODY, cl === undefined ? -1 : Number(cl), false);
@@ -199,7 +200,7 @@ function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
 setProxyContentHandler(proxyHandler);
 
 function proxyVars(r: HttpRequest): ResolvedTarget | undefined {
-  return (r.ctx.get(PROXY_CTX) as ResolvedTarget | undefined) ?? r.level.get(proxyLoc).target;
+  return r.ctx.get(PROXY_CTX) as ResolvedTarget | undefined;
 }
 
 const variables: VariableDef[] = [

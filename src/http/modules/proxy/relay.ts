@@ -135,6 +135,13 @@ export class BodyRelay {
     this.end();
   }
 
+  /** The upstream timed out: nginx does not run its event pipe then, so what was not released yet is never sent. */
+  timedOut(): void {
+    this.pending = [];
+    this.pendingLen = 0;
+    this.fail();
+  }
+
   /** The client went away: stop and free everything. */
   abort(): void {
     this.tee?.abort();
@@ -274,6 +281,8 @@ export class BodyRelay {
     if (tail) this.r.bodyBytesSent += tail.length;
     if (this.truncated) {
       if (tail) this.r.out.write(tail);
+      // nginx flushes the head before closing, even when no body byte went out
+      else if (this.r.bodyBytesSent === 0) this.r.res.flushHeaders();
       // no terminating chunk: the client sees the response cut short, as nginx sends it
       const socket = this.r.res.socket;
       if (socket) socket.end();

@@ -60,6 +60,11 @@ export class ResponseReader implements RelaySource {
   private upstreamEnded = false;
   private complete = false;
   private readonly out: Buffer[] = [];
+  /**
+   * nginx's log action for body errors: "reading upstream", but without buffering the bytes that came
+   * with the head are filtered while still "reading response header from upstream".
+   */
+  private action = 'reading upstream';
 
   constructor(u: UpstreamRequest) {
     this.u = u;
@@ -77,13 +82,13 @@ export class ResponseReader implements RelaySource {
       if (!startsLikeStatusLine(b)) end = Math.min(b.length, 5);
       else if (b.length >= limit) {
         this.u.log('error', 'upstream sent too big header');
-        this.u.invalidHeader();
+        this.u.invalidHeader(b.length - limit);
         return;
       } else return;
     }
     if (end > limit) {
       this.u.log('error', 'upstream sent too big header');
-      this.u.invalidHeader();
+      this.u.invalidHeader(b.length - limit);
       return;
     }
     const text = b.toString('latin1', 0, end);
@@ -107,7 +112,7 @@ export class ResponseReader implements RelaySource {
         this.finishBody(false);
         return;
       }
-      this.u.log('error', 'upstream prematurely closed connection', 'reading upstream');
+      this.u.log('error', 'upstream prematurely closed connection', this.action);
       this.fail();
       return;
     }
@@ -116,12 +121,13 @@ export class ResponseReader implements RelaySource {
   }
 
   /** The upstream failed while the body was being relayed: cut the client's response short. */
-  fail(): void {
+  fail(timedOut = false): void {
     if (this.complete) return;
     this.complete = true;
     this.limiter?.stop();
     this.u.upstreamDone(false);
-    this.relay?.fail();
+    if (timedOut) this.relay?.timedOut();
+    else this.relay?.fail();
   }
 
   abort(): void {
@@ -197,17 +203,22 @@ export class ResponseReader implements RelaySource {
       }
       this.inBody = true;
       // proxy_cache (cache.ts): a HEAD sent upstream as GET is read whole into the cache; the client gets no body
-      if (r.method === 'HEAD' && this.remaining !== 0 && this.relay!.tee) this.relay!.teeOnly = true;
-      else if (r.method === 'HEAD' && this.remaining !== 0) {
-        // the client wants no body; the upstream's is not read
+      const tee = this.relay!.tee;
+      if (r.method === 'HEAD' && this.remaining !== 0 && tee) this.relay!.teeOnly = true;
+      else if (!tee && r.method === 'HEAD') {
+        // as nginx (r->header_only): the client gets no body, so none is read and what came with the head is dropped
         this.complete = true;
-        u.upstreamDone(false);
+        u.upstreamDone(this.remaining === 0 && held.length === 0 && this.keepalive);
         this.relay!.end();
         return;
       }
+      if (!buffering) this.action = 'reading response header from upstream';
       for (const c of held) this.bodyRead(c);
+      // without buffering, an upstream close already seen is what nginx's first write to the client finds
+      if (!buffering) this.action = 'sending to client';
       if (this.remaining === 0 && !this.complete) this.finishBody(this.keepalive);
       else if (this.upstreamEnded) this.end();
+      this.action = 'reading upstream';
     }, (err: Error) => {
       u.log('error', `sending response header failed: ${err.message}`);
       u.finalize(500);
@@ -231,7 +242,7 @@ export class ResponseReader implements RelaySource {
       const rc = dec.feed(chunk, 0, out);
       if (rc === CHUNKED_ERROR) {
         out.length = 0;
-        this.u.log('error', 'upstream sent invalid chunked response', 'reading upstream');
+        this.u.log('error', 'upstream sent invalid chunked response', this.action);
         // nginx closes the connection; what it had not flushed yet is never sent
         if (this.u.r.bodyBytesSent === 0) this.u.r.res.destroy();
         this.fail();
@@ -244,7 +255,7 @@ export class ResponseReader implements RelaySource {
       if (rc === CHUNKED_AGAIN) return;
       let keep = !this.head!.connectionClose;
       if (rc < chunk.length) {
-        this.u.log('warn', 'upstream sent data after final chunk', 'reading upstream');
+        this.u.log('warn', 'upstream sent data after final chunk', this.action);
         keep = false;
       }
       if (dec.trailerText) upstreamRecord(this.u.r)!.trailers = parseTrailers(dec.trailerText);
@@ -256,7 +267,7 @@ export class ResponseReader implements RelaySource {
       return;
     }
     if (chunk.length > this.remaining) {
-      this.u.log('warn', 'upstream sent more data than specified in "Content-Length" header', 'reading upstream');
+      this.u.log('warn', 'upstream sent more data than specified in "Content-Length" header', this.action);
       if (this.remaining > 0) relay.push(chunk.subarray(0, this.remaining));
       this.remaining = 0;
       this.finishBody(false);

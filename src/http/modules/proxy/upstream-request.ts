@@ -251,7 +251,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     if (conn !== this.conn || this.tunnel) return;
     if (this.reader?.inBody) {
       this.log('error', 'upstream timed out (110: Connection timed out)', 'reading upstream');
-      this.reader.fail();
+      this.reader.fail(true);
       return;
     }
     this.next(FT.TIMEOUT);
@@ -276,8 +276,12 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     };
   }
 
-  /** The response is invalid (bad header, too big header, bad chunked before the head was sent). */
-  invalidHeader(): void {
+  /**
+   * The response is invalid (bad header, too big header, bad chunked before the head was sent).
+   * `unread`: bytes beyond proxy_buffer_size, which nginx never reads (not in $upstream_bytes_received).
+   */
+  invalidHeader(unread = 0): void {
+    this.state!.bytesReceived -= unread;
     this.next(FT.INVALID_HEADER);
   }
 
