@@ -33,6 +33,9 @@ export interface ConnectOptions {
   localPort?: number;
 }
 
+/** Where reads of plain upstream connections land (one worker thread reads one at a time). */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
 export class UpstreamConnection {
   readonly socket: net.Socket;
   readonly peer: Peer;
@@ -70,7 +73,10 @@ export class UpstreamConnection {
         ? { path: a.path, ...opts.tls }
         : { host: a.host, port: a.port, ...opts.tls });
     } else {
-      socket = a.path !== undefined ? net.connect({ path: a.path }) : net.connect({ host: a.host!, port: a.port!, noDelay: opts.noDelay ?? true, localAddress: opts.localAddress, localPort: opts.localPort });
+      // reads land in one buffer per worker and are copied out (see handleRead)
+      const onread = { buffer: READ_BUFFER, callback: (n: number, buf: Buffer) => conn.handleRead(n, buf) };
+      socket = a.path !== undefined ? net.connect({ path: a.path, onread })
+        : net.connect({ host: a.host!, port: a.port!, noDelay: opts.noDelay ?? true, localAddress: opts.localAddress, localPort: opts.localPort, onread });
     }
     const conn = new UpstreamConnection(socket, peer);
     conn.user = user;
@@ -120,6 +126,18 @@ export class UpstreamConnection {
     this.bytesRead += chunk.length;
     if (this.user) this.user.onData(this, chunk);
   };
+
+  /**
+   * A read on a plain connection (net.Socket's `onread`): the bytes are in
+   * the shared READ_BUFFER, so users get a copy they may keep — a small one
+   * from Node's buffer pool. This skips the stream machinery and the 64 KiB
+   * buffer node would allocate for each read.
+   */
+  private handleRead(n: number, buf: Buffer): boolean {
+    this.handleData(Buffer.from(buf.subarray(0, n)));
+    // a user that wants no more (backpressure) has paused the socket itself
+    return true;
+  }
 
   private handleEnd = (): void => {
     this.broken = true;
