@@ -6,6 +6,7 @@ import type { ServerResponse } from 'node:http';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import { absoluteLocation } from './redirect.ts';
 import type { HttpRequest } from './request.ts';
+import type { HeaderFilter } from './http-conf.ts';
 import { CONN_CLOSE, CONN_NONE, UA_CHROME, UA_MSIE, UA_MSIE6, UA_SAFARI } from './request-head.ts';
 import { closesConnection, NGINX_VER, NGINX_VER_BUILD, refreshPage, specialPage, statusLineReason, wireStatus } from './special-response.ts';
 
@@ -50,17 +51,31 @@ function noBody(r: HttpRequest, status: number): boolean {
  * Runs the header filters and writes the response head. After this, body
  * bytes go to `r.out`.
  */
-export async function sendHeader(r: HttpRequest): Promise<void> {
-  if (r.headerSent) return;
+export function sendHeader(r: HttpRequest): Promise<void> | undefined {
+  if (r.headerSent) return undefined;
   r.headerSent = true;
   // a response to an error (error_page target) keeps the error's status (nginx's r->err_status)
   if (r.errStatus) r.status = r.errStatus;
   // a subrequest runs only the filters made for subrequests (most of nginx's skip them), and its head goes nowhere
   const filters = r.parent ? r.main.subrequestHeaderFilters : r.main.headerFilters;
-  for (const f of filters) {
-    const p = f(r);
+  // synchronous unless a filter is (a promise per response otherwise)
+  for (let i = 0; i < filters.length; i++) {
+    const p = filters[i](r);
+    if (p) return p.then(() => filtersFrom(r, filters, i + 1));
+  }
+  headerFiltered(r);
+  return undefined;
+}
+
+async function filtersFrom(r: HttpRequest, filters: HeaderFilter[], from: number): Promise<void> {
+  for (let i = from; i < filters.length; i++) {
+    const p = filters[i](r);
     if (p) await p;
   }
+  headerFiltered(r);
+}
+
+function headerFiltered(r: HttpRequest): void {
   if (r.parent) return;
   // nginx has read or discarded the body before answering: that sends 100 Continue
   r.testExpect();
@@ -110,10 +125,19 @@ function writeHead(r: HttpRequest): void {
     res.writeHead(status, reason, raw);
     return;
   }
-  // HTTP/1.x: the head as nginx writes it, byte for byte (node:http would refuse bytes nginx sends)
-  let text = `HTTP/1.1 ${status} ${reason}\r\n`;
-  for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${raw[i + 1]}\r\n`;
-  setRawHead(res, status, reason, text + '\r\n', chunked);
+  // HTTP/1.x: the head as nginx writes it, byte for byte (node:http would refuse bytes nginx sends);
+  // one join makes one flat string instead of a chain of concatenations
+  const parts = new Array<string>(raw.length * 2 + 2);
+  parts[0] = `HTTP/1.1 ${status} ${reason}`;
+  let n = 1;
+  for (let i = 0; i < raw.length; i += 2) {
+    parts[n++] = '\r\n';
+    parts[n++] = raw[i];
+    parts[n++] = ': ';
+    parts[n++] = raw[i + 1];
+  }
+  parts[n] = '\r\n\r\n';
+  setRawHead(res, status, reason, parts.join(''), chunked);
 }
 
 /** What ServerResponse.writeHead leaves behind, for a head written here. */

@@ -194,36 +194,51 @@ export class ResponseReader implements RelaySource {
     // nothing can arrive from the socket before the header filters (microtasks) are done: no pause needed
     this.held = rest.length ? [rest] : [];
     u.headerSent();
-    sendHeader(r).then(() => {
-      const held = this.held!;
-      this.held = undefined;
-      if (upgrade) {
-        startUpgrade(u, held);
-        return;
-      }
-      this.inBody = true;
-      // proxy_cache (cache.ts): a HEAD sent upstream as GET is read whole into the cache; the client gets no body
-      const tee = this.relay!.tee;
-      if (r.method === 'HEAD' && this.remaining !== 0 && tee) this.relay!.teeOnly = true;
-      else if (!tee && r.method === 'HEAD') {
-        // as nginx (r->header_only): the client gets no body, so none is read and what came with the head is dropped
-        this.complete = true;
-        u.upstreamDone(this.remaining === 0 && held.length === 0 && this.keepalive);
-        this.relay!.end();
-        return;
-      }
-      if (!buffering) this.action = 'reading response header from upstream';
-      for (const c of held) this.bodyRead(c);
-      // without buffering, an upstream close already seen is what nginx's first write to the client finds
-      if (!buffering) this.action = 'sending to client';
-      if (this.remaining === 0 && !this.complete) this.finishBody(this.keepalive);
-      else if (this.upstreamEnded) this.end();
-      this.action = 'reading upstream';
-    }, (err: Error) => {
-      u.log('error', `sending response header failed: ${err.message}`);
-      u.finalize(500);
-      r.res.destroy();
-    });
+    let sent: Promise<void> | undefined;
+    try {
+      sent = sendHeader(r);
+    } catch (err) {
+      this.headerFailed(err as Error);
+      return;
+    }
+    if (sent) sent.then(() => this.afterHeader(upgrade, buffering), (err: Error) => this.headerFailed(err));
+    else this.afterHeader(upgrade, buffering);
+  }
+
+  /** The response head went to the client: the body follows (or the tunnel starts). */
+  private afterHeader(upgrade: boolean, buffering: boolean): void {
+    const u = this.u;
+    const r = u.r;
+    const held = this.held!;
+    this.held = undefined;
+    if (upgrade) {
+      startUpgrade(u, held);
+      return;
+    }
+    this.inBody = true;
+    // proxy_cache (cache.ts): a HEAD sent upstream as GET is read whole into the cache; the client gets no body
+    const tee = this.relay!.tee;
+    if (r.method === 'HEAD' && this.remaining !== 0 && tee) this.relay!.teeOnly = true;
+    else if (!tee && r.method === 'HEAD') {
+      // as nginx (r->header_only): the client gets no body, so none is read and what came with the head is dropped
+      this.complete = true;
+      u.upstreamDone(this.remaining === 0 && held.length === 0 && this.keepalive);
+      this.relay!.end();
+      return;
+    }
+    if (!buffering) this.action = 'reading response header from upstream';
+    for (const c of held) this.bodyRead(c);
+    // without buffering, an upstream close already seen is what nginx's first write to the client finds
+    if (!buffering) this.action = 'sending to client';
+    if (this.remaining === 0 && !this.complete) this.finishBody(this.keepalive);
+    else if (this.upstreamEnded) this.end();
+    this.action = 'reading upstream';
+  }
+
+  private headerFailed(err: Error): void {
+    this.u.log('error', `sending response header failed: ${err.message}`);
+    this.u.finalize(500);
+    this.u.r.res.destroy();
   }
 
   /** Body bytes from the upstream, through proxy_limit_rate when set. */
