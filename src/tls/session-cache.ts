@@ -12,7 +12,6 @@
  * lock-cheap equivalent). An index entry whose record was overwritten no
  * longer matches its sequence number and is ignored.
  */
-import crypto from 'node:crypto';
 import { sharedZone } from '../core/shared.ts';
 
 export interface SessionStore {
@@ -106,8 +105,11 @@ export class SharedSessionCache implements SessionStore {
     return this.view;
   }
 
+  /** FNV-1a of the id (0 marks a free entry): ids are random, and nginx's cache hashes them with a CRC32, not a digest. */
   private hash(id: Buffer): number {
-    return crypto.createHash('sha1').update(id).digest().readUInt32LE(0) || 1;
+    let h = 0x811c9dc5;
+    for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id[i], 0x01000193);
+    return (h >>> 0) || 1;
   }
 
   private bucketOffset(h: number): number {
