@@ -4,6 +4,7 @@
  * settings served it, and the client certificate verification result. The
  * $ssl_* variables read from here.
  */
+import type { X509Certificate } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import type { ClientHello } from './client-hello.ts';
 import type { ServerTls } from './server-tls.ts';
@@ -29,4 +30,13 @@ export interface TlsConnection {
   readonly settings: ServerTls;
   /** Set once the handshake is done and the client certificate (if any) was checked. */
   verify: ClientVerifyResult | undefined;
+  /**
+   * Facts of the finished handshake, kept here because the socket forgets
+   * them once destroyed, and an HTTP/2 stream may be logged after that.
+   */
+  readonly protocol: string;
+  readonly cipher: string;
+  readonly reused: boolean;
+  /** The client's certificate (only asked for where clients are verified). */
+  readonly peerCertificate: X509Certificate | undefined;
 }

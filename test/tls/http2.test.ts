@@ -4,6 +4,7 @@
  * pipeline (variables, error pages, static files). Reference: nginx sends
  * `$request` as `GET / HTTP/2.0` and `$http2` as `h2`.
  */
+import { execFileSync } from 'node:child_process';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -106,4 +107,44 @@ test('HTTP/2 by ALPN through the same pipeline, HTTP/1.1 on the same port', asyn
   const [h2c] = await h2get(srv.port(8446), ['/'], 'localhost', 'http');
   assert.equal(h2c.body, 'h2c:HTTP/2.0');
   assert.equal(bodyOf(await rawRequest(srv.port(8446), 'GET / HTTP/1.0\r\n\r\n')), ':HTTP/1.0');
+});
+
+const curl = (() => {
+  try {
+    return execFileSync('sh', ['-c', 'command -v curl']).toString().trim() || undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+test('TLS variables of an HTTP/2 stream logged after curl dropped the connection', { skip: curl ? false : 'curl is not installed' }, async (t) => {
+  // curl closes its connection as soon as the body is in, and the stream is logged after that:
+  // $ssl_protocol, $ssl_cipher and $ssl_session_reused must still be there, as in nginx
+  // (they were read from the TLS socket, which forgets them once destroyed)
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    log_format tls '$server_protocol $ssl_protocol $ssl_cipher $ssl_session_reused $body_bytes_sent';
+    ssl_session_cache shared:SSL:1m;
+    server {
+        listen 127.0.0.1:%%PORT_8443%% ssl;
+        http2 on;
+        ssl_certificate localhost.crt;
+        ssl_certificate_key localhost.key;
+        access_log %%PREFIX%%/access.log tls;
+        location / { return 200 "hello"; }
+    }
+}
+`,
+    files: { 'localhost.crt': certs.read('localhost.crt'), 'localhost.key': certs.read('localhost.key') },
+  });
+  t.after(() => srv.stop());
+  for (let i = 0; i < 8; i++) {
+    execFileSync(curl!, ['-sk', '--http2', '-o', '/dev/null', `https://127.0.0.1:${srv.port(8443)}/`]);
+  }
+  await srv.waitForLog('access.log', /(?:.*\n){8}/);
+  const lines = srv.readFile('access.log').trim().split('\n');
+  assert.equal(lines.length, 8);
+  for (const line of lines) assert.match(line, /^HTTP\/2\.0 TLSv1\.[23] [A-Z0-9_-]+ \. 5$/);
 });

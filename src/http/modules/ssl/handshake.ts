@@ -164,6 +164,10 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
       matchedName: matched,
       settings,
       verify: undefined,
+      protocol: tlsSocket.getProtocol() ?? '',
+      cipher: tlsSocket.getCipher()?.name ?? '',
+      reused: tlsSocket.isSessionReused(),
+      peerCertificate: settings.conf.verify !== 'off' ? tlsSocket.getPeerX509Certificate() : undefined,
     };
     conn.tls = info;
     handshakeServerName.delete(conn);

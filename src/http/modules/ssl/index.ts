@@ -94,7 +94,7 @@ function checkTlsRequest(r: HttpRequest): number {
     forget();
     return 495;
   }
-  if (conf.verify === 'on' && !t.socket.getPeerX509Certificate()) {
+  if (conf.verify === 'on' && !t.peerCertificate) {
     requestLog(r).info('client sent no required SSL certificate while reading client request headers');
     forget();
     return 496;

@@ -13,7 +13,7 @@ import { certificateNames, dnOneline, dnRfc2253 } from '../../../tls/dn.ts';
 import { handshakeServerName } from './handshake.ts';
 
 function peer(t: TlsConnection | undefined): crypto.X509Certificate | undefined {
-  return t?.socket.getPeerX509Certificate() ?? undefined;
+  return t?.peerCertificate;
 }
 
 function pem(cert: crypto.X509Certificate): string {
@@ -43,9 +43,8 @@ const DEFAULT_GROUPS = [0x11ec, 29, 23, 30, 24, 25, 256, 257];
 function negotiatedGroup(t: TlsConnection): VarValue {
   const hello = t.hello;
   if (!hello) return '';
-  const cipher = t.socket.getCipher();
-  const tls13 = t.socket.getProtocol() === 'TLSv1.3';
-  if (!tls13 && !/^ECDHE/.test(cipher.name)) return '';
+  const tls13 = t.protocol === 'TLSv1.3';
+  if (!tls13 && !/^ECDHE/.test(t.cipher)) return '';
   const conf = t.settings.conf.ecdhCurve;
   const server = conf === 'auto' ? DEFAULT_GROUPS : conf.split(':').map(groupCode).filter((g): g is number => g !== undefined);
   const client = hello.groups.filter((g) => !isGrease(g));
@@ -74,8 +73,8 @@ function days(validTo: string): string {
 }
 
 export const sslVariables: VariableDef[] = [
-  tlsVar('ssl_protocol', (t) => t.socket.getProtocol() ?? ''),
-  tlsVar('ssl_cipher', (t) => t.socket.getCipher().name),
+  tlsVar('ssl_protocol', (t) => t.protocol),
+  tlsVar('ssl_cipher', (t) => t.cipher),
   tlsVar('ssl_ciphers', (t) => (t.hello ? t.hello.ciphers.map(cipherName).join(':') : '')),
   tlsVar('ssl_curve', negotiatedGroup),
   tlsVar('ssl_curves', (t) => (t.hello ? t.hello.groups.map(groupName).join(':') : '')),
@@ -83,7 +82,7 @@ export const sslVariables: VariableDef[] = [
     const s = t.socket.getSession();
     return s ? (sessionIdOf(s)?.toString('hex') ?? '') : '';
   }),
-  tlsVar('ssl_session_reused', (t) => (t.socket.isSessionReused() ? 'r' : '.')),
+  tlsVar('ssl_session_reused', (t) => (t.reused ? 'r' : '.')),
   { name: 'ssl_early_data', noCache: true, get: () => '' },
   {
     name: 'ssl_server_name',
