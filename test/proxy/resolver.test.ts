@@ -23,7 +23,7 @@ function encodeName(name: string): Buffer {
 
 /** A stub DNS server: `zone(name, qtype, tcp)` says how to answer; queries are counted by name. */
 class StubDns {
-  readonly udp = dgram.createSocket('udp4');
+  udp = dgram.createSocket('udp4');
   readonly tcp = net.createServer();
   readonly asked = new Map<string, number>();
   port = 0;
@@ -34,9 +34,19 @@ class StubDns {
   }
 
   async start(): Promise<void> {
-    await new Promise<void>((res) => this.udp.bind(0, '127.0.0.1', res));
-    this.port = this.udp.address().port;
-    await new Promise<void>((res) => this.tcp.listen(this.port, '127.0.0.1', res));
+    // UDP and TCP on the same port: a TCP port taken by another test means another try (not a hang)
+    for (;;) {
+      await new Promise<void>((res) => this.udp.bind(0, '127.0.0.1', res));
+      this.port = this.udp.address().port;
+      const listening = await new Promise<boolean>((res) => {
+        const onError = () => res(false);
+        this.tcp.once('error', onError);
+        this.tcp.listen(this.port, '127.0.0.1', () => { this.tcp.off('error', onError); res(true); });
+      });
+      if (listening) break;
+      this.udp.close();
+      this.udp = dgram.createSocket('udp4');
+    }
     this.udp.on('message', (q, from) => {
       const a = this.answer(q, false);
       if (a) this.udp.send(a, from.port, from.address);
