@@ -8,6 +8,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Peer } from './group.ts';
+import { bytesRead } from '../core/read-budget.ts';
 
 /** Whoever is using a connection: a proxied request, a stream session, or the idle pool. */
 export interface ConnectionUser {
@@ -124,6 +125,7 @@ export class UpstreamConnection {
 
   private handleData = (chunk: Buffer): void => {
     this.bytesRead += chunk.length;
+    bytesRead(chunk.length);
     if (this.user) this.user.onData(this, chunk);
   };
 
