@@ -115,7 +115,7 @@ async function main(): Promise<void> {
     }
     if (!ONLY || ONLY.includes('idle')) {
       const r = { nginx: await idleConnections(servers.nginx, 5000), gatehouse: await idleConnections(servers.gatehouse, 5000) };
-      console.log('\n5,000 idle keepalive client connections');
+      console.log('\n5,000 idle keepalive client connections (RSS growth; docs/performance.md says what it shows)');
       report('memory per connection', 'bytes', r.nginx, r.gatehouse, true);
     }
   } finally {
