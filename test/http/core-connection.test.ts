@@ -102,7 +102,8 @@ test('keepalive_disable safari, keepalive_timeout 0, errors that close', async (
   assert.match(safari.text, /Connection: close/);
   const msie = await same(pair(), `POST / HTTP/1.1\r\nHost: localhost\r\nUser-Agent: MSIE 5.0\r\nContent-Length: 0\r\nConnection: close\r\n\r\n`);
   assert.match(msie.text, /Connection: close/);
-  assert.match((await same(pair(), [get('/zero'), get('/x')])).text, /Connection: close/);
+  // one write: both requests arrive together (sent apart, whether the second is read before the close is a race, for nginx too)
+  assert.match((await same(pair(), get('/zero') + get('/x'))).text, /Connection: close/);
   const error = await same(pair(), [get('/error'), get('/x')]);
   assert.equal(statusOf(error.text), 500);
   assert.equal(error.end, 'close');
