@@ -68,7 +68,13 @@ export async function same(pair: Pair, parts: RequestPart | RequestPart[], timeo
     exchange(pair.gh, parts, timeoutMs, port),
     pair.ng ? exchange(pair.ng, parts, timeoutMs, port) : Promise.resolve(undefined),
   ]);
-  if (ref) assert.deepEqual(mine, ref, `same answer as nginx for ${JSON.stringify(parts).slice(0, 120)}`);
+  if (ref) {
+    // sent in several writes, a request may arrive after the server read what it answers; if it
+    // then closes, the close is a reset or not by timing (nginx resets 24 times in 30, closes 6)
+    const racy = Array.isArray(parts) && parts.length > 1;
+    const closed = (a: Answer) => (racy && a.end === 'reset' ? { ...a, end: 'close' } : a);
+    assert.deepEqual(closed(mine), closed(ref), `same answer as nginx for ${JSON.stringify(parts).slice(0, 120)}`);
+  }
   return mine;
 }
 
