@@ -12,7 +12,7 @@ import vm from 'node:vm';
 
 const READ_BUDGET = 16 * 2 ** 20;
 
-type Collect = (options: { type: 'minor' | 'major' }) => void;
+type Collect = (options: { type: 'minor' }) => void;
 
 // V8's gc(), for this thread only: exposed to a throw-away context, not to the global one
 v8.setFlagsFromString('--expose-gc');
@@ -22,7 +22,7 @@ v8.setFlagsFromString('--no-expose-gc');
 let left = READ_BUDGET;
 
 /** Counts `n` bytes read into a new buffer (from a socket or a temporary file). */
-export function bytesRead(n: number): void {
+export function countRead(n: number): void {
   left -= n;
   if (left > 0) return;
   left = READ_BUDGET;

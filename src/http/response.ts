@@ -67,6 +67,22 @@ export function sendHeader(r: HttpRequest): Promise<void> | undefined {
   return undefined;
 }
 
+/**
+ * Sends the head, then runs `next`: in the same turn unless a header filter
+ * waits. `failed` gets an error of the filters or of writing the head.
+ */
+export function sendHeaderThen(r: HttpRequest, next: () => void, failed: (err: Error) => void): void {
+  let sent: Promise<void> | undefined;
+  try {
+    sent = sendHeader(r);
+  } catch (err) {
+    failed(err as Error);
+    return;
+  }
+  if (sent) sent.then(next, failed);
+  else next();
+}
+
 async function filtersFrom(r: HttpRequest, filters: HeaderFilter[], from: number): Promise<void> {
   for (let i = from; i < filters.length; i++) {
     const p = filters[i](r);

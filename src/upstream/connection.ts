@@ -8,7 +8,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Peer } from './group.ts';
-import { bytesRead } from '../core/read-budget.ts';
+import { countRead } from '../core/read-budget.ts';
 
 /** Whoever is using a connection: a proxied request, a stream session, or the idle pool. */
 export interface ConnectionUser {
@@ -57,7 +57,8 @@ export class UpstreamConnection {
   private constructor(socket: net.Socket, peer: Peer) {
     this.socket = socket;
     this.peer = peer;
-    socket.on('data', this.handleData);
+    // a plain connection reads through `onread` (handleRead) and emits no 'data'
+    if (socket instanceof tls.TLSSocket) socket.on('data', this.handleData);
     socket.on('end', this.handleEnd);
     socket.on('error', this.handleError);
     socket.on('timeout', this.handleTimeout);
@@ -125,15 +126,15 @@ export class UpstreamConnection {
 
   private handleData = (chunk: Buffer): void => {
     this.bytesRead += chunk.length;
-    bytesRead(chunk.length);
+    countRead(chunk.length);
     if (this.user) this.user.onData(this, chunk);
   };
 
   /**
    * A read on a plain connection (net.Socket's `onread`): the bytes are in
-   * the shared READ_BUFFER, so users get a copy they may keep — a small one
-   * from Node's buffer pool. This skips the stream machinery and the 64 KiB
-   * buffer node would allocate for each read.
+   * the shared READ_BUFFER, so users get a copy they may keep, of the bytes
+   * read (a small one from Node's buffer pool) instead of the 64 KiB buffer
+   * node allocates per read; the stream machinery is skipped.
    */
   private handleRead(n: number, buf: Buffer): boolean {
     this.handleData(Buffer.from(buf.subarray(0, n)));

@@ -257,6 +257,7 @@ function serve(u: UpstreamRequest, f: CacheFile, until?: Promise<unknown>): void
   const noBody = r.method === 'HEAD' || head.status === 204 || head.status === 304;
   // a cached response that came with Accept-Ranges can be sent in byte ranges (ngx_http_upstream_copy_allow_ranges when r->cached)
   if (head.headers.lnames.includes('accept-ranges')) allowRanges(r);
+  // on a later turn: callers (stale answers to a 304 or an error status) finish the upstream side first
   void new Promise<void>((done) => done(sendHeader(r))).then(() => {
     const plan = rangePlan(r);
     if (noBody || bodyReplaced(r)) endBody(r);

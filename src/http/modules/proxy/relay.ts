@@ -15,7 +15,7 @@
  * any body size and client speed.
  */
 import fs from 'node:fs';
-import { bytesRead } from '../../../core/read-budget.ts';
+import { countRead } from '../../../core/read-budget.ts';
 import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
@@ -261,7 +261,7 @@ export class BodyRelay {
       const n = Math.min(FILE_READ_SIZE, h.end - h.start);
       const b = Buffer.allocUnsafe(n);
       fs.readSync(this.fd, b, 0, n, h.start);
-      bytesRead(n);
+      countRead(n);
       h.start += n;
       if (h.start === h.end) this.held.shift();
       this.write(b);

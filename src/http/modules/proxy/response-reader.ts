@@ -8,7 +8,7 @@
  * cut short and its connection closed).
  */
 import { finalize, internalRedirect, namedLocation } from '../../phases.ts';
-import { sendHeader } from '../../response.ts';
+import { sendHeaderThen } from '../../response.ts';
 import { parseUnsafeUri } from '../../subrequest.ts';
 import { requestLog } from '../../request-log.ts';
 import { errorPageConf } from '../core/error-page.ts';
@@ -191,18 +191,10 @@ export class ResponseReader implements RelaySource {
     if (u.conf.store) this.relay.tee ??= storeWriter(r, u.conf, head, buffering, u.d.tempPath);
     const rest = b.subarray(head.bodyStart);
     this.buf = undefined;
-    // nothing can arrive from the socket before the header filters (microtasks) are done: no pause needed
+    // what arrives while an asynchronous header filter runs waits here (afterHeader relays it)
     this.held = rest.length ? [rest] : [];
     u.headerSent();
-    let sent: Promise<void> | undefined;
-    try {
-      sent = sendHeader(r);
-    } catch (err) {
-      this.headerFailed(err as Error);
-      return;
-    }
-    if (sent) sent.then(() => this.afterHeader(upgrade, buffering), (err: Error) => this.headerFailed(err));
-    else this.afterHeader(upgrade, buffering);
+    sendHeaderThen(r, () => this.afterHeader(upgrade, buffering), (err) => this.headerFailed(err));
   }
 
   /** The response head went to the client: the body follows (or the tunnel starts). */
