@@ -14,10 +14,13 @@ const READ_BUDGET = 16 * 2 ** 20;
 
 type Collect = (options: { type: 'minor' }) => void;
 
-// V8's gc(), for this thread only: exposed to a throw-away context, not to the global one
+// V8's gc(), exposed to a throw-away context rather than to the global one. The flag is
+// process-wide and worker threads start side by side, so it is left on: turning it off
+// again raced with a sibling worker between its two calls (gc was then undefined there).
+// Only contexts created later see it.
 v8.setFlagsFromString('--expose-gc');
-const collect = vm.runInNewContext('gc') as Collect;
-v8.setFlagsFromString('--no-expose-gc');
+const exposed: unknown = vm.runInNewContext('typeof gc === "function" ? gc : undefined');
+const collect: Collect = typeof exposed === 'function' ? (exposed as Collect) : () => {};
 
 let left = READ_BUDGET;
 
