@@ -1,20 +1,15 @@
 /**
- * The HTTP side of one listening address in a worker: the node:http server
- * (llhttp) its connections feed, virtual server selection for the address,
- * the settings request heads are read with, and the hand-off of each
- * request to the phase engine.
+ * The HTTP side of one listening address in a worker: its connections,
+ * virtual server selection for the address, and the settings request heads
+ * are read with.
  */
-import http from 'node:http';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { closeWhenIdle } from '../core/graceful.ts';
-import { connectionOf, HttpConnection, setConnectionOf, UPGRADE_HEAD } from './connection.ts';
+import { HttpConnection, setConnectionOf } from './connection.ts';
 import type { AddressConf, HttpMainConf, ServerConf } from './http-conf.ts';
 import { coreSrv, CORE_SRV_DEFAULTS } from './modules/core/settings.ts';
 import type { HeadContext, HeadSettings } from './head-reader.ts';
-import { HttpRequest } from './request.ts';
 import { shutdownHttp2, wantsHttp2 } from './http2.ts';
-import { requestLog } from './request-log.ts';
 import { selectServer } from './virtual-server.ts';
 
 /** Takes over accepted sockets of `listen … ssl` and `listen … http2` addresses (the ssl module installs it); calls server.serve() for HTTP/1.x. */
@@ -39,7 +34,6 @@ function headSettings(server: ServerConf): HeadSettings {
 
 /** Serves HTTP/1.x on one address for one cycle. */
 export class AddressServer {
-  readonly server: http.Server;
   readonly addr: AddressConf;
   readonly main: HttpMainConf;
   readonly connections = new Set<HttpConnection>();
@@ -55,12 +49,7 @@ export class AddressServer {
     this.addr = addr;
     const def = addr.defaultServer.level.get(coreSrv);
     const settings = new Map<ServerConf, HeadSettings>();
-    let largest = 0;
-    for (const s of [addr.defaultServer, ...addr.servers]) {
-      const hs = headSettings(s);
-      settings.set(s, hs);
-      largest = Math.max(largest, hs.largeCount * hs.largeSize);
-    }
+    for (const s of [addr.defaultServer, ...addr.servers]) settings.set(s, headSettings(s));
     const bufferSize = def.clientHeaderBufferSize ?? CORE_SRV_DEFAULTS.clientHeaderBufferSize;
     this.headContext = {
       defaultServer: addr.defaultServer,
@@ -71,39 +60,6 @@ export class AddressServer {
     };
     this.headerTimeout = def.clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
     this.secure = addr.ssl || wantsHttp2(addr, addr.defaultServer);
-    this.server = http.createServer({
-      // heads are checked against nginx's limits before llhttp sees them; this only has to let them through
-      maxHeaderSize: bufferSize + largest + 4096,
-      headersTimeout: 0,
-      requestTimeout: 0,
-      keepAliveTimeout: 0,
-      requireHostHeader: false,
-      joinDuplicateHeaders: false,
-    });
-    this.server.maxHeadersCount = 0;
-    (this.server as unknown as { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
-    this.server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
-    this.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => this.onRequest(req, res));
-    this.server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => this.onClientError(err, socket));
-    this.server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => this.onUpgrade(req, socket, head));
-  }
-
-  /**
-   * A request asking to switch protocols (WebSocket): node:http hands over the
-   * socket, so the request gets a response of its own on it; the connection
-   * closes after that response unless a proxied 101 claims the socket for a
-   * tunnel (src/http/modules/proxy/upgrade.ts sets UPGRADE_HEAD to null).
-   */
-  private onUpgrade(req: IncomingMessage, socket: Socket, head: Buffer): void {
-    connectionOf(socket)?.detach();
-    const held = req as unknown as Record<symbol, Buffer | null>;
-    held[UPGRADE_HEAD] = head;
-    const res = new http.ServerResponse(req);
-    res.assignSocket(socket);
-    res.shouldKeepAlive = false;
-    res.once('finish', () => { if (held[UPGRADE_HEAD] !== null) socket.end(); });
-    this.onRequest(req, res);
   }
 
   /** A socket the worker accepted for this address. */
@@ -124,49 +80,6 @@ export class AddressServer {
   serve(conn: HttpConnection, socket: Socket, head?: Buffer): void {
     setConnectionOf(socket, conn);
     conn.start(this, socket, head);
-  }
-
-  /** A request from llhttp (HTTP/2 streams start in src/http/http2/stream.ts). */
-  onRequest(req: IncomingMessage, res: ServerResponse, conn = connectionOf(req.socket)): void {
-    if (!conn) { res.destroy(); return; }
-    const head = conn.takeHead();
-    if (!head) {
-      // a request llhttp found that the connection did not hand it: never serve a guess
-      res.destroy();
-      req.socket.destroy();
-      return;
-    }
-    if (head.rawPatches) {
-      // names and values llhttp would have refused went in as placeholders
-      for (const [i, v] of head.rawPatches) req.rawHeaders[i] = v;
-      (req as unknown as { headers: unknown }).headers = null;
-    }
-    // node:http saw a stand-in request line; the request is what nginx read
-    req.method = head.method;
-    req.url = head.target;
-    conn.requests++;
-    const r = new HttpRequest(conn, this.main, head.server, req, res, head);
-    // the connection starts it once the body bytes already here went to llhttp
-    conn.requestStarted(r);
-  }
-
-  /**
-   * llhttp refused bytes of a body (the head was read already). Found
-   * before the request runs, it is nginx's 400 (its handlers read or discard
-   * the body first); later a body reader sees it; the connection ends.
-   */
-  private onClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-    const conn = connectionOf(socket);
-    const r = conn?.active;
-    if (!conn || !r || err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE') {
-      socket.destroy();
-      return;
-    }
-    conn.markBroken();
-    requestLog(r).error('client sent invalid chunked body');
-    r.bodyError = 400;
-    const bad = Object.assign(new Error('client sent invalid chunked body'), { status: 400 });
-    if (r.req.listenerCount('error') > 0) r.req.emit('error', bad);
   }
 
   /** Graceful stop: idle keepalive connections close now, busy ones after their response. */

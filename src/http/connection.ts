@@ -2,10 +2,12 @@
  * One client connection (nginx's ngx_connection_t + ngx_http_connection_t):
  * the read loop and the connection's life between requests.
  *
- * Bytes reach node:http (llhttp) only through this loop. A request head is
- * read with nginx's grammar and limits first (src/http/request-head.ts);
- * llhttp then gets a canonical request line and the header block, and the
- * body bytes up to the end of the body (src/http/body-framing.ts).
+ * A request head is read with nginx's grammar and limits
+ * (src/http/head-reader.ts) and becomes a request/response pair
+ * (src/http/exchange.ts); the body is framed and decoded here
+ * (src/http/body-framing.ts) and pushed into the request as it arrives,
+ * pausing the socket while nobody takes it. No node:http server is involved:
+ * an idle connection holds only its socket and this object.
  * Requests are served one at a time, as nginx does: bytes of a pipelined
  * request wait until the current one is answered. After a response the
  * connection stays open (keepalive_timeout), lingers (lingering_close) or
@@ -17,15 +19,15 @@ import { nextConnectionNumber } from '../core/shared.ts';
 import { LogLevel, mainErrorLog } from '../core/error-log.ts';
 import { markIdle } from '../core/graceful.ts';
 import type { AddressServer } from './address-server.ts';
-import { BodyFraming } from './body-framing.ts';
+import { BODY_INVALID, BodyFraming } from './body-framing.ts';
 import { Deadline } from './deadline.ts';
 import type { AddressConf } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import { handleRequest } from './phases.ts';
-import { canonicalLine, HEAD_DONE, HEAD_ERROR, HeadReader } from './head-reader.ts';
+import { HEAD_DONE, HEAD_ERROR, HeadReader } from './head-reader.ts';
 import type { RequestHead } from './request-head.ts';
 import { HttpRequest } from './request.ts';
-import { unparsedExchange } from './unparsed-exchange.ts';
+import { makeExchange, onSocketDrain } from './exchange.ts';
 import { requestLog } from './request-log.ts';
 import type { TlsConnection } from '../tls/connection-info.ts';
 import { parseProxyProtocol, proxyHeaderComplete } from '../stream/proxy-protocol.ts';
@@ -34,12 +36,9 @@ import type { ProxyProtocolInfo } from '../stream/proxy-protocol.ts';
 export { AddressServer as HttpAddressServer, setSecureAccept } from './address-server.ts';
 export type { SecureAccept } from './address-server.ts';
 
-/** On an upgrade request: the bytes that came after its head (null once a tunnel took the socket). */
-export const UPGRADE_HEAD = Symbol('upgradeHead');
-
 /** Where the read loop is. */
 const READ_HEAD = 0;
-/** Body bytes go to llhttp. */
+/** Body bytes are read into the request. */
 const READ_BODY = 1;
 /** A request is being answered; later bytes wait. */
 const WAIT = 2;
@@ -80,8 +79,6 @@ export class HttpConnection {
   readonly remotePort: number;
   readonly localAddress: string;
   readonly localPort: number;
-  /** The head being handed to node:http, taken by the request it produces. */
-  incoming: RequestHead | undefined;
   /** What the PROXY protocol header said ($proxy_protocol_*), on `listen … proxy_protocol`. */
   proxyProtocol: ProxyProtocolInfo | undefined;
 
@@ -90,11 +87,10 @@ export class HttpConnection {
   private pending: Buffer | undefined;
   private phase = READ_HEAD;
   private framing: BodyFraming | undefined;
-  private feed: ((d: Buffer) => void) | undefined;
   private bodyDone = true;
   private responseDone = true;
   private clientEnded = false;
-  /** llhttp refused bytes of a body: nothing more goes to it. */
+  /** The chunked framing broke: nothing more is read as body. */
   private broken = false;
   private readonly deadline = new Deadline((kind) => this.expired(kind));
   private lingerUntil = 0;
@@ -121,17 +117,10 @@ export class HttpConnection {
     this.socket = socket;
     // a client may half-close after its request and still read the answer
     socket.allowHalfOpen = true;
-    // keep node:http from reading the socket itself (it would consume the handle in C++)
-    const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;
-    if (handle) handle._consumed = true;
-    server.server.emit('connection', socket);
-    const listeners = socket.listeners('data');
-    this.feed = listeners[listeners.length - 1] as (d: Buffer) => void;
-    socket.removeListener('data', this.feed);
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
-    // node:http pauses reading while a response waits for the client; bytes already here go on after
-    socket.on('resume', this.onResume);
+    socket.on('error', onSocketError);
+    socket.on('drain', onSocketDrain);
     socket.once('close', this.onClose);
     this.reader = new HeadReader(server.headContext);
     if (this.addr.proxyProtocol) this.phase = READ_PROXY;
@@ -155,15 +144,9 @@ export class HttpConnection {
     this.pump();
   };
 
-  private onResume = (): void => {
-    if (this.pending !== undefined && (this.phase === READ_HEAD || this.phase === READ_BODY)) this.pump();
-  };
-
   /** Processes pending bytes as far as the current state allows. */
   private pump(): void {
     while (this.pending !== undefined) {
-      // node:http paused reading because the client is slow to take responses
-      if ((this.socket as unknown as { _paused?: boolean })._paused) return;
       if (this.phase === READ_HEAD) {
         if (!this.readHead()) return;
       } else if (this.phase === READ_PROXY) {
@@ -192,33 +175,21 @@ export class HttpConnection {
       return false;
     }
     this.pending = b.length > head.end ? b.subarray(head.end) : undefined;
-    this.framing = head.contentLength > 0 || head.chunked ? new BodyFraming(head.contentLength, head.chunked) : undefined;
-    this.bodyDone = this.framing === undefined;
+    const hasBody = head.contentLength > 0 || head.chunked;
+    this.framing = hasBody ? new BodyFraming(head.contentLength, head.chunked) : undefined;
+    this.bodyDone = !hasBody;
     this.responseDone = false;
-    this.phase = this.bodyDone ? WAIT : READ_BODY;
+    this.phase = hasBody ? READ_BODY : WAIT;
     if (head.version === 9) {
       this.manualRequest(head);
       return true;
     }
-    this.incoming = head;
-    this.feed!(canonicalLine(head.method, head.version));
-    this.feed!(head.rewritten ?? b.subarray(head.headersStart, head.end));
-    const r = this.active;
-    if (this.incoming !== undefined || !r) {
-      // llhttp produced no request from a head nginx accepted: never guess, close
-      this.incoming = undefined;
-      this.socket.destroy();
-      return false;
-    }
-    if (this.phase === DETACHED) {
-      // an upgraded connection: what follows the head belongs to the tunnel
-      if (this.pending) this.socket.unshift(this.pending);
-      this.pending = undefined;
-      handleRequest(r, true);
-      return false;
-    }
-    // body bytes already here go to llhttp before the request runs, so a bad body is its 400 as in nginx
-    if (this.phase === READ_BODY && this.pending && !(this.socket as unknown as { _paused?: boolean })._paused) this.readBody();
+    const { req, res } = makeExchange(this.socket, head, true, hasBody);
+    this.requests++;
+    const r = new HttpRequest(this, server.main, head.server, req, res, head);
+    this.requestStarted(r);
+    // body bytes already here are read before the request runs, so a bad body is its 400 as in nginx
+    if (this.phase === READ_BODY && this.pending) this.readBody();
     handleRequest(r, true);
     return true;
   }
@@ -247,35 +218,33 @@ export class HttpConnection {
       return;
     }
     const framing = this.framing!;
-    const end = framing.consume(b, 0, b.length);
+    const data: Buffer[] = [];
+    const end = framing.consume(b, data);
+    if (end === BODY_INVALID) {
+      this.pending = undefined;
+      this.bodyInvalid();
+      return;
+    }
     this.pending = end < b.length ? b.subarray(end) : undefined;
     // a body being thrown away after the response: lingering_timeout between reads
     if (this.responseDone && this.deadline.kind === T_LINGER) this.setTimer(this.lingerTimeout, T_LINGER);
-    if (end > 0) this.feed!(end < b.length ? b.subarray(0, end) : b);
-    if (this.broken) {
-      this.pending = undefined;
-      return;
+    const req = this.active?.req;
+    // after the response, the rest of the body is read and dropped (ngx_http_discard_request_body)
+    if (req !== undefined && !this.responseDone && !req.destroyed) {
+      // the request takes what arrived; reading stops until its reader wants more (IncomingMessage resumes the socket)
+      for (const d of data) if (!req.push(d)) this.socket.pause();
+      if (framing.done) {
+        req.complete = true;
+        req.push(null);
+      }
     }
     if (!framing.done || this.phase !== READ_BODY) return;
-    const req = this.active?.req;
-    if (req !== undefined && !req.complete) {
-      // llhttp did not end the message where the framing did
-      this.socket.destroy();
-      return;
-    }
     this.bodyDone = true;
     this.phase = WAIT;
     if (this.responseDone && this.active) this.afterResponse(this.active);
   }
 
-  /** node:http made a request of the head just fed (called from the 'request' event). */
-  takeHead(): RequestHead | undefined {
-    const head = this.incoming;
-    this.incoming = undefined;
-    return head;
-  }
-
-  /** A request starts (from node:http, or built here for an error or HTTP/0.9). */
+  /** A request starts. */
   requestStarted(r: HttpRequest): void {
     this.active = r;
     this.sentMark = this.socket.bytesWritten;
@@ -284,19 +253,47 @@ export class HttpConnection {
     r.res.once('finish', this.onFinish);
   }
 
-  /** llhttp refused the body: no keepalive, and no more bytes for it. */
-  markBroken(): void {
+  /**
+   * The chunked framing broke. Found before the request runs, it is nginx's
+   * 400 (its handlers read or discard the body first); later a body reader
+   * sees it; the connection ends.
+   */
+  private bodyInvalid(): void {
+    const r = this.active;
     this.broken = true;
     this.keepaliveDisabled = true;
     this.bodyDone = true;
     if (this.phase === READ_BODY) this.phase = WAIT;
+    if (!r) {
+      this.socket.destroy();
+      return;
+    }
+    requestLog(r).error('client sent invalid chunked body');
+    if (this.responseDone) {
+      this.socket.destroy();
+      return;
+    }
+    r.bodyError = 400;
+    const bad = Object.assign(new Error('client sent invalid chunked body'), { status: 400 });
+    if (r.req.listenerCount('error') > 0) r.req.emit('error', bad);
   }
 
-  /** An upgrade request took the socket over (node:http freed its parser). */
-  detach(): void {
+  /**
+   * A 101 from the upstream turns the connection into a tunnel
+   * (src/http/modules/proxy/upgrade.ts): returns the bytes the client sent
+   * after the request, and reading is the tunnel's from now on; undefined
+   * when `r` cannot take the connection over.
+   */
+  takeForTunnel(r: HttpRequest): Buffer | undefined {
+    if (this.active !== r || this.phase !== WAIT) return undefined;
+    const early = this.pending ?? Buffer.alloc(0);
+    this.pending = undefined;
     this.phase = DETACHED;
     this.clearTimer();
     this.socket.removeListener('data', this.onData);
+    // the tunnel's 'data' listener gets what arrives from the next tick on
+    if (this.socket.isPaused()) this.socket.resume();
+    return early;
   }
 
   private onFinish = (): void => {
@@ -322,6 +319,7 @@ export class HttpConnection {
     // the body nobody read is read and thrown away before the next request (ngx_http_discard_request_body)
     this.lingerTimeout = r.level.get(coreLoc).lingeringTimeout ?? CORE_LOC_DEFAULTS.lingeringTimeout;
     this.setTimer(this.lingerTimeout, T_LINGER);
+    if (this.socket.isPaused()) this.socket.resume();
   }
 
   /** The request is done and the connection stays: wait for (or read) the next one. */
@@ -338,7 +336,7 @@ export class HttpConnection {
     this.phase = READ_HEAD;
     const core = r.level.get(coreLoc);
     this.setTimer(core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout, T_KEEPALIVE);
-    if (this.socket.isPaused() && !(this.socket as unknown as { _paused?: boolean })._paused) this.socket.resume();
+    if (this.socket.isPaused()) this.socket.resume();
     this.pump();
   }
 
@@ -386,6 +384,11 @@ export class HttpConnection {
 
   private onClose = (): void => {
     this.deadline.stop();
+    // a body cut short: its reader sees the request aborted (as node:http's abortIncoming)
+    const r = this.active;
+    if (r !== undefined && !this.bodyDone && !this.responseDone && !r.req.destroyed) {
+      r.req.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
+    }
     this.phase = DETACHED;
   };
 
@@ -399,11 +402,11 @@ export class HttpConnection {
   }
 
   /**
-   * A request node:http does not parse: an error nginx answers right after
-   * the head (`respond` false: only logged), or HTTP/0.9 (no response head).
+   * An error nginx answers right after the head (`respond` false: only
+   * logged), or HTTP/0.9 (no response head).
    */
   private manualRequest(head: RequestHead, respond = true): void {
-    const { req, res, out } = unparsedExchange(this.socket, head, respond);
+    const { req, res, out } = makeExchange(this.socket, head, respond);
     this.requests++;
     const r = new HttpRequest(this, this.server!.main, head.server, req, res, head);
     if (out) r.out = out;
@@ -452,6 +455,10 @@ export class HttpConnection {
         this.socket.destroy();
     }
   }
+}
+
+function onSocketError(this: Socket): void {
+  this.destroy();
 }
 
 function stripV4Mapped(a: string): string {

@@ -8,12 +8,9 @@
  * and the checks made once the head is complete (Host for HTTP/1.1,
  * Content-Length, Transfer-Encoding, CONNECT/TRACE).
  *
- * The result also says how to hand the head to llhttp: the original header
- * bytes when llhttp reads them as nginx did, else a rewritten header block
- * (CRLF line ends, dropped invalid lines, placeholders patched back after
- * llhttp parsed). See docs/http-parsing.md.
+ * The header lines kept become the request's header list (node's
+ * rawHeaders form: name, value, name, value, ...). See docs/http-parsing.md.
  */
-import http from 'node:http';
 import type { ServerConf } from './http-conf.ts';
 import { CONN_CLOSE, CONN_KEEPALIVE, RequestHead } from './request-head.ts';
 import {
@@ -22,23 +19,6 @@ import {
 } from './request-line.ts';
 import { parseUri } from './uri.ts';
 import type { ServerMatch } from './virtual-server.ts';
-
-/** Canonical request lines for llhttp ("GET / HTTP/1.1"), by method, for HTTP/1.0 and 1.1. */
-const requestLines = [new Map<string, Buffer>(), new Map<string, Buffer>()];
-/** Methods llhttp knows; others go in as GET (only CONNECT changes its framing, and nginx refuses it). */
-const LLHTTP_METHODS = new Set(http.METHODS);
-
-/** The request line llhttp gets for a head nginx accepted (the target and the rest are the request's own). */
-export function canonicalLine(method: string, version: number): Buffer {
-  const cache = requestLines[version > 1000 ? 1 : 0];
-  let line = cache.get(method);
-  if (!line) {
-    const m = LLHTTP_METHODS.has(method) && method !== 'CONNECT' ? method : 'GET';
-    line = Buffer.from(`${m} / HTTP/1.${version > 1000 ? 1 : 0}\r\n`, 'latin1');
-    if (cache.size < 64) cache.set(method, line);
-  }
-  return line;
-}
 
 /** What the head reader needs of a virtual server (compiled once per configuration). */
 export interface HeadSettings {
@@ -83,11 +63,6 @@ function specialName(b: Buffer, start: number, len: number): string | undefined 
   return undefined;
 }
 
-/** Bytes llhttp refuses in a header value (nginx takes them: only NUL, CR and LF end or break a line). */
-const LLHTTP_BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
-/** A header name llhttp accepts (RFC 9110 token). */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
 const MAX_ERROR_STR = 2048 - 300;
 
 /**
@@ -108,11 +83,9 @@ export class HeadReader {
   private used = 0;
   private large = 0;
   private count = 0;
-  private rewrite = false;
   private hostHeader: string | undefined;
   private teValue: string | undefined;
   private uniqueSeen: Map<string, string> | undefined;
-  private keptLines: Array<[number, number, number, number]> | undefined;
 
   constructor(ctx: HeadContext) {
     this.ctx = ctx;
@@ -132,11 +105,9 @@ export class HeadReader {
     this.used = 0;
     this.large = 0;
     this.count = 0;
-    this.rewrite = false;
     this.hostHeader = undefined;
     this.teValue = undefined;
     this.uniqueSeen = undefined;
-    this.keptLines = undefined;
   }
 
   /** Some bytes of a request arrived (for timeouts: 408 versus a silent close). */
@@ -167,7 +138,6 @@ export class HeadReader {
       }
       this.inHeaders = true;
       this.pos = this.rl.next;
-      this.head.headersStart = this.pos;
     }
     const h = this.hl;
     for (;;) {
@@ -183,19 +153,16 @@ export class HeadReader {
         return this.fail(400, `client sent invalid header line: "${text}\\x${hex}..."`, b, start, h.errorAt);
       }
       if (!this.place(h.next - start)) return this.tooLongHeader(b, start, h.next);
-      if (b[h.next - 2] !== 13 || (h.next - start > 2 && b[h.next - 3] === 13)) this.rewrite = true;
       this.pos = h.next;
       if (rc === HEADER_DONE) return this.headersDone(b, h.next);
       if (h.invalid && this.settings.ignoreInvalid) {
         (this.head.dropped ??= []).push(`client sent invalid header line: "${b.toString('latin1', start, h.valueEnd)}"`);
-        this.rewrite = true;
         continue;
       }
       if (++this.count > this.settings.maxHeaders) {
         return this.fail(494, 'client sent too many header lines', b, start, h.next);
       }
-      (this.keptLines ??= []).push([h.nameStart, h.nameEnd, h.valueStart, h.valueEnd]);
-      if (h.nameEnd === h.valueStart || h.invalid || h.control) this.rewrite = true;
+      this.head.rawHeaders.push(b.toString('latin1', h.nameStart, h.nameEnd), b.toString('latin1', h.valueStart, h.valueEnd));
       const err = this.headerLine(b, h);
       if (err) return err;
     }
@@ -344,7 +311,6 @@ export class HeadReader {
     }
     if (head.method === 'CONNECT') return this.fail(405, 'client sent CONNECT method', b, 0, 0);
     if (head.method === 'TRACE') return this.fail(405, 'client sent TRACE method', b, 0, 0);
-    if (this.rewrite) this.rewriteHeaders(b);
     return this.done(end);
   }
 
@@ -352,31 +318,6 @@ export class HeadReader {
     this.head.end = end;
     this.head.length = end - this.rl.start;
     return HEAD_DONE;
-  }
-
-  /**
-   * Builds the header block llhttp gets: kept lines with CRLF ends; values
-   * (and names) llhttp would refuse go in as placeholders, restored in the
-   * request's rawHeaders after parsing.
-   */
-  private rewriteHeaders(b: Buffer): void {
-    let text = '';
-    const lines = this.keptLines ?? [];
-    for (let i = 0; i < lines.length; i++) {
-      const [ns, ne, vs, ve] = lines[i];
-      let name = b.toString('latin1', ns, ne);
-      let value = b.toString('latin1', vs, ve);
-      if (!TOKEN.test(name)) {
-        (this.head.rawPatches ??= []).push([i * 2, name]);
-        name = 'X-Invalid-Header-Name';
-      }
-      if (LLHTTP_BAD_VALUE.test(value)) {
-        (this.head.rawPatches ??= []).push([i * 2 + 1, value]);
-        value = '-';
-      }
-      text += `${name}: ${value}\r\n`;
-    }
-    this.head.rewritten = Buffer.from(text + '\r\n', 'latin1');
   }
 
   /** The client went away or timed out mid-head: nginx logs the request with `status`. */

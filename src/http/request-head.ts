@@ -53,8 +53,8 @@ export class RequestHead {
   chunked = false;
   /** Bytes of the head as received ($request_length before the body). */
   length = 0;
-  /** Header name/value pairs kept (as node's rawHeaders); only filled when the block is rewritten. */
-  rawPatches: Array<[number, string]> | undefined;
+  /** The header lines kept, as node's rawHeaders: name, value, name, value, ... */
+  rawHeaders: string[] = [];
   /** A status nginx answers instead of processing (400, 414, 494, 501, 405, 505), 0 when fine. */
   error = 0;
   /** The info-level line nginx logs with that error, and nginx's "while ..." for it. */
@@ -62,10 +62,7 @@ export class RequestHead {
   errorAction = 'reading client request line';
   /** Invalid header lines skipped (nginx logs each at info level). */
   dropped: string[] | undefined;
-  /** The header block to give llhttp when it is not the bytes as received. */
-  rewritten: Buffer | undefined;
-  /** Offset of the header block (after the request line) and of the head's end, in the buffer read. */
-  headersStart = 0;
+  /** Offset of the head's end in the buffer read. */
   end = 0;
 
   constructor(server: ServerConf) {

@@ -2,8 +2,8 @@
  * nginx's grammar for the request line and header lines
  * (ngx_http_parse_request_line, ngx_http_parse_header_line) and its Host
  * check (ngx_http_validate_host), over raw bytes. The connection runs these
- * on what the client sent before llhttp sees anything, so requests are
- * accepted and refused exactly where nginx accepts and refuses them; see
+ * on what the client sent, so requests are accepted and refused exactly
+ * where nginx accepts and refuses them; see
  * docs/http-parsing.md.
  */
 
@@ -265,8 +265,6 @@ export class HeaderLine {
   valueEnd = 0;
   /** The name has bytes nginx does not accept (ignored with `ignore_invalid_headers on`). */
   invalid = false;
-  /** The value has control bytes llhttp refuses. */
-  control = false;
   /** For INVALID_HEADER: offset of the offending byte. */
   errorAt = 0;
   next = 0;
@@ -279,7 +277,6 @@ export class HeaderLine {
 export function parseHeaderLine(b: Buffer, p: number, last: number, allowUnderscores: boolean, h: HeaderLine): number {
   let state = 0;
   h.invalid = false;
-  h.control = false;
   h.nameStart = p;
   for (; p < last; p++) {
     const ch = b[p];
@@ -322,11 +319,10 @@ export function parseHeaderLine(b: Buffer, p: number, last: number, allowUndersc
       case 3: { // value
         for (; p < last; p++) {
           const c = b[p];
-          if (c >= 0x20 && c !== 0x7f) continue;
+          if (c >= 0x20) continue;
           if (c === LF || c === CR) break;
+          // nginx takes control bytes in values, except NUL
           if (c === 0) { h.errorAt = p; return INVALID_HEADER; }
-          // llhttp refuses control bytes other than tab in values; nginx takes them
-          if (c !== 9) h.control = true;
         }
         if (p === last) return AGAIN;
         let end = p;

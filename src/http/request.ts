@@ -114,7 +114,7 @@ export class HttpRequest {
   keepalive = false;
   /** The response body goes out chunked (nginx's r->chunked). */
   chunked = false;
-  /** llhttp refused the request body (nginx's 400 when found before the request runs). */
+  /** The request body's chunked framing broke (nginx's 400 when found before the request runs). */
   bodyError = 0;
   /** Body bytes received so far ($request_length counts them after the head). */
   bodyRead = 0;

@@ -16,7 +16,7 @@ import { disableNotModified } from '../not-modified.ts';
 import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';
 import { cacheError, cacheStaleStatus, cacheWriter } from './cache.ts';
-import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from './chunked.ts';
+import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from '../../chunked.ts';
 import { IGN } from './conf.ts';
 import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
 import { storeWriter } from './store.ts';

@@ -6,7 +6,6 @@
  * silent; either side closing ends it.
  */
 import type { Socket } from 'node:net';
-import { UPGRADE_HEAD } from '../../connection.ts';
 import { requestLog } from '../../request-log.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
 
@@ -81,15 +80,13 @@ export function startUpgrade(u: UpstreamRequest, held: Buffer[]): void {
   const r = u.r;
   const client = r.res.socket;
   const conn = u.conn;
-  const req = r.req as unknown as Record<symbol, Buffer | null | undefined>;
-  const early = req[UPGRADE_HEAD];
+  const early = client && conn ? r.conn.takeForTunnel(r) : undefined;
   if (!client || !conn || !early) {
-    // the client connection cannot be taken over (node:http still owns it): end the exchange
+    // the client connection cannot be taken over (HTTP/2, or a body still arriving): end the exchange
     u.finalize(0);
     r.res.end();
     return;
   }
-  req[UPGRADE_HEAD] = null;
   // the head goes out now; the response stays open, so the tunnel's bytes count as its body ($bytes_sent)
   r.res.flushHeaders();
   const tunnel = new Tunnel(u, client, conn.socket);
