@@ -62,7 +62,7 @@ class Generation implements WorkerRuntime {
     const h = this.handlers.get(key);
     if (!h) { socket.destroy(); return; }
     this.sockets.add(socket);
-    socket.once('close', () => {
+    socket.on('close', () => {
       this.sockets.delete(socket);
       if (this.sockets.size === 0) this.onDrained?.();
     });

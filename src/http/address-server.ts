@@ -67,7 +67,7 @@ export class AddressServer {
     const conn = new HttpConnection(socket, this.addr);
     setConnectionOf(socket, conn);
     this.connections.add(conn);
-    socket.once('close', () => this.connections.delete(conn));
+    socket.on('close', () => this.connections.delete(conn));
     if (this.shuttingDown) conn.closing = true;
     if (this.secure && secureAccept) secureAccept(this, conn, socket);
     else conn.start(this, socket);

@@ -24,7 +24,7 @@ import { Deadline } from './deadline.ts';
 import type { AddressConf } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
 import { handleRequest } from './phases.ts';
-import { HEAD_DONE, HEAD_ERROR, HeadReader } from './head-reader.ts';
+import { HEAD_DONE, HEAD_ERROR, HeadReader, releaseHeadReader, takeHeadReader } from './head-reader.ts';
 import type { RequestHead } from './request-head.ts';
 import { HttpRequest } from './request.ts';
 import { makeExchange, onSocketDrain } from './exchange.ts';
@@ -83,7 +83,10 @@ export class HttpConnection {
   proxyProtocol: ProxyProtocolInfo | undefined;
 
   private server: AddressServer | undefined;
+  /** The reader of the head being read; none between requests. */
   private reader: HeadReader | undefined;
+  /** The next head was already here when the previous request finished ($pipe). */
+  private nextPipelined = false;
   private pending: Buffer | undefined;
   private phase = READ_HEAD;
   private framing: BodyFraming | undefined;
@@ -121,8 +124,7 @@ export class HttpConnection {
     socket.on('end', this.onEnd);
     socket.on('error', onSocketError);
     socket.on('drain', onSocketDrain);
-    socket.once('close', this.onClose);
-    this.reader = new HeadReader(server.headContext);
+    socket.on('close', this.onClose);
     if (this.addr.proxyProtocol) this.phase = READ_PROXY;
     this.setTimer(server.headerTimeout, T_HEADER);
     if (initial?.length) this.onData(initial);
@@ -162,12 +164,18 @@ export class HttpConnection {
 
   private readHead(): boolean {
     const server = this.server!;
-    const reader = this.reader!;
+    let reader = this.reader;
+    if (reader === undefined) {
+      reader = this.reader = takeHeadReader(server.headContext);
+      reader.head.pipelined = this.nextPipelined;
+    }
     const b = this.pending!;
     if (this.deadline.kind !== T_HEADER) this.setTimer(server.headerTimeout, T_HEADER);
     const rc = reader.feed(b);
     if (rc !== HEAD_DONE && rc !== HEAD_ERROR) return false;
     const head = reader.head;
+    this.reader = undefined;
+    releaseHeadReader(reader);
     this.clearTimer();
     if (rc === HEAD_ERROR) {
       this.pending = undefined;
@@ -331,8 +339,7 @@ export class HttpConnection {
       this.close(r);
       return;
     }
-    this.reader!.reset();
-    this.reader!.head.pipelined = this.pending !== undefined;
+    this.nextPipelined = this.pending !== undefined;
     this.phase = READ_HEAD;
     const core = r.level.get(coreLoc);
     this.setTimer(core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout, T_KEEPALIVE);
@@ -373,6 +380,8 @@ export class HttpConnection {
         else this.socket.destroySoon();
         return;
       case LINGER:
+      case READ_BODY:
+        // the body ends early: its reader sees the request aborted (onClose); a discarded one just closes
         this.socket.destroy();
         return;
       case WAIT:
@@ -394,8 +403,10 @@ export class HttpConnection {
 
   /** The client went away or timed out before its head was complete: nginx logs the request with `status`. */
   private closedWhileReading(message: string, status: number): void {
-    this.reader!.abort(status, message, this.pending);
-    const head = this.reader!.head;
+    const reader = this.reader!;
+    this.reader = undefined;
+    reader.abort(status, message, this.pending);
+    const head = reader.head;
     this.phase = DETACHED;
     this.manualRequest(head, false);
     this.socket.destroy();

@@ -65,12 +65,29 @@ function specialName(b: Buffer, start: number, len: number): string | undefined 
 
 const MAX_ERROR_STR = 2048 - 300;
 
+/** Readers not in use: a connection takes one when a head starts arriving and gives it back once the head is read. */
+const spareReaders: HeadReader[] = [];
+const SPARE_READERS = 16;
+
+/** A reader for the next request head on a connection of `ctx`'s address. */
+export function takeHeadReader(ctx: HeadContext): HeadReader {
+  const reader = spareReaders.pop();
+  if (reader === undefined) return new HeadReader(ctx);
+  reader.reset(ctx);
+  return reader;
+}
+
+/** `reader` read its head (the request keeps that head; the reader makes a new one when taken again). */
+export function releaseHeadReader(reader: HeadReader): void {
+  if (spareReaders.length < SPARE_READERS) spareReaders.push(reader);
+}
+
 /**
- * Reads request heads for one connection. feed() is given the buffer of
- * bytes not yet consumed (the head starts at 0) and parses what is complete.
+ * Reads one request head. feed() is given the buffer of bytes not yet
+ * consumed (the head starts at 0) and parses what is complete.
  */
 export class HeadReader {
-  private readonly ctx: HeadContext;
+  private ctx: HeadContext;
   private readonly rl = new RequestLine();
   private readonly hl = new HeaderLine();
   head: RequestHead;
@@ -91,11 +108,12 @@ export class HeadReader {
     this.ctx = ctx;
     this.head = new RequestHead(ctx.defaultServer);
     this.settings = ctx.settings(ctx.defaultServer);
-    this.reset();
+    this.reset(ctx);
   }
 
-  /** Starts over for the next request on the connection. */
-  reset(): void {
+  /** Starts over for a new head on a connection of `ctx`'s address. */
+  reset(ctx: HeadContext): void {
+    this.ctx = ctx;
     this.head = new RequestHead(this.ctx.defaultServer);
     this.settings = this.ctx.settings(this.ctx.defaultServer);
     this.pos = 0;

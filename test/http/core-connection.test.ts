@@ -69,6 +69,18 @@ test('a malformed chunked body is 400 and ends the connection', async () => {
   assert.doesNotMatch(answer.text, /\/r/);
 });
 
+test('chunked bodies are framed as nginx frames them: bare LF line ends, blanks before an extension', async () => {
+  const answer = await same(pair(), `POST /p HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\n3 ;x\r\nabc\r\n0\nT: v\n\n`
+    + `POST /q HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n2\t;y\r\nhi\r\n0\r\n\r\n`
+    + get('/r', 'Connection: close\r\n'));
+  assert.deepEqual([...answer.text.matchAll(/\r\n\r\n(\/\w) /g)].map((m) => m[1]), ['/p', '/q', '/r']);
+});
+
+test('an upgrade request answered without 101 keeps its connection', async () => {
+  const answer = await same(pair(), get('/u', 'Connection: upgrade\r\nUpgrade: websocket\r\n') + get('/r', 'Connection: close\r\n'));
+  assert.deepEqual([...answer.text.matchAll(/\r\n\r\n(\/\w) (\d)/g)].map((m) => m[1] + m[2]), ['/u1', '/r2']);
+});
+
 /** The response heads in `text` (bodies left out: gzip output differs between zlib builds). */
 function heads(text: string): string[] {
   return [...text.matchAll(/HTTP\/1\.1 [^]*?\r\n\r\n/g)].map((m) => m[0]);
