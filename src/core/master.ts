@@ -23,12 +23,13 @@ import { reopenAll } from './reopen.ts';
 const WORKER_URL = new URL('./worker.ts', import.meta.url);
 /**
  * V8 grows the young generation when many objects survive (as thousands of
- * new keepalive connections do) to several times this, and gives the pages
- * back only seconds after the load stops: RSS per idle connection was half
- * again as large. A proxy's garbage is short-lived, so 12 MiB costs no
- * measurable CPU per request (docs/performance.md).
+ * new keepalive connections do) beyond this, and gives the pages back only
+ * seconds after the load stops: a fresh server's RSS per idle connection was
+ * 10–12.5 KB instead of 8.5–9.5 KB. Smaller is not better: at 12–24 MiB the
+ * 64 KiB proxy case of the bench doubled its CPU per request
+ * (docs/performance.md).
  */
-const WORKER_LIMITS = { maxYoungGenerationSizeMb: 12 };
+const WORKER_LIMITS = { maxYoungGenerationSizeMb: 32 };
 
 /** A worker that dies this soon after starting is respawned after a pause, not in a tight loop. */
 const RESPAWN_PAUSE_MS = 1000;
