@@ -5,7 +5,7 @@
  */
 import type { Socket } from 'node:net';
 import { closeWhenIdle } from '../core/graceful.ts';
-import { HttpConnection, setConnectionOf } from './connection.ts';
+import { HttpConnection } from './connection.ts';
 import type { AddressConf, HttpMainConf, ServerConf } from './http-conf.ts';
 import { coreSrv, CORE_SRV_DEFAULTS } from './modules/core/settings.ts';
 import type { HeadContext, HeadSettings } from './head-reader.ts';
@@ -65,7 +65,6 @@ export class AddressServer {
   /** A socket the worker accepted for this address. */
   accept(socket: Socket): void {
     const conn = new HttpConnection(socket, this.addr);
-    setConnectionOf(socket, conn);
     this.connections.add(conn);
     socket.on('close', () => this.connections.delete(conn));
     if (this.shuttingDown) conn.closing = true;
@@ -78,7 +77,6 @@ export class AddressServer {
    * HTTP on a TLS port); `head` is what was read from it already.
    */
   serve(conn: HttpConnection, socket: Socket, head?: Buffer): void {
-    setConnectionOf(socket, conn);
     conn.start(this, socket, head);
   }
 

@@ -481,13 +481,3 @@ function connectionLog(conn: HttpConnection, level: number, msg: string): void {
   const log = mainErrorLog();
   if (log.enabled(level)) log.log(level, `${msg}, client: ${conn.remoteAddress}, server: ${conn.addr.spec.key}`, conn.number);
 }
-
-const connOf = new WeakMap<Socket, HttpConnection>();
-
-export function connectionOf(socket: Socket): HttpConnection | undefined {
-  return connOf.get(socket);
-}
-
-export function setConnectionOf(socket: Socket, conn: HttpConnection): void {
-  connOf.set(socket, conn);
-}

@@ -105,10 +105,11 @@ export class HeadReader {
   private uniqueSeen: Map<string, string> | undefined;
 
   constructor(ctx: HeadContext) {
+    // the other fields start as reset() leaves them
     this.ctx = ctx;
     this.head = new RequestHead(ctx.defaultServer);
     this.settings = ctx.settings(ctx.defaultServer);
-    this.reset(ctx);
+    this.cap = ctx.bufferSize;
   }
 
   /** Starts over for a new head on a connection of `ctx`'s address. */
