@@ -1,0 +1,162 @@
+/**
+ * Hooks run in their own coroutine (OpenResty's "entry thread"): lua_newthread + lua_resume.
+ * When Lua never waits, `run` returns its outcome synchronously (no promise, no microtask): the fast
+ * path for the common hook. When a host function suspends (bridge.suspend), `run` returns a promise;
+ * the runner awaits the host's promise and resumes the coroutine until it finishes.
+ *
+ * Threads are reused: one that finished (or failed and was reset) goes back to a small pool, so a
+ * request costs no lua_newthread. A failure comes back as OpenResty reports it: the message, and
+ * a traceback taken from the dead coroutine's stack before it is reset.
+ */
+import { type LuaBridge, STATUS, T } from './bridge.ts';
+
+export type LuaOutcome<R> =
+  | { readonly ok: true; readonly value: R }
+  | { readonly ok: false; readonly error: string; readonly traceback: string };
+
+export interface RunOptions<R> {
+  /** Pushes the arguments onto the coroutine (after the function); returns how many. */
+  readonly args?: (L: number) => number;
+  /** Reads the `n` results (at the top of `L`) before the thread is reused. */
+  readonly results?: (L: number, n: number) => R;
+}
+
+/** The hook being run: what host functions ask for their request. */
+export interface RunningCoroutine {
+  /** The coroutine's lua_State pointer. */
+  readonly thread: number;
+  /** What the caller of `run` attached (the request). */
+  readonly context: unknown;
+}
+
+interface Entry extends RunningCoroutine {
+  readonly ref: number;
+  context: unknown;
+}
+
+const POOL_SIZE = 64;
+
+export class CoroutineRunner {
+  private readonly bridge: LuaBridge;
+  private readonly pool: Entry[] = [];
+  private readonly nresultsPtr: number;
+  /** The coroutine resumed right now (null between resumes). */
+  running: RunningCoroutine | null = null;
+
+  constructor(bridge: LuaBridge) {
+    this.bridge = bridge;
+    this.nresultsPtr = bridge.outPtr + 8;
+  }
+
+  /**
+   * Runs the function at registry reference `fn` in a coroutine with `context` attached.
+   * Returns the outcome, or a promise of it when the coroutine waited for the host.
+   */
+  run<R = undefined>(fn: number, context: unknown, options: RunOptions<R> = {}): LuaOutcome<R> | Promise<LuaOutcome<R>> {
+    const entry = this.take(context);
+    const L = entry.thread;
+    this.bridge.pushRef(L, fn);
+    const nargs = options.args ? options.args(L) : 0;
+    const status = this.resume(entry, nargs);
+    if (status === STATUS.YIELD) return this.wait(entry, options);
+    return this.finish(entry, status, options);
+  }
+
+  private take(context: unknown): Entry {
+    const entry = this.pool.pop();
+    if (entry) {
+      entry.context = context;
+      return entry;
+    }
+    const { api, L } = this.bridge;
+    const thread = api.lua_newthread(L);
+    return { thread, ref: this.bridge.ref(L), context };
+  }
+
+  private resume(entry: Entry, nargs: number): number {
+    const previous = this.running;
+    this.running = entry;
+    try {
+      return this.bridge.api.lua_resume(entry.thread, this.bridge.L, nargs, this.nresultsPtr);
+    } finally {
+      this.running = previous;
+    }
+  }
+
+  private async wait<R>(entry: Entry, options: RunOptions<R>): Promise<LuaOutcome<R>> {
+    const bridge = this.bridge;
+    for (;;) {
+      const suspended = bridge.suspended;
+      bridge.suspended = undefined;
+      if (!suspended) {
+        // coroutine.yield() straight from the hook: OpenResty resumes it at once (ngx.sleep(0)-like).
+        bridge.api.lua_settop(entry.thread, 0);
+        await Promise.resolve();
+        const status = this.resume(entry, 0);
+        if (status !== STATUS.YIELD) return this.finish(entry, status, options);
+        continue;
+      }
+      try {
+        const value = await suspended.promise;
+        bridge.resumption = { ok: true, value, onResume: suspended.onResume };
+      } catch (error) {
+        bridge.resumption = { ok: false, error };
+      }
+      const status = this.resume(entry, 0);
+      if (status !== STATUS.YIELD) return this.finish(entry, status, options);
+    }
+  }
+
+  private finish<R>(entry: Entry, status: number, options: RunOptions<R>): LuaOutcome<R> {
+    const { api } = this.bridge;
+    const L = entry.thread;
+    let outcome: LuaOutcome<R>;
+    if (status === STATUS.OK) {
+      const n = this.bridge.bytes().readInt32LE(this.nresultsPtr);
+      let value = undefined as R;
+      if (options.results) {
+        try {
+          value = options.results(L, n);
+        } catch (e) {
+          api.lua_settop(L, 0);
+          this.release(entry);
+          throw e;
+        }
+      }
+      outcome = { ok: true, value };
+      api.lua_settop(L, 0);
+    } else {
+      const error = this.errorMessage(L);
+      outcome = { ok: false, error, traceback: this.traceback(L) };
+      api.lua_resetthread(L);
+    }
+    this.release(entry);
+    return outcome;
+  }
+
+  private release(entry: Entry): void {
+    entry.context = undefined;
+    if (this.pool.length < POOL_SIZE) this.pool.push(entry);
+    else this.bridge.unref(entry.ref);
+  }
+
+  private errorMessage(L: number): string {
+    const type = this.bridge.type(L, -1);
+    if (type === T.STRING || type === T.NUMBER) return this.bridge.toString(L, -1)!;
+    return `(error object is a ${this.bridge.typeName(L, -1)} value)`;
+  }
+
+  /** OpenResty's shape: "stack traceback:\ncoroutine 0:\n\t..." from the failed coroutine's frames. */
+  private traceback(co: number): string {
+    const { api, L } = this.bridge;
+    api.luaL_traceback(L, co, 0, 0);
+    const text = this.bridge.toString(L, -1) ?? '';
+    api.lua_settop(L, -2);
+    return text.replace(/^stack traceback:\n/, 'stack traceback:\ncoroutine 0:\n');
+  }
+}
+
+/** OpenResty's error.log text for a hook that failed: `lua entry thread aborted: runtime error: …`. */
+export function abortedMessage(outcome: { error: string; traceback: string }): string {
+  return `lua entry thread aborted: runtime error: ${outcome.error}\n${outcome.traceback}`;
+}
