@@ -15,7 +15,7 @@
  * resumes; the continuation then calls `onResume` inside the coroutine, which pushes the results
  * or throws (a Lua error raised at the call site, as if the function had failed there).
  */
-import type { LuaExports, LuaWasm } from './wasm.ts';
+import type { HeapViews, LuaExports, LuaWasm } from './wasm.ts';
 import { formatLuaNumber } from './number-format.ts';
 
 export const LUA_REGISTRYINDEX = -1001000;
@@ -55,8 +55,8 @@ export class LuaBridge {
   private readonly freeIds: number[] = [];
   private readonly trampoline: number;
   private readonly continuation: number;
-  private heapBuffer: ArrayBuffer | undefined;
-  private heap!: Buffer;
+  /** The heap's views; `bytes()`/`u32()` read them at each use since the heap may grow. */
+  private readonly heap: HeapViews;
   private scratch = 0;
   private scratchSize = 0;
   /** 16 bytes of wasm memory for out-parameters (lengths, counts). */
@@ -69,6 +69,7 @@ export class LuaBridge {
 
   constructor(wasm: LuaWasm) {
     this.api = wasm.api;
+    this.heap = wasm.heap;
     this.L = this.api.luaL_newstate();
     if (!this.L) throw new Error('lua: cannot create a state (memory cap too low?)');
     this.outPtr = this.api.malloc(16);
@@ -78,14 +79,13 @@ export class LuaBridge {
 
   // ---- memory ----
 
-  /** A Buffer over the whole wasm heap, renewed when the heap has grown. */
+  /** A Buffer over the whole wasm heap (a new one after the heap has grown: do not keep it across calls into Lua). */
   bytes(): Buffer {
-    const buffer = this.api.memory.buffer;
-    if (buffer !== this.heapBuffer) {
-      this.heapBuffer = buffer;
-      this.heap = Buffer.from(buffer);
-    }
-    return this.heap;
+    return this.heap.bytes;
+  }
+  /** The heap as 32-bit words (index = address / 4), same rule as bytes(). */
+  u32(): Uint32Array {
+    return this.heap.u32;
   }
 
   /** A scratch area of at least `size` bytes (valid until the next call). */
@@ -265,20 +265,19 @@ export class LuaBridge {
   /** A number (integers as numbers, precision lost past 2^53), or undefined if not convertible. */
   toNumber(L: number, idx: number): number | undefined {
     const n = this.api.lua_tonumberx(L, idx, this.outPtr);
-    return this.bytes().readInt32LE(this.outPtr) ? n : undefined;
+    return this.heap.u32[this.outPtr >> 2] ? n : undefined;
   }
   /** An integer as Lua converts it (floats with an exact integer value, numeric strings), else undefined. */
   toInteger(L: number, idx: number): number | undefined {
     const n = this.api.lua_tointegerx(L, idx, this.outPtr);
-    return this.bytes().readInt32LE(this.outPtr) ? Number(n) : undefined;
+    return this.heap.u32[this.outPtr >> 2] ? Number(n) : undefined;
   }
   /** A string's bytes as a latin1 string; numbers formatted as LuaJIT does; undefined otherwise. */
   toString(L: number, idx: number): string | undefined {
     const t = this.api.lua_type(L, idx);
     if (t === T.STRING) {
       const ptr = this.api.lua_tolstring(L, idx, this.outPtr);
-      const heap = this.bytes();
-      return heap.toString('latin1', ptr, ptr + heap.readUInt32LE(this.outPtr));
+      return this.heap.bytes.toString('latin1', ptr, ptr + this.heap.u32[this.outPtr >> 2]!);
     }
     if (t === T.NUMBER) return this.numberString(L, idx);
     return undefined;
@@ -289,17 +288,15 @@ export class LuaBridge {
     if (t === T.NUMBER) return Buffer.from(this.numberString(L, idx), 'latin1');
     if (t !== T.STRING) return undefined;
     const ptr = this.api.lua_tolstring(L, idx, this.outPtr);
-    const heap = this.bytes();
-    const len = heap.readUInt32LE(this.outPtr);
-    const out = Buffer.allocUnsafe(len);
-    heap.copy(out, 0, ptr, ptr + len);
-    return out;
+    const len = this.heap.u32[this.outPtr >> 2]!;
+    // ArrayBuffer#slice: one allocation and one memcpy (Buffer#copy from the heap measured 5× slower)
+    return Buffer.from((this.heap.bytes.buffer as ArrayBuffer).slice(ptr, ptr + len));
   }
   /** Where a string's bytes are in wasm memory (valid while the string is on the stack). */
   stringView(L: number, idx: number): { ptr: number; len: number } | undefined {
     if (this.api.lua_type(L, idx) !== T.STRING) return undefined;
     const ptr = this.api.lua_tolstring(L, idx, this.outPtr);
-    return { ptr, len: this.bytes().readUInt32LE(this.outPtr) };
+    return { ptr, len: this.heap.u32[this.outPtr >> 2]! };
   }
   private numberString(L: number, idx: number): string {
     if (this.api.lua_isinteger(L, idx)) return this.api.lua_tointegerx(L, idx, 0).toString();

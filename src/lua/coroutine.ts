@@ -6,9 +6,10 @@
  *
  * Threads are reused: one that finished (or failed and was reset) goes back to a small pool, so a
  * request costs no lua_newthread. A failure comes back as OpenResty reports it: the message, and
- * a traceback taken from the dead coroutine's stack before it is reset.
+ * a traceback taken from the dead coroutine's stack before it is reset, both in LuaJIT's words.
  */
 import { type LuaBridge, STATUS, T } from './bridge.ts';
+import { luajitMessage, luajitTraceback } from './luajit-messages.ts';
 
 export type LuaOutcome<R> =
   | { readonly ok: true; readonly value: R }
@@ -112,7 +113,7 @@ export class CoroutineRunner {
     const L = entry.thread;
     let outcome: LuaOutcome<R>;
     if (status === STATUS.OK) {
-      const n = this.bridge.bytes().readInt32LE(this.nresultsPtr);
+      const n = this.bridge.u32()[this.nresultsPtr >> 2]!;
       let value = undefined as R;
       if (options.results) {
         try {
@@ -128,7 +129,8 @@ export class CoroutineRunner {
     } else {
       const error = this.errorMessage(L);
       outcome = { ok: false, error, traceback: this.traceback(L) };
-      api.lua_resetthread(L);
+      api.lua_resetthread(L); // leaves the error object on the stack
+      api.lua_settop(L, 0);
     }
     this.release(entry);
     return outcome;
@@ -142,7 +144,7 @@ export class CoroutineRunner {
 
   private errorMessage(L: number): string {
     const type = this.bridge.type(L, -1);
-    if (type === T.STRING || type === T.NUMBER) return this.bridge.toString(L, -1)!;
+    if (type === T.STRING || type === T.NUMBER) return luajitMessage(this.bridge.toString(L, -1)!);
     return `(error object is a ${this.bridge.typeName(L, -1)} value)`;
   }
 
@@ -152,7 +154,7 @@ export class CoroutineRunner {
     api.luaL_traceback(L, co, 0, 0);
     const text = this.bridge.toString(L, -1) ?? '';
     api.lua_settop(L, -2);
-    return text.replace(/^stack traceback:\n/, 'stack traceback:\ncoroutine 0:\n');
+    return luajitTraceback(text.replace(/^stack traceback:\n/, 'stack traceback:\ncoroutine 0:\n'));
   }
 }
 

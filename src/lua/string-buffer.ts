@@ -21,11 +21,12 @@ export function stringBufferModule(bridge: LuaBridge): HostFunction {
     if (!ud) throw new LuaError(`bad argument #1 to '${fname}' (buffer expected, got ${bridge.typeName(L, 1)})`);
     return ud;
   };
-  const field = (ud: number, i: number) => bridge.bytes().readUInt32LE(ud + 4 * i);
+  // userdata are 8-aligned, so a field is one Uint32Array element
+  const field = (ud: number, i: number) => bridge.u32()[(ud >> 2) + i]!;
   const setOffsets = (ud: number, r: number, w: number) => {
-    const heap = bridge.bytes();
-    heap.writeUInt32LE(r, ud + 8);
-    heap.writeUInt32LE(w, ud + 12);
+    const u32 = bridge.u32();
+    u32[(ud >> 2) + 2] = r;
+    u32[(ud >> 2) + 3] = w;
   };
 
   /** Room for `n` more bytes; returns the absolute address to write at. */
@@ -47,12 +48,14 @@ export function stringBufferModule(bridge: LuaBridge): HostFunction {
     const moved = api.realloc(ptr, size);
     if (!moved) throw new LuaError('not enough memory');
     ptr = moved;
-    const heap = bridge.bytes();
-    heap.writeUInt32LE(ptr, ud);
-    heap.writeUInt32LE(size, ud + 4);
+    const u32 = bridge.u32();
+    u32[ud >> 2] = ptr;
+    u32[(ud >> 2) + 1] = size;
     return ptr + w;
   };
-  const commit = (ud: number, n: number) => bridge.bytes().writeUInt32LE(field(ud, 3) + n, ud + 12);
+  const commit = (ud: number, n: number) => {
+    bridge.u32()[(ud >> 2) + 3] += n;
+  };
 
   /** Appends the value at `idx` (string, number, buffer); false if it is none of these. */
   const append = (L: number, ud: number, idx: number): boolean => {

@@ -102,8 +102,15 @@ export interface LuaExports {
   lua_setupvalue(L: number, funcindex: number, n: number): number;
 }
 
+/** Views of the wasm heap, renewed when it grows (reading `memory.buffer` on every access is slow). */
+export interface HeapViews {
+  bytes: Buffer;
+  u32: Uint32Array;
+}
+
 export interface LuaWasm {
   readonly api: LuaExports;
+  readonly heap: HeapViews;
   /** Adds a JavaScript function to the wasm function table; returns its index (a C function pointer). */
   addFunction(fn: (...args: number[]) => number, signature: string): number;
 }
@@ -126,9 +133,14 @@ async function instantiate(memoryLimit: number): Promise<LuaWasm> {
   const wasmoon = require('wasmoon') as { LuaWasm: { initialize(): Promise<{ module: WasmoonModule }> } };
   const original = WebAssemblyGlobal.instantiate;
   let api: LuaExports | undefined;
+  const heap: HeapViews = { bytes: Buffer.alloc(0), u32: new Uint32Array(0) };
+  const renewViews = () => {
+    heap.bytes = Buffer.from(api!.memory.buffer);
+    heap.u32 = new Uint32Array(api!.memory.buffer);
+  };
   WebAssemblyGlobal.instantiate = (bytes, imports) => {
     const env = imports?.env as Record<string, (...a: number[]) => number> | undefined;
-    if (env) patchImports(env, () => api!, memoryLimit);
+    if (env) patchImports(env, () => api!, memoryLimit, renewViews);
     return original(bytes, imports).then((r) => {
       if (r.instance) api = r.instance.exports as LuaExports;
       return r;
@@ -142,12 +154,18 @@ async function instantiate(memoryLimit: number): Promise<LuaWasm> {
   }
   if (!api) throw new Error('lua: could not capture the wasm exports of wasmoon');
   const module = lua.module;
-  return { api, addFunction: (fn, signature) => module.addFunction(fn, signature) };
+  renewViews();
+  return { api, heap, addFunction: (fn, signature) => module.addFunction(fn, signature) };
 }
 
-function patchImports(env: Record<string, (...a: number[]) => number>, api: () => LuaExports, memoryLimit: number): void {
+function patchImports(env: Record<string, (...a: number[]) => number>, api: () => LuaExports, memoryLimit: number, grown: () => void): void {
   const resize = env.emscripten_resize_heap;
-  env.emscripten_resize_heap = (requested: number) => ((requested >>> 0) > memoryLimit ? 0 : resize(requested));
+  env.emscripten_resize_heap = (requested: number) => {
+    if ((requested >>> 0) > memoryLimit) return 0;
+    const ok = resize(requested);
+    if (ok) grown();
+    return ok;
+  };
   env.system = () => -1;
   env.exit = () => {
     throw new Error('lua: exit() is not available');
