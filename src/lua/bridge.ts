@@ -45,7 +45,16 @@ export class LuaSyntaxError extends Error {}
 export interface Suspension {
   readonly promise: Promise<unknown>;
   readonly onResume: ResumeHandler<unknown>;
+  /** The coroutine that suspended (set by the trampoline). */
+  thread: number;
+  /** A parent waiting for its child's suspension (user coroutines): the outcome goes on to that one. */
+  readonly relayTo?: Suspension;
 }
+
+/** How a suspension ended: given to the continuation when the runner resumes the coroutine. */
+export type Resumption =
+  | { readonly ok: true; readonly value: unknown; readonly suspension: Suspension }
+  | { readonly ok: false; readonly error: unknown; readonly suspension: Suspension };
 
 export class LuaBridge {
   readonly api: LuaExports;
@@ -65,7 +74,7 @@ export class LuaBridge {
   /** Set by a host function that suspends, taken by the coroutine runner right after lua_resume. */
   suspended: Suspension | undefined;
   /** Set by the runner before it resumes a suspended coroutine; taken by the continuation. */
-  resumption: { ok: true; value: unknown; onResume: ResumeHandler<unknown> } | { ok: false; error: unknown } | undefined;
+  resumption: Resumption | undefined;
 
   constructor(wasm: LuaWasm) {
     this.api = wasm.api;
@@ -207,7 +216,22 @@ export class LuaBridge {
 
   /** Makes the running coroutine wait for `promise`; the host function returns what this returns. */
   suspend<V>(promise: Promise<V>, onResume: ResumeHandler<V> = () => 0): number {
-    this.suspended = { promise, onResume: onResume as ResumeHandler<unknown> };
+    this.suspended = { promise, onResume: onResume as ResumeHandler<unknown>, thread: 0 };
+    return SUSPEND;
+  }
+
+  /**
+   * For coroutine.resume (compat.lua): true when the coroutine just resumed from `L` yielded because
+   * a host function suspended it, not by coroutine.yield.
+   */
+  childSuspended(L: number): boolean {
+    return this.suspended !== undefined && this.suspended.thread !== L;
+  }
+
+  /** Makes `L` wait for its child's suspension too; when resumed, the outcome is kept for the child. */
+  relayChild(L: number): number {
+    const child = this.suspended!;
+    this.suspended = { promise: child.promise, onResume: child.onResume, thread: L, relayTo: child };
     return SUSPEND;
   }
 
@@ -225,10 +249,15 @@ export class LuaBridge {
     const r = this.resumption;
     this.resumption = undefined;
     if (!r) return 0;
+    if (r.suspension.relayTo) {
+      // a parent coroutine resumed: its Lua wrapper resumes the child, whose continuation takes this
+      this.resumption = { ...r, suspension: r.suspension.relayTo };
+      return 0;
+    }
     let n: number;
     try {
       if (!r.ok) throw r.error;
-      n = r.onResume(L, r.value);
+      n = r.suspension.onResume(L, r.value);
     } catch (e) {
       return this.raise(L, e);
     }
@@ -236,6 +265,7 @@ export class LuaBridge {
   }
 
   private yieldFor(L: number): number {
+    this.suspended!.thread = L;
     if (!this.api.lua_isyieldable(L)) {
       this.suspended = undefined;
       return this.raise(L, new LuaError('attempt to yield across a C-call boundary'));

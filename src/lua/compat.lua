@@ -64,6 +64,30 @@ print = function(...)
   host.print(concat(parts, '\t', 1, n))
 end
 
+-- ---- user coroutines: a host wait (ngx.sleep, a cosocket read) inside one waits in its parents ----
+-- A host function that suspends yields its own coroutine; coroutine.resume sees that, makes the
+-- resuming coroutine wait too (up to the hook's entry coroutine, which the host resumes when the
+-- wait is over), then resumes the child, which gets the result. coroutine.yield is unchanged.
+local native_resume, native_create, unpack_ = coroutine.resume, coroutine.create, table.unpack
+local child_suspended, relay = host.child_suspended, host.relay
+local function resume(co, ...)
+  local r = pack(native_resume(co, ...))
+  while child_suspended() do
+    relay()
+    r = pack(native_resume(co))
+  end
+  return unpack_(r, 1, r.n)
+end
+coroutine.resume = resume
+coroutine.wrap = function(f)
+  local co = native_create(f)
+  return function(...)
+    local r = pack(resume(co, ...))
+    if not r[1] then error(r[2], 0) end -- as LuaJIT: the error as is, no position added
+    return unpack_(r, 2, r.n)
+  end
+end
+
 -- ---- Lua 5.1 globals ----
 _G._VERSION = 'Lua 5.1'
 unpack = table.unpack

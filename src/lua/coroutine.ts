@@ -99,9 +99,9 @@ export class CoroutineRunner {
       }
       try {
         const value = await suspended.promise;
-        bridge.resumption = { ok: true, value, onResume: suspended.onResume };
+        bridge.resumption = { ok: true, value, suspension: suspended };
       } catch (error) {
-        bridge.resumption = { ok: false, error };
+        bridge.resumption = { ok: false, error, suspension: suspended };
       }
       const status = this.resume(entry, 0);
       if (status !== STATUS.YIELD) return this.finish(entry, status, options);

@@ -61,6 +61,11 @@ export class LuaVm {
         print(bridge.toString(L1, 1) ?? '');
         return 0;
       },
+      child_suspended: (L1) => {
+        bridge.pushBoolean(L1, bridge.childSuspended(L1));
+        return 1;
+      },
+      relay: (L1) => bridge.relayChild(L1),
       table_new: (L1) => {
         const narr = bridge.toInteger(L1, 1) ?? 0;
         const nrec = bridge.toInteger(L1, 2) ?? 0;

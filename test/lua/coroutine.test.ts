@@ -37,6 +37,12 @@ vm.setGlobalTable('host', {
   },
 });
 
+/** The gate `name` once Lua has reached it. */
+async function opened(name: string) {
+  while (!gates.has(name)) await new Promise(setImmediate);
+  return gates.get(name)!;
+}
+
 const results = (L: number, n: number) => Array.from({ length: n }, (_, i) => bridge.toValue(L, i - n));
 
 test('a hook that never waits runs synchronously: no promise', () => {
@@ -114,4 +120,28 @@ test('threads are reused: thousands of hooks, failing or not, leave the VM worki
   const waiting = Array.from({ length: 100 }, (_, i) => vm.run(vm.load('return host.sleep(1)', 'w'), `w${i}`, { results }));
   const all = await Promise.all(waiting);
   assert.deepEqual(all.map((o) => (o.ok ? o.value : o.error)), Array.from({ length: 100 }, (_, i) => [`w${i}`]));
+});
+
+test('a host wait inside user coroutines (coroutine.wrap, nested) waits in the hook and resumes the right coroutine', async () => {
+  const chunk = vm.load(
+    `local reader = coroutine.wrap(function()
+       for i = 1, 2 do coroutine.yield(host.wait("chunk" .. i)) end
+       return "done"
+     end)
+     local outer = coroutine.create(function()
+       local got = {}
+       for _ = 1, 3 do got[#got + 1] = reader() end
+       return table.concat(got, ","), host.sleep(1)
+     end)
+     local ok, joined, ctx = coroutine.resume(outer)
+     local ok2, err = pcall(host.wait, "fail")
+     return ok, joined, ctx, ok2, err, coroutine.status(outer)`,
+    'content_by_lua(nginx.conf:8)',
+  );
+  const outcome = vm.run(chunk, 'U', { results });
+  assert.ok(outcome instanceof Promise);
+  (await opened('chunk1')).resolve('one');
+  (await opened('chunk2')).resolve('two\0');
+  (await opened('fail')).reject(new LuaError('closed', 0));
+  assert.deepEqual(await outcome, { ok: true, value: [true, 'one,two\0,done', 'U', false, 'closed', 'dead'] });
 });
