@@ -10,8 +10,9 @@ local native_tostring, native_format = tostring, string.format
 local getinfo, getupvalue, upvaluejoin = debug.getinfo, debug.getupvalue, debug.upvaluejoin
 local pack, concat = table.pack, table.concat
 
--- ---- sandbox: nothing that ends or forks the process ----
+-- ---- sandbox: nothing that ends or forks the process, nothing that blocks on stdin ----
 os.exit, os.execute, io.popen = nil, nil, nil
+io.read = function() return nil end -- nginx's stdin is /dev/null: end of file at once
 
 -- ---- numbers print as LuaJIT prints them (%.14g: no ".0" on integral floats; NaN is "nan") ----
 local function tostring(v)
