@@ -155,36 +155,6 @@ export class LuaBridge {
     this.bytes().set(b, ptr);
     this.api.lua_pushlstring(L, ptr, b.length);
   }
-  /** Pushes a JavaScript value: undefined/null → nil, arrays and plain objects → tables. */
-  push(L: number, v: unknown, depth = 0): void {
-    switch (typeof v) {
-      case 'undefined': return this.pushNil(L);
-      case 'boolean': return this.pushBoolean(L, v);
-      case 'number': return this.pushJsNumber(L, v);
-      case 'bigint': return this.pushInteger(L, v);
-      case 'string': return this.pushString(L, v);
-      case 'function': return this.pushFunction(L, v as HostFunction);
-    }
-    if (v === null) return this.pushNil(L);
-    if (v instanceof Uint8Array) return this.pushBytes(L, v);
-    if (depth > 32) throw new LuaError('table too deep', 0);
-    this.api.lua_checkstack(L, 3);
-    if (Array.isArray(v)) {
-      this.api.lua_createtable(L, v.length, 0);
-      for (let i = 0; i < v.length; i++) {
-        this.push(L, v[i], depth + 1);
-        this.api.lua_rawseti(L, -2, BigInt(i + 1));
-      }
-      return;
-    }
-    const entries = Object.entries(v as object);
-    this.api.lua_createtable(L, 0, entries.length);
-    for (const [k, value] of entries) {
-      this.push(L, value, depth + 1);
-      this.api.lua_setfield(L, -2, this.cname(k));
-    }
-  }
-
   // ---- host functions ----
 
   /** Registers a host function once; the id is what pushFunctionId pushes. */
@@ -332,39 +302,6 @@ export class LuaBridge {
     if (this.api.lua_isinteger(L, idx)) return this.api.lua_tointegerx(L, idx, 0).toString();
     return formatLuaNumber(this.api.lua_tonumberx(L, idx, 0));
   }
-  /** A Lua value as JavaScript: tables become arrays (1..n sequences) or objects; functions/userdata '<type>'. */
-  toValue(L: number, idx: number, depth = 0): unknown {
-    switch (this.api.lua_type(L, idx)) {
-      case T.NIL:
-      case T.NONE: return undefined;
-      case T.BOOLEAN: return this.toBoolean(L, idx);
-      case T.NUMBER: return this.api.lua_isinteger(L, idx) ? Number(this.api.lua_tointegerx(L, idx, 0)) : this.api.lua_tonumberx(L, idx, 0);
-      case T.STRING: return this.toString(L, idx);
-      case T.TABLE: return depth > 32 ? '<table>' : this.tableValue(L, idx, depth);
-      case T.FUNCTION: return '<function>';
-      case T.THREAD: return '<thread>';
-      default: return '<userdata>';
-    }
-  }
-  private tableValue(L: number, idx: number, depth: number): unknown {
-    const t = this.api.lua_absindex(L, idx);
-    const obj: Record<string, unknown> = {};
-    let sequence = true;
-    let count = 0;
-    this.api.lua_checkstack(L, 3);
-    this.api.lua_pushnil(L);
-    while (this.api.lua_next(L, t)) {
-      const keyType = this.api.lua_type(L, -2);
-      const key = keyType === T.STRING || keyType === T.NUMBER ? this.toString(L, -2)! : `<${keyType}>`;
-      if (!(keyType === T.NUMBER && this.api.lua_isinteger(L, -2) && key === String(count + 1))) sequence = false;
-      count++;
-      obj[key] = this.toValue(L, -1, depth + 1);
-      this.api.lua_settop(L, -2);
-    }
-    if (sequence && count > 0) return Array.from({ length: count }, (_, i) => obj[String(i + 1)]);
-    return obj;
-  }
-
   // ---- tables, globals, chunks ----
 
   getGlobal(L: number, name: string): number {

@@ -18,6 +18,7 @@ import { CoroutineRunner, type LuaOutcome, type RunOptions, type RunningCoroutin
 import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH, packageHelpers } from './package.ts';
 import { stringBufferModule } from './string-buffer.ts';
 import { loadLuaWasm } from './wasm.ts';
+import { toValue } from './convert.ts';
 
 export interface LuaVmOptions {
   /** Bytes the wasm heap may grow to (default 256 MiB). */
@@ -154,7 +155,7 @@ export class LuaVm {
     bridge.load(L, code, name);
     bridge.call(L, 0, -1);
     const values: unknown[] = [];
-    for (let i = base + 1; i <= api.lua_gettop(L); i++) values.push(bridge.toValue(L, i));
+    for (let i = base + 1; i <= api.lua_gettop(L); i++) values.push(toValue(bridge, L, i));
     api.lua_settop(L, base);
     return values;
   }

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LuaError, LuaSyntaxError } from '../../src/lua/bridge.ts';
 import { LuaVm } from '../../src/lua/vm.ts';
+import { pushValue, toValue } from '../../src/lua/convert.ts';
 
 const vm = await LuaVm.create({ print: () => {} });
 const { bridge } = vm;
@@ -18,7 +19,7 @@ function callLua(source: string, push: (L: number) => number, nresults: number):
   const nargs = push(L);
   bridge.call(L, nargs, nresults);
   const out = [];
-  for (let i = -nresults; i < 0; i++) out.push(bridge.toValue(L, i));
+  for (let i = -nresults; i < 0; i++) out.push(toValue(bridge, L, i));
   api.lua_settop(L, 0);
   vm.unload(fn);
   return out;
@@ -61,7 +62,7 @@ test('nil, booleans, integers, floats and tables cross as Lua types', () => {
       bridge.pushJsNumber(L1, 1.5);
       bridge.pushNumber(L1, 2);
       bridge.pushInteger(L1, 1700000000n * 1000n);
-      bridge.push(L1, { a: [1, 'x'] });
+      pushValue(bridge, L1, { a: [1, 'x'] });
       return 7;
     },
     1,
@@ -133,7 +134,7 @@ test('a chunk loaded with its own globals reads _G but writes to its own table',
   for (const expected of [1, 2]) {
     bridge.pushRef(L, chunk);
     bridge.call(L, 0, 2);
-    assert.deepEqual([bridge.toValue(L, 1), bridge.toValue(L, 2)], [expected, 'table']);
+    assert.deepEqual([toValue(bridge, L, 1), toValue(bridge, L, 2)], [expected, 'table']);
     api.lua_settop(L, 0);
   }
   assert.deepEqual(vm.eval('return leaked'), [undefined]);

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { abortedMessage } from '../../src/lua/coroutine.ts';
 import { LuaError } from '../../src/lua/bridge.ts';
 import { LuaVm } from '../../src/lua/vm.ts';
+import { toValue } from '../../src/lua/convert.ts';
 
 const vm = await LuaVm.create({ print: () => {} });
 const { bridge } = vm;
@@ -43,7 +44,7 @@ async function opened(name: string) {
   return gates.get(name)!;
 }
 
-const results = (L: number, n: number) => Array.from({ length: n }, (_, i) => bridge.toValue(L, i - n));
+const results = (L: number, n: number) => Array.from({ length: n }, (_, i) => toValue(bridge, L, i - n));
 
 test('a hook that never waits runs synchronously: no promise', () => {
   const chunk = vm.load('local a, b = ... ; return a .. b, host.context()', 'content_by_lua(nginx.conf:1)');

@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { LuaVm } from '../../src/lua/vm.ts';
+import { toValue } from '../../src/lua/convert.ts';
 
 test('past the memory cap Lua gets a catchable "not enough memory" and the VM keeps working', async () => {
   const vm = await LuaVm.create({ memoryLimit: 32 * 1024 * 1024, print: () => {} });
@@ -22,7 +23,7 @@ test('requests of one VM share its globals and modules; two VMs share nothing', 
   const b = await LuaVm.create({ print: () => {} });
   const counter = a.load('count = (count or 0) + 1 return count', 'content_by_lua(nginx.conf:2)');
   const read = (o: unknown) => (o as { ok: true; value: unknown }).value;
-  const results = (L: number) => a.bridge.toValue(L, -1);
+  const results = (L: number) => toValue(a.bridge, L, -1);
   assert.equal(read(a.run(counter, 'r1', { results })), 1);
   assert.equal(read(a.run(counter, 'r2', { results })), 2);
   assert.deepEqual(b.eval('return count'), [undefined]);
