@@ -143,20 +143,19 @@ export function regexTable(bridge: LuaBridge): HostFunction {
   };
   const matchEnd = (m: RegExpExecArray) => ({ start: m.index, end: m.index + m[0].length });
 
-  /** sub/gsub's template: `$0`..`$99`, `${N}`, `${name}`, `$$`; anything else after `$` is an error. */
+  /** sub/gsub's template: `$0`..`$99`, `${N}`, `$$`; anything else after `$` (names too, as OpenResty) is an error. */
   const template = (text: string): Array<string | number> | null => {
     const parts: Array<string | number> = [];
     let literal = '';
     for (let i = 0; i < text.length; i++) {
       if (text[i] !== '$') { literal += text[i]; continue; }
-      const m = /^\$(?:(\d+)|\{(\d+|[A-Za-z_]\w*)\}|(\$))/.exec(text.slice(i));
+      const m = /^\$(?:(\d+)|\{(\d+)\}|(\$))/.exec(text.slice(i));
       if (!m) return null;
       i += m[0].length - 1;
       if (m[3]) { literal += '$'; continue; }
       if (literal) parts.push(literal);
       literal = '';
-      const ref = m[1] ?? m[2]!;
-      parts.push(/^\d+$/.test(ref) ? Number(ref) : ref);
+      parts.push(Number(m[1] ?? m[2]));
     }
     if (literal) parts.push(literal);
     return parts;
@@ -189,8 +188,7 @@ export function regexTable(bridge: LuaBridge): HostFunction {
         for (const part of parts) {
           if (typeof part === 'string') result += part;
           else {
-            const group = typeof part === 'number' ? part : c.pattern.names.get(part)?.find((g) => capture(c, m, g) !== undefined);
-            const v = group === undefined || group > c.pattern.captures ? undefined : capture(c, m, group);
+            const v = part > c.pattern.captures ? undefined : capture(c, m, part);
             if (v !== undefined) result += s.out(v);
           }
         }

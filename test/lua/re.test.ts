@@ -104,6 +104,7 @@ test('find, gmatch, sub, gsub, ctx.pos and errors as OpenResty returns them', ()
   assert.deepEqual(e('return ngx.re.gsub("hello world", "o", function(m) return m[0]:upper() end)'), ['hellO wOrld', 2]);
   assert.deepEqual(e('return ngx.re.sub("abc", "b", "${0}$$")'), ['ab$c', 1]);
   assert.deepEqual(e('return ngx.re.sub("abc", "b", "$x")'), [undefined, undefined, 'failed to compile the replacement template']);
+  assert.deepEqual(e('return ngx.re.sub("abc", "(?<n>b)", "${n}")'), [undefined, undefined, 'failed to compile the replacement template']);
   assert.deepEqual(e('return ngx.re.find("hello world", "(o) (w)", "", nil, 2)'), [7, 7]);
   assert.deepEqual(e('return ngx.re.find("abc", "b", "", nil, 1)'), [undefined, undefined, 'nth out of bound']);
   assert.deepEqual(e('return ngx.re.find("\\xc3\\xa9t\\xc3\\xa9", "t", "u")'), [3, 3]);
