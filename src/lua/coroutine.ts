@@ -57,7 +57,14 @@ export class CoroutineRunner {
     const entry = this.take(context);
     const L = entry.thread;
     this.bridge.pushRef(L, fn);
-    const nargs = options.args ? options.args(L) : 0;
+    let nargs = 0;
+    try {
+      if (options.args) nargs = options.args(L);
+    } catch (e) {
+      this.bridge.api.lua_settop(L, 0);
+      this.release(entry);
+      throw e;
+    }
     const status = this.resume(entry, nargs);
     if (status === STATUS.YIELD) return this.wait(entry, options);
     return this.finish(entry, status, options);

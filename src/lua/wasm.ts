@@ -139,10 +139,12 @@ async function instantiate(memoryLimit: number): Promise<LuaWasm> {
     heap.u32 = new Uint32Array(api!.memory.buffer);
   };
   WebAssemblyGlobal.instantiate = (bytes, imports) => {
+    // only wasmoon's module (another library may instantiate wasm on this thread meanwhile)
     const env = imports?.env as Record<string, (...a: number[]) => number> | undefined;
-    if (env) patchImports(env, () => api!, memoryLimit, renewViews);
+    if (!env?.invoke_vii || !env.emscripten_resize_heap || api) return original(bytes, imports);
+    patchImports(env, () => api!, memoryLimit, renewViews);
     return original(bytes, imports).then((r) => {
-      if (r.instance) api = r.instance.exports as LuaExports;
+      api = r.instance?.exports as LuaExports;
       return r;
     });
   };
