@@ -1,9 +1,10 @@
 /**
  * The Lua bridge's costs, one figure per line (docs/lua.md has the table and how to read it):
  * JS→Lua call with a short string, a hook run in a coroutine, Lua→JS host call, a 16 KiB chunk
- * in and out, string.buffer put/get, pure Lua CPU (fib 25).
+ * in and out, string.buffer put/get, ngx.re.match, pure Lua CPU (fib 25).
  * Run: node_modules/node/bin/node bench/lua-bridge.ts   (not part of `npm run bench` or the tests)
  */
+import { regexTable } from '../src/lua/re.ts';
 import { LuaVm } from '../src/lua/vm.ts';
 
 const vm = await LuaVm.create();
@@ -94,6 +95,15 @@ const buffers = vm.load(
 );
 measure('string.buffer put + get', 200_000, (n) => {
   bridge.pushRef(L, buffers);
+  bridge.pushInteger(L, n);
+  bridge.call(L, 1, 0);
+});
+
+regexTable(bridge)(L);
+bridge.setGlobal(L, 're');
+const regex = vm.load('local n = ... ; local m = re.match for i = 1, n do m("GET /api/v1/users/12345 HTTP/1.1", [[/users/(\\d+)]], "jo") end', 'bench');
+measure('ngx.re.match with a capture, short subject', 100_000, (n) => {
+  bridge.pushRef(L, regex);
   bridge.pushInteger(L, n);
   bridge.call(L, 1, 0);
 });
