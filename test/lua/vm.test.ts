@@ -30,3 +30,27 @@ test('requests of one VM share its globals and modules; two VMs share nothing', 
   a.close();
   b.close();
 });
+
+test('runaway recursion, in Lua and through host calls, is a Lua error and the VM keeps working', async () => {
+  const vm = await LuaVm.create({ print: () => {} });
+  vm.setGlobalTable('host', {
+    // calls its Lua argument back, so recursion goes Lua → host → Lua
+    call(L) {
+      vm.bridge.api.lua_callk(L, 0, 1, 0, 0);
+      return 1;
+    },
+  });
+  const cases: Array<[string, string]> = [
+    ['local function f() return f() + 1 end f()', 'content_by_lua(nginx.conf:1):1: stack overflow'],
+    ['local function f() local ok, e = pcall(f) if not ok then error(e, 0) end end f()', 'C stack overflow'],
+    ['local function f() return host.call(f) end f()', 'C stack overflow'],
+    ['local function f(s) return (string.gsub(s, "a", function() return f(s) end)) end f("a")', 'C stack overflow'],
+  ];
+  for (const [code, error] of cases) {
+    const outcome = vm.run(vm.load(code, 'content_by_lua(nginx.conf:1)'), null);
+    assert.ok(!(outcome instanceof Promise) && !outcome.ok, code);
+    assert.equal(outcome.error, error, code);
+  }
+  assert.deepEqual(vm.eval('return 1 + 1'), [2]);
+  vm.close();
+});
