@@ -22,7 +22,7 @@ import type { AddressServer } from './address-server.ts';
 import { BODY_INVALID, BodyFraming } from './body-framing.ts';
 import { Deadline } from './deadline.ts';
 import type { AddressConf } from './http-conf.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { handleRequest } from './phases.ts';
 import { HEAD_DONE, HEAD_ERROR, HeadReader, releaseHeadReader, takeHeadReader } from './head-reader.ts';
 import type { RequestHead } from './request-head.ts';

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { DONE } from './http-conf.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { requestLog } from './request-log.ts';
 import type { VariableDef } from './variables.ts';

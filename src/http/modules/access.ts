@@ -14,7 +14,7 @@ import { DECLINED, OK } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
-import { coreLoc } from './core/settings.ts';
+import { coreLoc } from '../core/settings.ts';
 
 export interface Rule {
   deny: boolean;

@@ -15,7 +15,7 @@ import type { HttpRequest } from '../request.ts';
 import { httpDate } from '../response.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue } from '../variables.ts';
-import { coreLoc } from './core/settings.ts';
+import { coreLoc } from '../core/settings.ts';
 import { parseHttpTime } from './not-modified.ts';
 
 type ExpiresKind = 'off' | 'epoch' | 'max' | 'access' | 'modified' | 'daily';

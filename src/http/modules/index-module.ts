@@ -16,8 +16,8 @@ import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue } from '../variables.ts';
-import { mapUriToPath } from './core/root.ts';
-import { coreLoc } from './core/settings.ts';
+import { mapUriToPath } from '../core/root.ts';
+import { coreLoc } from '../core/settings.ts';
 
 interface IndexConf {
   indices?: ComplexValue[];

@@ -18,7 +18,7 @@ import type { Cycle } from '../../core/cycle.ts';
 import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
-import { timeIso8601, timeLocal } from '../../http/modules/core/variables.ts';
+import { timeIso8601, timeLocal } from '../../http/core/variables.ts';
 import { addressBytes } from '../../http/modules/access.ts';
 import { NGINX_VERSION } from '../../http/special-response.ts';
 import { parseResolverArgs } from '../../upstream/resolver.ts';

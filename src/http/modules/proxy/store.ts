@@ -15,7 +15,7 @@ import { createTempFile } from '../../request-body.ts';
 import { requestLog } from '../../request-log.ts';
 import { compileComplex } from '../../variables.ts';
 import type { ComplexValue } from '../../variables.ts';
-import { mapUriToPath } from '../core/root.ts';
+import { mapUriToPath } from '../../core/root.ts';
 import { parseHttpTime } from '../not-modified.ts';
 import type { ProxyLocConf } from './conf.ts';
 import type { ResponseHead } from './response-head.ts';

@@ -18,7 +18,7 @@ import { ServerTls } from '../../../tls/server-tls.ts';
 import type { ServerTlsConfig } from '../../../tls/server-tls.ts';
 import { sessionIdOf } from '../../../tls/der.ts';
 import { isOptionalVerifyError } from '../../../tls/verify.ts';
-import { coreLoc } from '../core/settings.ts';
+import { coreLoc } from '../../core/settings.ts';
 import { http2Srv } from '../http2.ts';
 import { sslDirectives, sslSrv } from './conf.ts';
 import { secureAccept, serverTls } from './handshake.ts';

@@ -5,13 +5,13 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
-import type { HttpRequest } from '../../request.ts';
-import { NGINX_VERSION, wireStatus } from '../../special-response.ts';
-import { parseSize } from '../../../conf/values.ts';
-import { requestLog } from '../../request-log.ts';
-import type { VariableDef, VarValue } from '../../variables.ts';
+import type { HttpRequest } from '../request.ts';
+import { NGINX_VERSION, wireStatus } from '../special-response.ts';
+import { parseSize } from '../../conf/values.ts';
+import { requestLog } from '../request-log.ts';
+import type { VariableDef, VarValue } from '../variables.ts';
 import { coreLoc } from './settings.ts';
-import { bodyBytesSent, bytesSent } from '../../request-bytes.ts';
+import { bodyBytesSent, bytesSent } from '../request-bytes.ts';
 import { rootVariables } from './root.ts';
 
 /**
