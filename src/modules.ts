@@ -6,7 +6,7 @@ import type { CycleModule } from './core/cycle.ts';
 import { coreModule } from './core/modules/core.ts';
 import { httpCoreModule } from './http/core/index.ts';
 import { sslModule } from './http/modules/ssl/index.ts';
-import { http2Module } from './http/modules/http2.ts';
+import { http2Module } from './http/http2/module.ts';
 import { logModule } from './http/modules/log/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';

@@ -15,7 +15,7 @@ import type { TLSSocket } from 'node:tls';
 import type { HttpAddressServer, HttpConnection } from './connection.ts';
 import type { AddressConf, ServerConf } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
-import { http2Srv, HTTP2_DEFAULTS } from './modules/http2.ts';
+import { http2Srv, HTTP2_DEFAULTS } from './http2/module.ts';
 import type { HttpRequest } from './request.ts';
 import { startStream } from './http2/stream.ts';
 import type { StreamContext } from './http2/stream.ts';

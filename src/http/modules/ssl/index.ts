@@ -19,7 +19,7 @@ import type { ServerTlsConfig } from '../../../tls/server-tls.ts';
 import { sessionIdOf } from '../../../tls/der.ts';
 import { isOptionalVerifyError } from '../../../tls/verify.ts';
 import { coreLoc } from '../../core/settings.ts';
-import { http2Srv } from '../http2.ts';
+import { http2Srv } from '../../http2/module.ts';
 import { sslDirectives, sslSrv } from './conf.ts';
 import { secureAccept, serverTls } from './handshake.ts';
 import { sslVariables } from './variables.ts';
