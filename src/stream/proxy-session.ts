@@ -21,7 +21,7 @@ import type { PeerList, UpstreamGroup } from '../upstream/group.ts';
 import { ResolveError } from '../upstream/resolver.ts';
 import type { Resolver } from '../upstream/resolver.ts';
 import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
-import type { ComplexValue } from '../http/variables.ts';
+import type { ComplexValue } from '../core/variables.ts';
 import { Status } from './conf.ts';
 import { Pump } from './pump.ts';
 import { parseLocalAddress } from './listen.ts';

@@ -15,8 +15,8 @@ import { httpMainOf } from '../http-conf.ts';
 import { internalRedirect, namedLocation } from '../phases.ts';
 import type { HttpRequest } from '../request.ts';
 import { sendSpecialResponse } from '../response.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { coreLoc } from './settings.ts';
 
 interface ErrorPage {

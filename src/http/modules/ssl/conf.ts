@@ -10,8 +10,8 @@ import type { Directive } from '../../../conf/directive.ts';
 import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
 import { ConfError } from '../../../conf/errors.ts';
 import { Cycle } from '../../../core/cycle.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue } from '../../variables.ts';
+import { compileComplex } from '../../../core/variables.ts';
+import type { ComplexValue } from '../../../core/variables.ts';
 import { httpMainOf } from '../../http-conf.ts';
 
 export type VerifyMode = 'off' | 'on' | 'optional' | 'optional_no_ca';
