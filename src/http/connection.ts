@@ -30,8 +30,8 @@ import { HttpRequest } from './request.ts';
 import { makeExchange, onSocketDrain } from './exchange.ts';
 import { requestLog } from './request-log.ts';
 import type { TlsConnection } from '../tls/connection-info.ts';
-import { parseProxyProtocol, proxyHeaderComplete } from '../stream/proxy-protocol.ts';
-import type { ProxyProtocolInfo } from '../stream/proxy-protocol.ts';
+import { parseProxyProtocol, proxyHeaderComplete } from '../core/proxy-protocol.ts';
+import type { ProxyProtocolInfo } from '../core/proxy-protocol.ts';
 
 export { AddressServer as HttpAddressServer, setSecureAccept } from './address-server.ts';
 export type { SecureAccept } from './address-server.ts';

@@ -26,7 +26,7 @@ import { Status } from './conf.ts';
 import { Pump } from './pump.ts';
 import { parseLocalAddress } from './listen.ts';
 import type { LocalAddress } from './listen.ts';
-import { proxyProtocolHeader } from './proxy-protocol.ts';
+import { proxyProtocolHeader } from '../core/proxy-protocol.ts';
 import type { StreamSession, UpstreamTry } from './session.ts';
 
 /** The merged proxy settings of a server (every field set). */
