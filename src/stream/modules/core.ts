@@ -19,7 +19,7 @@ import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
 import { timeIso8601, timeLocal } from '../../http/core/variables.ts';
-import { addressBytes } from '../../http/modules/access.ts';
+import { addressBytes } from '../../core/inet.ts';
 import { NGINX_VERSION } from '../../http/special-response.ts';
 import { parseResolverArgs } from '../../upstream/resolver.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
