@@ -16,7 +16,7 @@ import type { SessionStore } from './session-cache.ts';
 import { derivedTicketKeys, fileTicketKeys, installTicketKeys, sharedTicketKeys } from './ticket-keys.ts';
 import type { TicketKeySource } from './ticket-keys.ts';
 import type { ComplexValue } from '../core/variables.ts';
-import type { PathValue, SessionCacheConf, SslSrvConf, VerifyMode } from '../http/modules/ssl/conf.ts';
+import type { PathValue, SessionCacheConf, SslSrvConf, VerifyMode } from './server-conf.ts';
 import { crlPems, loadCrls } from './verify.ts';
 import type { Crl } from './verify.ts';
 import { Stapler } from './stapling.ts';
