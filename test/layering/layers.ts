@@ -19,7 +19,8 @@ export const LAYERS: Layer[] = [
   { name: 'core', tier: 1, paths: ['src/core/'] },
   { name: 'upstream', tier: 2, paths: ['src/upstream/'] },
   { name: 'tls', tier: 2, paths: ['src/tls/'] },
-  // the engines, each with the modules nginx keeps beside it (core in src/http/core/, http2 in src/http/http2/)
+  // the engines, each with the modules nginx keeps beside it (core in src/http/core/, http2 in
+  // src/http/http2/); the upstream engine (src/http/upstream/) is part of the http engine
   { name: 'http engine', tier: 3, paths: ['src/http/'] },
   { name: 'stream engine', tier: 3, paths: ['src/stream/'] },
   { name: 'http modules', tier: 4, paths: ['src/http/modules/'] },
@@ -28,7 +29,11 @@ export const LAYERS: Layer[] = [
   { name: 'program', tier: 5, paths: ['src/modules.ts', 'src/process/', 'src/cli/'] },
 ];
 
-/** The folders whose files are checked. */
+/**
+ * The folders whose files are checked. A module kept outside src/ (one
+ * `load_module` loads, e.g. a test module in test/modules/) is checked by
+ * adding its folder here and to a modules layer above.
+ */
 export const ROOTS = ['src'];
 
 /** The layer of `file` (a path from the repository root, with `/`), or undefined when no rule names it. */
