@@ -29,7 +29,7 @@ test('an engine file that imports a module is reported as upward', () => {
   ]);
 });
 
-test('type-only, export-from and import() count as imports', () => {
+test('type-only, export-from, import() and a worker URL count as imports', () => {
   const text = [
     "import type { HttpModule } from '../http/http-conf.ts';",
     "import {",
@@ -39,6 +39,9 @@ test('type-only, export-from and import() count as imports', () => {
     "export { x } from './modules/x.ts';",
     "export type * from '../modules/y.ts';",
     "const later = () => import('../stream/modules/core.ts');",
+    "const worker = new Worker(new URL('../process/worker.ts', import.meta.url));",
+    "const data = new URL('./data.bin', base);",
+    "const root = new URL('../..', import.meta.url);",
     "import fs from 'node:fs';",
     "// import { no } from '../modules/comment.ts';",
     "const s = \"import { no } from '../modules/string.ts'\";",
@@ -49,6 +52,7 @@ test('type-only, export-from and import() count as imports', () => {
     { from: 'src/core/sample.ts', to: 'src/core/modules/x.ts', typeOnly: false },
     { from: 'src/core/sample.ts', to: 'src/modules/y.ts', typeOnly: true },
     { from: 'src/core/sample.ts', to: 'src/stream/modules/core.ts', typeOnly: false },
+    { from: 'src/core/sample.ts', to: 'src/process/worker.ts', typeOnly: false },
   ]);
   const problems = layerProblems(['src/core/sample.ts'], importsOf('src/core/sample.ts', text));
   assert.deepEqual(problems, [
@@ -56,6 +60,7 @@ test('type-only, export-from and import() count as imports', () => {
     'src/core/sample.ts (core) imports src/modules/a.ts: outside every layer',
     'src/core/sample.ts (core) imports src/modules/y.ts: outside every layer',
     'src/core/sample.ts (core) imports src/stream/modules/core.ts (stream modules): upward',
+    'src/core/sample.ts (core) imports src/process/worker.ts (program): upward',
   ]);
 });
 

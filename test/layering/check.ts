@@ -23,8 +23,9 @@ export interface Import {
 }
 
 /**
- * The relative imports of one file: `import … from`, `export … from`, and
- * `import('…')` with a string literal. Packages and `node:` modules are
+ * The relative imports of one file: `import … from`, `export … from`,
+ * `import('…')` with a string literal, and `new URL('…', import.meta.url)`
+ * (how a worker thread's entry is named). Packages and `node:` modules are
  * outside the layers and left out.
  */
 export function importsOf(file: string, text: string): Import[] {
@@ -42,11 +43,21 @@ export function importsOf(file: string, text: string): Import[] {
     } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
       const arg = node.arguments[0];
       if (arg && ts.isStringLiteralLike(arg)) add(arg.text, false);
+    } else if (isModuleUrl(node)) {
+      add(node.arguments[0].text, false);
     }
     ts.forEachChild(node, visit);
   };
   visit(source);
   return found;
+}
+
+/** `new URL('./file.ts', import.meta.url)`: a module loaded by URL (a worker thread's entry); not a folder or data file. */
+function isModuleUrl(node: ts.Node): node is ts.NewExpression & { arguments: ts.NodeArray<ts.Expression> & [ts.StringLiteralLike, ...ts.Expression[]] } {
+  if (!ts.isNewExpression(node) || !ts.isIdentifier(node.expression) || node.expression.text !== 'URL') return false;
+  const [spec, base] = node.arguments ?? [];
+  const isImportMetaUrl = base !== undefined && ts.isPropertyAccessExpression(base) && base.name.text === 'url' && ts.isMetaProperty(base.expression);
+  return spec !== undefined && ts.isStringLiteralLike(spec) && /\.[cm]?[jt]s$/.test(spec.text) && isImportMetaUrl;
 }
 
 /** `import type {…}`, or `import { type A, type B }` where every name is a type. */
