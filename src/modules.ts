@@ -4,16 +4,16 @@
  */
 import type { CycleModule } from './core/cycle.ts';
 import { coreModule } from './core/modules/core.ts';
-import { httpCoreModule } from './http/modules/core/index.ts';
+import { httpCoreModule } from './http/core/index.ts';
 import { sslModule } from './http/modules/ssl/index.ts';
-import { http2Module } from './http/modules/http2.ts';
+import { http2Module } from './http/http2/module.ts';
 import { logModule } from './http/modules/log/index.ts';
 import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
 import { geoModule } from './http/modules/geo.ts';
 import { indexModule } from './http/modules/index-module.ts';
 import { staticModule } from './http/modules/static.ts';
-import { tryFilesModule } from './http/modules/core/try-files.ts';
+import { tryFilesModule } from './http/core/try-files.ts';
 import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { Cycle, resolvePaths } from '../core/cycle.ts';
 import { ErrorLog, LogLevel } from '../core/error-log.ts';
 import { coreSettings, testCycleFiles } from '../core/modules/core.ts';
-import { Master, startBanner } from '../core/master.ts';
+import { Master, startBanner } from '../process/master.ts';
 import { openCycleLog } from '../core/cycle-log.ts';
 import { BindFailed, checkBindable } from '../core/bind-check.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';

@@ -41,7 +41,7 @@ export interface CycleModule extends ModuleBase {
   initWorker?(cycle: Cycle, worker: WorkerRuntime): void | Promise<void>;
 }
 
-/** What a worker offers a cycle's modules (implemented in worker.ts). */
+/** What a worker offers a cycle's modules (implemented in src/process/worker.ts). */
 export interface WorkerRuntime {
   /** Serve connections accepted on `key` with `handler`. */
   onConnection(key: string, handler: ConnectionHandler): void;

@@ -27,7 +27,7 @@ export type MasterMessage =
   | { type: 'quit' }
   /** Fast stop: close everything now and exit. */
   | { type: 'stop' }
-  /** Test hook (GATEHOUSE_TEST_CRASH, see master.ts): die the way a buggy worker would. */
+  /** Test hook (GATEHOUSE_TEST_CRASH, see src/process/master.ts): die the way a buggy worker would. */
   | { type: 'crash'; how: 'throw' | 'exit' };
 
 export type WorkerMessage =

@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import { closeWhenIdle } from '../core/graceful.ts';
 import { HttpConnection } from './connection.ts';
 import type { AddressConf, HttpMainConf, ServerConf } from './http-conf.ts';
-import { coreSrv, CORE_SRV_DEFAULTS } from './modules/core/settings.ts';
+import { coreSrv, CORE_SRV_DEFAULTS } from './core/settings.ts';
 import type { HeadContext, HeadSettings } from './head-reader.ts';
 import { shutdownHttp2, wantsHttp2 } from './http2.ts';
 import { selectServer } from './virtual-server.ts';

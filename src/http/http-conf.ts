@@ -7,8 +7,8 @@ import type { ConfContext, Level } from '../conf/context.ts';
 import type { CycleModule, ListenSpec } from '../core/cycle.ts';
 import type { HttpRequest } from './request.ts';
 import type { HttpRegex } from './regex.ts';
-import { VariableRegistry } from './variables.ts';
-import type { VariableDef } from './variables.ts';
+import { VariableRegistry } from '../core/variables.ts';
+import type { VariableDef } from '../core/variables.ts';
 
 /** Phase handler results besides an HTTP status code (nginx's NGX_OK, NGX_DECLINED, NGX_DONE). */
 export const OK = 0;
@@ -40,9 +40,12 @@ export type PhaseName = keyof typeof Phase;
  */
 export type HeaderFilter = (r: HttpRequest) => void | Promise<void>;
 
+/** A variable of http requests (the machinery is src/core/variables.ts, shared with stream). */
+export type HttpVariable = VariableDef<HttpRequest>;
+
 export interface HttpModule extends CycleModule {
   /** Variables this module defines (added before the http block is read). */
-  variables?: VariableDef[];
+  variables?: HttpVariable[];
   /** After the http block is read and merged: install phase handlers and filters. */
   postconfiguration?(http: HttpMainConf): void;
 }
@@ -131,7 +134,7 @@ export interface AddressConf {
 
 export class HttpMainConf {
   readonly level: Level;
-  readonly variables = new VariableRegistry();
+  readonly variables = new VariableRegistry<HttpRequest>();
   readonly servers: ServerConf[] = [];
   readonly addresses = new Map<string, AddressConf>();
   readonly phases: PhaseHandler[][] = Object.values(Phase).map(() => []);

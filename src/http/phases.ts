@@ -7,13 +7,13 @@
 import { DECLINED, DONE, OK, Phase } from './http-conf.ts';
 import type { LocationConf, PhaseHandler } from './http-conf.ts';
 import { enterLocation, findLocation } from './location.ts';
-import { coreLoc, coreSrv } from './modules/core/settings.ts';
+import { coreLoc, coreSrv } from './core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { sendSpecialResponse } from './response.ts';
 import { specialPage } from './special-response.ts';
 import { escapeUri } from './uri.ts';
 import { requestLog } from './request-log.ts';
-import { mapUriToPath } from './modules/core/root.ts';
+import { mapUriToPath } from './core/root.ts';
 import { subrequestFinalized } from './subrequest.ts';
 
 /**

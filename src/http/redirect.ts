@@ -4,7 +4,7 @@
  * `absolute_redirect`, `server_name_in_redirect` and `port_in_redirect` of
  * the location that answers; modules only set `r.location`.
  */
-import { coreLoc } from './modules/core/settings.ts';
+import { coreLoc } from './core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { escapeUri } from './uri.ts';
 

@@ -4,7 +4,7 @@
  * (`(?P<name>`, `(?i)` at the start) and reports failures as nginx does.
  */
 import type { ConfContext } from '../conf/context.ts';
-import type { VariableHost, VariableRegistry } from './variables.ts';
+import type { VariableHost, VariableRegistry } from '../core/variables.ts';
 
 export interface CompiledRegex {
   regex: RegExp;

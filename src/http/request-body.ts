@@ -13,10 +13,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { threadId } from 'node:worker_threads';
 import { DONE } from './http-conf.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { requestLog } from './request-log.ts';
-import type { VariableDef } from './variables.ts';
+import type { HttpVariable } from './http-conf.ts';
 
 export interface RequestBody {
   /** The body in memory, in order (empty when it is in `file`). */
@@ -328,7 +328,7 @@ function bodyText(r: HttpRequest): string | undefined {
 }
 
 /** `$request_body` and `$request_body_file` (ngx_http_variables.c). */
-export const requestBodyVariables: VariableDef[] = [
+export const requestBodyVariables: HttpVariable[] = [
   { name: 'request_body', noCache: true, get: bodyText },
   { name: 'request_body_file', noCache: true, get: (r) => stateOf(r)?.body?.file },
 ];

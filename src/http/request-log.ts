@@ -9,7 +9,7 @@ import { checkLogFile, ErrorLog, LogLevel, mainErrorLog } from '../core/error-lo
 import type { ErrorLogSpec } from '../core/error-log.ts';
 import { ConfError } from '../conf/errors.ts';
 import type { HttpMainConf, LocationConf } from './http-conf.ts';
-import { coreLoc } from './modules/core/settings.ts';
+import { coreLoc } from './core/settings.ts';
 import type { HttpRequest } from './request.ts';
 
 /** Error logs of http/server/location levels, by their (inherited, shared) spec list. */

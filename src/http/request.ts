@@ -10,7 +10,7 @@ import type { HttpMainConf, LocationConf, PhaseHandler, ServerConf } from './htt
 import type { HttpConnection } from './connection.ts';
 import { applyMatch } from './regex.ts';
 import { RequestHead } from './request-head.ts';
-import type { VarValue } from './variables.ts';
+import type { VarValue } from '../core/variables.ts';
 
 /** A response header as it will be sent (name in its written case). */
 export interface OutHeader {

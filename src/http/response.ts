@@ -3,7 +3,7 @@
  * header order, nginx's special pages, and finishing a request.
  */
 import type { ServerResponse } from 'node:http';
-import { coreLoc, CORE_LOC_DEFAULTS } from './modules/core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { absoluteLocation } from './redirect.ts';
 import type { HttpRequest } from './request.ts';
 import type { HeaderFilter } from './http-conf.ts';

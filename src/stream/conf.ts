@@ -7,8 +7,8 @@
 import type { ConfContext, Level } from '../conf/context.ts';
 import { defineSlot } from '../conf/context.ts';
 import type { Cycle, CycleModule, ListenSpec } from '../core/cycle.ts';
-import { VariableRegistry } from '../http/variables.ts';
-import type { VariableDef } from '../http/variables.ts';
+import { VariableRegistry } from '../core/variables.ts';
+import type { VariableDef } from '../core/variables.ts';
 import type { StreamSession } from './session.ts';
 
 /** Phase handler results besides a status code (nginx's NGX_OK, NGX_DECLINED, NGX_DONE). */

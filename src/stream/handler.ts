@@ -11,7 +11,7 @@ import { LogLevel, mainErrorLog } from '../core/error-log.ts';
 import type { ErrorLog } from '../core/error-log.ts';
 import { DECLINED, DONE, OK, Status } from './conf.ts';
 import type { StreamAddress, StreamMainConf } from './conf.ts';
-import { readProxyProtocol } from './proxy-protocol.ts';
+import { readProxyProtocol } from '../core/proxy-protocol.ts';
 import { StreamSession } from './session.ts';
 
 /** Sessions of one stream block in one worker. */

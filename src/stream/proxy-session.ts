@@ -21,12 +21,12 @@ import type { PeerList, UpstreamGroup } from '../upstream/group.ts';
 import { ResolveError } from '../upstream/resolver.ts';
 import type { Resolver } from '../upstream/resolver.ts';
 import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
-import type { ComplexValue } from '../http/variables.ts';
+import type { ComplexValue } from '../core/variables.ts';
 import { Status } from './conf.ts';
 import { Pump } from './pump.ts';
 import { parseLocalAddress } from './listen.ts';
 import type { LocalAddress } from './listen.ts';
-import { proxyProtocolHeader } from './proxy-protocol.ts';
+import { proxyProtocolHeader } from '../core/proxy-protocol.ts';
 import type { StreamSession, UpstreamTry } from './session.ts';
 
 /** The merged proxy settings of a server (every field set). */

@@ -10,9 +10,9 @@ import { sysErrorText } from '../conf/errors.ts';
 import { LogLevel } from '../core/error-log.ts';
 import type { ErrorLog } from '../core/error-log.ts';
 import { nextConnectionNumber } from '../core/shared.ts';
-import type { VariableHost, VarValue } from '../http/variables.ts';
+import type { VariableHost, VarValue } from '../core/variables.ts';
 import type { StreamListen, StreamMainConf, StreamServerConf } from './conf.ts';
-import type { ProxyProtocolInfo } from './proxy-protocol.ts';
+import type { ProxyProtocolInfo } from '../core/proxy-protocol.ts';
 
 /** One try of one upstream peer (ngx_stream_upstream_state_t); times in ms, -1 when not reached. */
 export interface UpstreamTry {

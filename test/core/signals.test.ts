@@ -126,7 +126,7 @@ test('USR1 reopens the error log in the master and every worker', async (t) => {
 
 for (const how of ['throw', 'exit'] as const) {
   test(`a worker that dies (${how === 'throw' ? 'uncaught exception' : 'process.exit in the thread'}) is replaced`, async (t) => {
-    // GATEHOUSE_TEST_CRASH arms a test-only trigger: USR2 makes worker 0 die (see src/core/master.ts)
+    // GATEHOUSE_TEST_CRASH arms a test-only trigger: USR2 makes worker 0 die (see src/process/master.ts)
     const srv = await startGatehouse({ conf: conf(1), env: { GATEHOUSE_TEST_CRASH: how } });
     t.after(() => srv.stop());
     const port = srv.port(8080);

@@ -8,7 +8,6 @@
  * and `Vary: *` make it uncacheable. `proxy_ignore_headers` switches each
  * field off.
  */
-import type { HeaderList } from '../modules/upstream.ts';
 
 /** proxy_ignore_headers bits used here (the same values as the proxy's IGN). */
 const IGN_X_ACCEL_EXPIRES = 0x4;
@@ -38,9 +37,10 @@ export function fresh(until: number, now: number): boolean {
 
 /**
  * Epoch ms (whole seconds, as nginx's valid_sec) until which the response
- * is fresh; 0 when it must not be cached.
+ * is fresh; 0 when it must not be cached. `h` is the upstream response's
+ * header fields as received (an upstream HeaderList: lowercased names, values).
  */
-export function validUntil(h: HeaderList, status: number, rules: ValidRule[] | undefined, ignore: number, nowMs: number): number {
+export function validUntil(h: { readonly lnames: readonly string[]; readonly values: readonly string[] }, status: number, rules: ValidRule[] | undefined, ignore: number, nowMs: number): number {
   const now = Math.floor(nowMs / 1000) * 1000;
   const get = (n: string) => {
     const i = h.lnames.indexOf(n);

@@ -15,8 +15,8 @@ import { DECLINED, OK, httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 
 interface AuthBasicConf {
   realm?: ComplexValue;

@@ -24,8 +24,8 @@ import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { endBody, httpDate, sendHeader } from '../response.ts';
-import { argValue } from './core/variables.ts';
-import { mapUriToPath } from './core/root.ts';
+import { argValue } from '../core/variables.ts';
+import { mapUriToPath } from '../core/root.ts';
 
 type Format = 'html' | 'json' | 'jsonp' | 'xml';
 

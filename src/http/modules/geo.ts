@@ -20,8 +20,8 @@ import { Ctx } from '../../conf/directive.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
-import { clientAddrOf, forwardedAddr, inetAddr, isV4Mapped, parseAddr, parseCidr } from '../inet.ts';
-import type { Cidr, ClientAddr } from '../inet.ts';
+import { clientAddrOf, forwardedAddr, inetAddr, isV4Mapped, parseAddr, parseCidr } from '../../core/inet.ts';
+import type { Cidr, ClientAddr } from '../../core/inet.ts';
 import type { HttpRequest } from '../request.ts';
 
 /** A radix tree node: the value of the network ending here, if any. */

@@ -13,9 +13,9 @@ import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { httpDate } from '../response.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
-import { coreLoc } from './core/settings.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
+import { coreLoc } from '../core/settings.ts';
 import { parseHttpTime } from './not-modified.ts';
 
 type ExpiresKind = 'off' | 'epoch' | 'max' | 'access' | 'modified' | 'daily';

@@ -14,10 +14,10 @@ import type { HttpModule } from '../http-conf.ts';
 import { internalRedirect } from '../phases.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
-import { mapUriToPath } from './core/root.ts';
-import { coreLoc } from './core/settings.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
+import { mapUriToPath } from '../core/root.ts';
+import { coreLoc } from '../core/settings.ts';
 
 interface IndexConf {
   indices?: ComplexValue[];

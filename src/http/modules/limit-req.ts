@@ -31,8 +31,8 @@ import { DECLINED, DONE, httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 
 const TAG = 'limit_req';
 

@@ -15,8 +15,8 @@ import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import { compileHttpRegex, execRegex } from '../regex.ts';
 import type { HttpRegex } from '../regex.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue, VariableHost, VariableRegistry } from '../variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue, VariableHost, VariableRegistry } from '../../core/variables.ts';
 
 /** A map's table; `R` is what its values are computed for (an http request, or a stream session). */
 interface MapTable<R extends VariableHost> {

@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { specialPage } from '../special-response.ts';
-import { coreLoc } from './core/settings.ts';
+import { coreLoc } from '../core/settings.ts';
 
 const MDAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 

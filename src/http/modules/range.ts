@@ -7,7 +7,7 @@
  */
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
-import { coreLoc } from './core/settings.ts';
+import { coreLoc } from '../core/settings.ts';
 import { parseHttpTime, replaceWithPage } from './not-modified.ts';
 
 const ALLOW = {};

@@ -19,8 +19,8 @@ import { flagArg } from '../../conf/values.ts';
 import { resolveHostSync } from '../../upstream/address.ts';
 import { DECLINED } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
-import { addrText, clientAddrOf, forwardedAddr, FWD_DECLINED, parseAddr, parseCidr } from '../inet.ts';
-import type { Rule } from './access.ts';
+import { addrText, clientAddrOf, forwardedAddr, FWD_DECLINED, parseAddr, parseCidr } from '../../core/inet.ts';
+import type { Rule } from '../../core/inet.ts';
 import type { HttpRequest } from '../request.ts';
 import { headerValues } from './geo.ts';
 

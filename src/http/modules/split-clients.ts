@@ -13,8 +13,8 @@ import type { ConfNode } from '../../conf/parser.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 
 interface Part {
   /** Upper bound of the part's hashes (exclusive); 0 for "everything left". */

@@ -14,9 +14,9 @@ import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { endBody, sendBody, sendHeader } from '../response.ts';
 import { escapeUri } from '../uri.ts';
-import { mapUriToPath, rememberPrefix } from './core/root.ts';
-import { coreLoc } from './core/settings.ts';
-import { contentTypeFor } from './core/types.ts';
+import { mapUriToPath, rememberPrefix } from '../core/root.ts';
+import { coreLoc } from '../core/settings.ts';
+import { contentTypeFor } from '../core/types.ts';
 import { allowRanges, rangePlan } from './range.ts';
 import { bodyReplaced } from './not-modified.ts';
 

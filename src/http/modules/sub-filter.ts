@@ -18,8 +18,8 @@ import { flagArg } from '../../conf/values.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue } from '../variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { clearForChangedBody, typeMatches } from './gzip.ts';
 
 interface SubPair {

@@ -24,12 +24,12 @@ import { parseResolverArgs, resolverForArgs } from '../../upstream/resolver.ts';
 import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
 import { httpMainOf } from '../http-conf.ts';
-import type { HttpMainConf, HttpModule } from '../http-conf.ts';
+import type { HttpMainConf, HttpModule, HttpVariable } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
-import { compileComplex } from '../variables.ts';
-import type { ComplexValue, VariableDef, VarValue } from '../variables.ts';
-import { CORE_LOC_DEFAULTS, coreLoc } from './core/settings.ts';
-import { httpConf } from './core/structure.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue, VarValue } from '../../core/variables.ts';
+import { CORE_LOC_DEFAULTS, coreLoc } from '../core/settings.ts';
+import { httpConf } from '../core/structure.ts';
 
 /** Every upstream group of an `http {}` block, explicit and implicit (nginx's umcf->upstreams). */
 export const upstreamMainSlot = defineSlot<{ groups: UpstreamGroup[] }>('upstream_main', () => ({ groups: [] }));
@@ -355,7 +355,7 @@ function setCookieValue(list: HeaderList | undefined, name: string): VarValue {
 
 const varHeaderName = (n: string, prefix: number) => n.slice(prefix).replace(/_/g, '-').toLowerCase();
 
-const variables: VariableDef[] = [
+const variables: HttpVariable[] = [
   { name: 'upstream_addr', noCache: true, get: (r) => joinStates(r, (s) => s.peer ?? '') },
   { name: 'upstream_status', noCache: true, get: (r) => joinStates(r, (s) => (s.status ? String(s.status) : '-')) },
   { name: 'upstream_connect_time', noCache: true, get: (r) => joinStates(r, (s) => msText(s.connectTime)) },

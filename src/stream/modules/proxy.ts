@@ -12,8 +12,8 @@ import { flagArg, msecArg, numberArg, once, parseSize, sizeArg } from '../../con
 import { parseUrl } from '../../upstream/address.ts';
 import { Resolver } from '../../upstream/resolver.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
-import { compileComplex } from '../../http/variables.ts';
-import type { ComplexValue } from '../../http/variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { streamMainOf, streamServerOf } from '../conf.ts';
 import type { StreamMainConf, StreamModule } from '../conf.ts';
 import { StreamProxy } from '../proxy-session.ts';

@@ -5,8 +5,8 @@
 import { defineSlot } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import { LogLevel } from '../../core/error-log.ts';
-import { compileComplex } from '../../http/variables.ts';
-import type { ComplexValue } from '../../http/variables.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { Status, streamMainOf, streamServerOf } from '../conf.ts';
 import type { StreamModule } from '../conf.ts';
 import type { StreamSession } from '../session.ts';

@@ -26,9 +26,9 @@ import type { HttpMainConf, HttpModule, PhaseHandler } from '../../http-conf.ts'
 import type { HttpRequest } from '../../request.ts';
 import { bodyBytesSent, bytesSent, trackResponseBytes } from '../../request-bytes.ts';
 import { openRequestErrorLogs, requestErrorLogFiles, requestLog } from '../../request-log.ts';
-import { mapUriToPath } from '../core/root.ts';
-import { httpConf } from '../core/structure.ts';
-import { timeIso8601, timeLocal } from '../core/variables.ts';
+import { mapUriToPath } from '../../core/root.ts';
+import { httpConf } from '../../core/structure.ts';
+import { timeIso8601, timeLocal } from '../../core/variables.ts';
 import { logFileFor, mergeLogLevel, newLogMain, openLogFiles, renderOf, setAccessLog, setLogFormat, setOpenLogFileCache, writeAccessLogs } from './access-log.ts';
 import type { AccessLog, AccessLogProtocol, LogLevelConf, LogMainConf } from './access-log.ts';
 import { parseFormat } from './format.ts';

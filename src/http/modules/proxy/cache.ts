@@ -226,7 +226,7 @@ function renew(st: CacheState, head: ResponseHead | undefined): void {
   const stored = parseResponseHead(f.head, () => undefined) as ResponseHead;
   const now = Date.now();
   let until = head ? validUntil(head.headers, stored.status, st.c.valid, 0, now) : 0;
-  if (until === 0) until = validUntil({ names: [], lnames: [], values: [] }, stored.status, st.c.valid, 0, now);
+  if (until === 0) until = validUntil({ lnames: [], values: [] }, stored.status, st.c.valid, 0, now);
   if (until === 0) return;
   f.meta.validUntil = until;
   const file = filePath(st.z, st.digest);

@@ -5,7 +5,7 @@
  * the hidden header set, the default proxy_redirect).
  */
 import { defineSlot } from '../../../conf/context.ts';
-import type { ComplexValue } from '../../variables.ts';
+import type { ComplexValue } from '../../../core/variables.ts';
 import type { CertCacheConf } from './cert-cache.ts';
 import type { HeaderPlan } from './request-head.ts';
 import type { CookieFlagRule } from './cookies.ts';

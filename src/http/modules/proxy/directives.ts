@@ -10,7 +10,7 @@ import type { ConfNode } from '../../../conf/parser.ts';
 import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import type { LocationConf } from '../../http-conf.ts';
-import { compileComplex } from '../../variables.ts';
+import { compileComplex } from '../../../core/variables.ts';
 import { FT, IGN, proxyLoc } from './conf.ts';
 import type { ProxyLocConf, SslConf } from './conf.ts';
 import { compileRule } from './redirect.ts';

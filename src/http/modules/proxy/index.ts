@@ -8,11 +8,10 @@
 import { ConfError } from '../../../conf/errors.ts';
 import { RoundRobinPicker } from '../../../upstream/round-robin.ts';
 import { DONE } from '../../http-conf.ts';
-import type { HttpMainConf, HttpModule, LocationConf } from '../../http-conf.ts';
+import type { HttpMainConf, HttpModule, HttpVariable, LocationConf } from '../../http-conf.ts';
 import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix, streamRequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import type { VariableDef } from '../../variables.ts';
 import { beginUpstream, pickerFor } from '../upstream.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
@@ -203,7 +202,7 @@ function proxyVars(r: HttpRequest): ResolvedTarget | undefined {
   return r.ctx.get(PROXY_CTX) as ResolvedTarget | undefined;
 }
 
-const variables: VariableDef[] = [
+const variables: HttpVariable[] = [
   { name: 'proxy_host', noCache: true, get: (r) => proxyVars(r)?.hostHeader },
   { name: 'proxy_port', noCache: true, get: (r) => proxyVars(r)?.port },
   {

@@ -8,7 +8,7 @@
  */
 import { parseSize } from '../../../conf/values.ts';
 import type { HttpRequest } from '../../request.ts';
-import type { ComplexValue } from '../../variables.ts';
+import type { ComplexValue } from '../../../core/variables.ts';
 
 /** The rate for this response, evaluated once its head is in (ngx_http_complex_value_size: invalid → unlimited). */
 export function limitRateOf(r: HttpRequest, v: number | ComplexValue | undefined): number {

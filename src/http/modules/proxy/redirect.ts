@@ -9,8 +9,8 @@
 import type { ConfContext } from '../../../conf/context.ts';
 import { applyMatch, compileRegex } from '../../regex.ts';
 import type { HttpRequest } from '../../request.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue, VariableRegistry } from '../../variables.ts';
+import { compileComplex } from '../../../core/variables.ts';
+import type { ComplexValue, VariableRegistry } from '../../../core/variables.ts';
 import type { ProxyTarget } from './target.ts';
 
 export interface RedirectRule {

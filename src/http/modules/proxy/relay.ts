@@ -19,7 +19,7 @@ import { countRead } from '../../../core/read-budget.ts';
 import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../../core/settings.ts';
 
 /** What the relay needs from the upstream side. */
 export interface RelaySource {

@@ -8,8 +8,8 @@
  * per location; a request only evaluates values and concatenates.
  */
 import type { HttpRequest } from '../../request.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue, VariableRegistry } from '../../variables.ts';
+import { compileComplex } from '../../../core/variables.ts';
+import type { ComplexValue, VariableRegistry } from '../../../core/variables.ts';
 
 /** How an entry's value is produced. */
 const VALUE = 0;

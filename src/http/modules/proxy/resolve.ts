@@ -13,7 +13,7 @@ import { ResolveError, resolverForArgs } from '../../../upstream/resolver.ts';
 import type { Resolver } from '../../../upstream/resolver.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../../core/settings.ts';
 import { findUpstream } from '../upstream.ts';
 import type { ProxyLocConf } from './conf.ts';
 import type { ResolvedTarget } from './target.ts';

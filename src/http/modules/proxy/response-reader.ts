@@ -11,7 +11,7 @@ import { finalize, internalRedirect, namedLocation } from '../../phases.ts';
 import { sendHeaderThen } from '../../response.ts';
 import { parseUnsafeUri } from '../../subrequest.ts';
 import { requestLog } from '../../request-log.ts';
-import { errorPageConf } from '../core/error-page.ts';
+import { errorPageConf } from '../../core/error-page.ts';
 import { disableNotModified } from '../not-modified.ts';
 import type { HeaderList } from '../upstream.ts';
 import { upstreamRecord } from '../upstream.ts';

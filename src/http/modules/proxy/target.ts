@@ -14,7 +14,7 @@ import { parseUrl } from '../../../upstream/address.ts';
 import type { UpstreamGroup } from '../../../upstream/group.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import type { ComplexValue } from '../../variables.ts';
+import type { ComplexValue } from '../../../core/variables.ts';
 import { upstreamAdd } from '../upstream.ts';
 
 export interface ProxyTarget {

@@ -11,8 +11,8 @@ import { sysErrorText } from '../../../conf/errors.ts';
 import { compileHttpRegex, execRegex } from '../../regex.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { compileComplex } from '../../variables.ts';
-import type { VariableRegistry } from '../../variables.ts';
+import { compileComplex } from '../../../core/variables.ts';
+import type { VariableRegistry } from '../../../core/variables.ts';
 import { rewriteLogging, rewriteNotice } from './program.ts';
 
 export type Condition = (r: HttpRequest) => boolean | Promise<boolean>;

@@ -17,7 +17,7 @@ import { compileHttpRegex, execRegex } from '../../regex.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { escapeArgs } from '../../uri.ts';
-import type { VariableRegistry } from '../../variables.ts';
+import type { VariableRegistry } from '../../../core/variables.ts';
 import { NEXT, rewriteLogging, rewriteNotice } from './program.ts';
 import type { Code } from './program.ts';
 

@@ -9,7 +9,7 @@ import { requestLog } from '../../request-log.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { createSubrequest, parseUnsafeUri } from '../../subrequest.ts';
 import type { Subrequest } from '../../subrequest.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../../core/settings.ts';
 import { SSI_ERROR, SSI_OK } from './context.ts';
 import type { SsiBlock, SsiParams, SsiRun } from './context.ts';
 import { ADD_PREFIX, evaluate } from './evaluate.ts';

@@ -1,7 +1,8 @@
 /**
  * ngx_http_ssl_module's configuration: the per-server slot and the
- * directive table. Values are kept as written here; src/tls turns them into
- * TLS contexts once the http block is read (postconfiguration).
+ * directive table. Values are kept as written (their types are
+ * src/tls/server-conf.ts); src/tls turns them into TLS contexts once the
+ * http block is read (postconfiguration).
  */
 import { defineSlot, inheritUnset } from '../../../conf/context.ts';
 import type { ConfContext } from '../../../conf/context.ts';
@@ -10,67 +11,9 @@ import type { Directive } from '../../../conf/directive.ts';
 import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
 import { ConfError } from '../../../conf/errors.ts';
 import { Cycle } from '../../../core/cycle.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue } from '../../variables.ts';
+import { compileComplex } from '../../../core/variables.ts';
 import { httpMainOf } from '../../http-conf.ts';
-
-export type VerifyMode = 'off' | 'on' | 'optional' | 'optional_no_ca';
-
-export interface SessionCacheConf {
-  /** `off` (no cache, nginx tells clients sessions are not reused) or `none` (the default). */
-  off: boolean;
-  /** Per-worker cache (`builtin[:size]`), in sessions. */
-  builtin?: number;
-  /** `shared:NAME:SIZE`: one cache for all workers. */
-  shared?: { name: string; size: number };
-}
-
-/** A value as written, with where it was written (for error messages) and the conf dir. */
-export interface PathValue {
-  /** Resolved against the configuration directory (or a `data:` value). */
-  path: string;
-  /** Compiled when the value has variables. */
-  complex?: ComplexValue;
-  /** The configuration directory, for relative paths that come out of variables. */
-  confPrefix?: string;
-}
-
-export interface SslSrvConf {
-  certificates?: PathValue[];
-  certificateKeys?: PathValue[];
-  certificateCache?: { max: number; inactive: number; valid: number } | false;
-  passwordFile?: string;
-  dhparam?: string;
-  ecdhCurve?: string;
-  protocols?: string[];
-  ciphers?: string;
-  preferServerCiphers?: boolean;
-  bufferSize?: number;
-  verify?: VerifyMode;
-  verifyDepth?: number;
-  clientCertificate?: string;
-  trustedCertificate?: string;
-  crl?: string;
-  sessionCache?: SessionCacheConf;
-  sessionTickets?: boolean;
-  sessionTicketKeys?: string[];
-  /** Seconds. */
-  sessionTimeout?: number;
-  ocsp?: 'off' | 'on' | 'leaf';
-  ocspResponder?: string;
-  ocspCache?: { name: string; size: number } | false;
-  stapling?: boolean;
-  staplingFile?: string;
-  staplingResponder?: string;
-  staplingVerify?: boolean;
-  earlyData?: boolean;
-  confCommands?: Array<[string, string]>;
-  rejectHandshake?: boolean;
-  /** The obsolete `ssl on` (nginx ≤ 1.25.0): the server's addresses speak TLS. */
-  enable?: boolean;
-  /** Where `[warn]` lines found while compiling go (once, from the configuration reader). */
-  warn?: (message: string) => void;
-}
+import type { PathValue, SessionCacheConf, SslSrvConf, VerifyMode } from '../../../tls/server-conf.ts';
 
 /** nginx's defaults (ngx_http_ssl_merge_srv_conf, current nginx). */
 export const SSL_DEFAULTS = {

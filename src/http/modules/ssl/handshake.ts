@@ -17,7 +17,7 @@ import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
 import type { AddressConf, ServerConf } from '../../http-conf.ts';
 import { HttpRequest } from '../../request.ts';
 import { selectServer } from '../../virtual-server.ts';
-import { coreSrv, CORE_SRV_DEFAULTS } from '../core/settings.ts';
+import { coreSrv, CORE_SRV_DEFAULTS } from '../../core/settings.ts';
 import { alertRecord, ALERT_INTERNAL_ERROR, ALERT_UNRECOGNIZED_NAME, MAX_HELLO_BYTES, readClientHello } from '../../../tls/client-hello.ts';
 import type { ClientHello } from '../../../tls/client-hello.ts';
 import type { ServerTls } from '../../../tls/server-tls.ts';

@@ -4,7 +4,7 @@
  */
 import { ErrorLog, mainErrorLog } from '../../../core/error-log.ts';
 import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
-import { coreLoc } from '../core/settings.ts';
+import { coreLoc } from '../../core/settings.ts';
 
 const logs = new WeakMap<object, ErrorLog>();
 

@@ -4,7 +4,8 @@
  */
 import crypto from 'node:crypto';
 import type { HttpRequest } from '../../request.ts';
-import type { VariableDef, VarValue } from '../../variables.ts';
+import type { VarValue } from '../../../core/variables.ts';
+import type { HttpVariable } from '../../http-conf.ts';
 import type { TlsConnection } from '../../../tls/connection-info.ts';
 import { cipherName, groupCode, groupName } from '../../../tls/cipher-names.ts';
 import { isGrease } from '../../../tls/client-hello.ts';
@@ -56,11 +57,11 @@ function negotiatedGroup(t: TlsConnection): VarValue {
   return order.length ? groupName(order[0]) : '';
 }
 
-function tlsVar(name: string, get: (t: TlsConnection, r: HttpRequest) => VarValue): VariableDef {
+function tlsVar(name: string, get: (t: TlsConnection, r: HttpRequest) => VarValue): HttpVariable {
   return { name, get: (r) => (r.conn.tls ? get(r.conn.tls, r) : '') };
 }
 
-function certVar(name: string, get: (c: crypto.X509Certificate, t: TlsConnection) => VarValue): VariableDef {
+function certVar(name: string, get: (c: crypto.X509Certificate, t: TlsConnection) => VarValue): HttpVariable {
   return tlsVar(name, (t) => {
     const c = peer(t);
     return c ? get(c, t) : '';
@@ -72,7 +73,7 @@ function days(validTo: string): string {
   return String(Math.max(0, Math.floor((end - Date.now()) / 86_400_000)));
 }
 
-export const sslVariables: VariableDef[] = [
+export const sslVariables: HttpVariable[] = [
   tlsVar('ssl_protocol', (t) => t.protocol),
   tlsVar('ssl_cipher', (t) => t.cipher),
   tlsVar('ssl_ciphers', (t) => (t.hello ? t.hello.ciphers.map(cipherName).join(':') : '')),

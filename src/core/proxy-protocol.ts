@@ -9,7 +9,7 @@
  */
 import net from 'node:net';
 import type { Socket } from 'node:net';
-import type { StreamSession } from './session.ts';
+import type { ListenSpec } from './cycle.ts';
 
 export interface ProxyProtocolInfo {
   srcAddr: string;
@@ -116,8 +116,17 @@ export function readProxyProtocol(socket: Socket, timeoutMs: number): Promise<Pr
   });
 }
 
+/** The connection a v1 line describes (a stream session): its two ends, and the listener it came in on. */
+export interface ProxiedConnection {
+  readonly listen: { readonly spec: ListenSpec };
+  readonly remoteAddress: string;
+  readonly remotePort: number;
+  readonly localAddress: string;
+  readonly localPort: number;
+}
+
 /** The PROXY protocol v1 line nginx sends first with `proxy_protocol on` (ngx_proxy_protocol_write). */
-export function proxyProtocolHeader(s: StreamSession): string {
+export function proxyProtocolHeader(s: ProxiedConnection): string {
   if (s.listen.spec.path !== undefined) return 'PROXY UNKNOWN\r\n';
   const v6 = s.remoteAddress.includes(':');
   return `PROXY TCP${v6 ? 6 : 4} ${s.remoteAddress} ${s.localAddress} ${s.remotePort} ${s.localPort}\r\n`;

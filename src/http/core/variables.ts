@@ -5,13 +5,14 @@
 import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
-import type { HttpRequest } from '../../request.ts';
-import { NGINX_VERSION, wireStatus } from '../../special-response.ts';
-import { parseSize } from '../../../conf/values.ts';
-import { requestLog } from '../../request-log.ts';
-import type { VariableDef, VarValue } from '../../variables.ts';
+import type { HttpRequest } from '../request.ts';
+import { NGINX_VERSION, wireStatus } from '../special-response.ts';
+import { parseSize } from '../../conf/values.ts';
+import { requestLog } from '../request-log.ts';
+import type { VarValue } from '../../core/variables.ts';
+import type { HttpVariable } from '../http-conf.ts';
 import { coreLoc } from './settings.ts';
-import { bodyBytesSent, bytesSent } from '../../request-bytes.ts';
+import { bodyBytesSent, bytesSent } from '../request-bytes.ts';
 import { rootVariables } from './root.ts';
 
 /**
@@ -170,7 +171,7 @@ function requestPort(r: HttpRequest): string {
 
 const hostname = os.hostname();
 
-export const coreVariables: VariableDef[] = [
+export const coreVariables: HttpVariable[] = [
   { name: 'http_', prefix: true, get: (r, n) => requestHeader(r, n.slice(5).toLowerCase()) },
   // not cached, as in nginx: `set $args` changes it
   { name: 'arg_', prefix: true, noCache: true, get: (r, n) => argValue(r.args, n.slice(4)) },

@@ -4,13 +4,13 @@
  * `$request_filename`.
  */
 import fs from 'node:fs';
-import type { ConfContext } from '../../../conf/context.ts';
-import type { Cycle } from '../../../core/cycle.ts';
-import { httpMainOf } from '../../http-conf.ts';
-import type { HttpMainConf, LocationConf } from '../../http-conf.ts';
-import type { HttpRequest } from '../../request.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue, VariableDef } from '../../variables.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import type { Cycle } from '../../core/cycle.ts';
+import { httpMainOf } from '../http-conf.ts';
+import type { HttpMainConf, HttpVariable, LocationConf } from '../http-conf.ts';
+import type { HttpRequest } from '../request.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { coreLoc } from './settings.ts';
 import { httpConf } from './structure.ts';
 
@@ -99,7 +99,7 @@ export function aliasLength(r: HttpRequest): number {
   return dr?.isAlias ? dr.aliasLength : 0;
 }
 
-export const rootVariables: VariableDef[] = [
+export const rootVariables: HttpVariable[] = [
   { name: 'document_root', noCache: true, get: (r) => documentRoot(r) },
   {
     name: 'realpath_root', noCache: true,

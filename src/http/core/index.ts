@@ -3,8 +3,8 @@
  * settings (root, timeouts, limits, ...) and core variables, split over the
  * files of this folder. This object is what the module list registers.
  */
-import { HttpAddressServer } from '../../connection.ts';
-import type { HttpModule } from '../../http-conf.ts';
+import { HttpAddressServer } from '../connection.ts';
+import type { HttpModule } from '../http-conf.ts';
 import { coreVariables } from './variables.ts';
 import { httpSettingsDirectives } from './settings.ts';
 import { typesDirectives } from './types.ts';

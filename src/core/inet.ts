@@ -3,11 +3,14 @@
  * `ngx_inet_addr` (IPv4, leading zeros allowed), `ngx_inet6_addr`,
  * `ngx_parse_addr[_port]`, `ngx_ptocidr`, and nginx's way of printing an
  * address (`ngx_sock_ntop`). Addresses are 4 (IPv4) or 16 (IPv6) bytes.
- * Also nginx's walk through X-Forwarded-For (ngx_http_get_forwarded_addr),
+ * The rules of `allow`/`deny` (http and stream access) and the networks of
+ * realip and geo are one shape, matched here. Also nginx's walk through X-Forwarded-For (ngx_http_get_forwarded_addr),
  * shared by geo `proxy` and realip.
  */
-import type { Rule } from './modules/access.ts';
-import { matches } from './modules/access.ts';
+import net from 'node:net';
+import type { ConfContext } from '../conf/context.ts';
+import type { ConfNode } from '../conf/parser.ts';
+import { mainErrorLog } from './error-log.ts';
 
 /** ngx_inet_addr: `a.b.c.d`, each part up to 255; undefined where nginx gets INADDR_NONE. */
 export function inetAddr(text: string): Uint8Array | undefined {
@@ -131,7 +134,80 @@ export function parseAddrPort(text: string): { addr: Uint8Array; port: number } 
   return addr ? { addr, port } : undefined;
 }
 
-/** A network (ngx_cidr_t) in the shape access rules use, so access.ts's `matches` applies. */
+/** An access rule (`allow`/`deny`), also the shape of a network in realip, geo and stream. */
+export interface Rule {
+  deny: boolean;
+  /** Which clients the rule applies to. */
+  family: 4 | 6 | 'unix' | 'all';
+  /** Network address and mask as 4 (IPv4) or 16 (IPv6) bytes. */
+  addr?: Uint8Array;
+  mask?: Uint8Array;
+}
+
+/** The bytes of an IPv4 or IPv6 address. */
+export function addressBytes(ip: string): Uint8Array | undefined {
+  if (net.isIPv4(ip)) return Uint8Array.from(ip.split('.').map(Number));
+  if (!net.isIPv6(ip)) return undefined;
+  let text = ip;
+  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
+  let tail: number[] = [];
+  if (v4) {
+    tail = v4[1].split('.').map(Number);
+    text = text.slice(0, -v4[1].length) + '0:0';
+  }
+  const [head, rest] = text.split('::');
+  const left = head ? head.split(':') : [];
+  const right = rest !== undefined && rest !== '' ? rest.split(':') : [];
+  const groups = rest === undefined ? left : [...left, ...Array(8 - left.length - right.length).fill('0'), ...right];
+  const out = new Uint8Array(16);
+  groups.forEach((g, i) => { const n = parseInt(g, 16); out[i * 2] = n >> 8; out[i * 2 + 1] = n & 0xff; });
+  if (v4) out.set(tail, 12);
+  return out;
+}
+
+function maskBytes(bits: number, len: number): Uint8Array {
+  const m = new Uint8Array(len);
+  for (let i = 0; i < len; i++) {
+    const b = Math.max(0, Math.min(8, bits - i * 8));
+    m[i] = b === 0 ? 0 : (0xff << (8 - b)) & 0xff;
+  }
+  return m;
+}
+
+/** Parses `addr[/bits]` (ngx_ptocidr); warns about host bits as nginx does. */
+export function parseRule(cf: ConfContext, node: ConfNode, deny: boolean): Rule {
+  const value = node.args[0];
+  if (value === 'all') return { deny, family: 'all' };
+  if (value === 'unix:') return { deny, family: 'unix' };
+  const slash = value.indexOf('/');
+  const ip = slash >= 0 ? value.slice(0, slash) : value;
+  const addr = addressBytes(ip);
+  const bitsText = slash >= 0 ? value.slice(slash + 1) : undefined;
+  const maxBits = addr ? addr.length * 8 : 0;
+  const bits = bitsText === undefined ? maxBits : /^\d+$/.test(bitsText) ? Number(bitsText) : NaN;
+  if (!addr || !(bits >= 0 && bits <= maxBits)) throw cf.error(`invalid parameter "${value}"`);
+  const mask = maskBytes(bits, addr.length);
+  let hostBits = false;
+  for (let i = 0; i < addr.length; i++) {
+    if (addr[i] & ~mask[i]) hostBits = true;
+    addr[i] &= mask[i];
+  }
+  if (hostBits) mainErrorLog().warn(`low address bits of ${value} are meaningless in ${node.file}:${node.line}`);
+  return { deny, family: addr.length === 4 ? 4 : 6, addr, mask };
+}
+
+export function matches(rule: Rule, family: 4 | 6 | 'unix', addr: Uint8Array | undefined): boolean {
+  if (rule.family === 'all') return true;
+  if (rule.family !== family) return false;
+  if (family === 'unix') return true;
+  const a = addr!;
+  const net = rule.addr!;
+  const mask = rule.mask!;
+  for (let i = 0; i < net.length; i++) if ((a[i] & mask[i]) !== net[i]) return false;
+  return true;
+}
+
+/** A network (ngx_cidr_t) in the shape access rules use, so `matches` applies. */
 export interface Cidr extends Rule {
   family: 4 | 6;
   addr: Uint8Array;

@@ -8,17 +8,17 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { Cycle } from './cycle.ts';
-import type { CycleOptions, ListenSpec } from './cycle.ts';
-import { ErrorLog, setMainErrorLog } from './error-log.ts';
-import { openCycleLog } from './cycle-log.ts';
-import { BindFailed, checkBindable } from './bind-check.ts';
-import { coreSettings } from './modules/core.ts';
-import { allSharedZones, createSharedCounters } from './shared.ts';
-import type { MasterMessage, WorkerMessage, WorkerStart } from './messages.ts';
+import { Cycle } from '../core/cycle.ts';
+import type { CycleOptions, ListenSpec } from '../core/cycle.ts';
+import { ErrorLog, setMainErrorLog } from '../core/error-log.ts';
+import { openCycleLog } from '../core/cycle-log.ts';
+import { BindFailed, checkBindable } from '../core/bind-check.ts';
+import { coreSettings } from '../core/modules/core.ts';
+import { allSharedZones, createSharedCounters } from '../core/shared.ts';
+import type { MasterMessage, WorkerMessage, WorkerStart } from '../core/messages.ts';
 import { modules } from '../modules.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
-import { reopenAll } from './reopen.ts';
+import { reopenAll } from '../core/reopen.ts';
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url);
 /**

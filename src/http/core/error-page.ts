@@ -6,17 +6,17 @@
  * location, or a redirect to a URL. The response keeps the original status
  * unless `=code` (or a bare `=`, taking the target's status) says otherwise.
  */
-import { defineSlot } from '../../../conf/context.ts';
-import type { ConfContext } from '../../../conf/context.ts';
-import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
-import type { Directive } from '../../../conf/directive.ts';
-import type { ConfNode } from '../../../conf/parser.ts';
-import { httpMainOf } from '../../http-conf.ts';
-import { internalRedirect, namedLocation } from '../../phases.ts';
-import type { HttpRequest } from '../../request.ts';
-import { sendSpecialResponse } from '../../response.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue } from '../../variables.ts';
+import { defineSlot } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { httpMainOf } from '../http-conf.ts';
+import { internalRedirect, namedLocation } from '../phases.ts';
+import type { HttpRequest } from '../request.ts';
+import { sendSpecialResponse } from '../response.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { coreLoc } from './settings.ts';
 
 interface ErrorPage {

@@ -8,17 +8,17 @@
 import net from 'node:net';
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
-import { Cycle } from './cycle.ts';
-import type { ConnectionHandler, CycleModule, ListenSpec, WorkerRuntime } from './cycle.ts';
+import { Cycle } from '../core/cycle.ts';
+import type { ConnectionHandler, CycleModule, ListenSpec, WorkerRuntime } from '../core/cycle.ts';
 import type { ConfPaths } from '../conf/context.ts';
-import { ErrorLog, setMainErrorLog } from './error-log.ts';
-import { reopenAll } from './reopen.ts';
-import { coreSettings } from './modules/core.ts';
-import { openCycleLog } from './cycle-log.ts';
-import { adoptSharedZones, useSharedCounters } from './shared.ts';
+import { ErrorLog, setMainErrorLog } from '../core/error-log.ts';
+import { reopenAll } from '../core/reopen.ts';
+import { coreSettings } from '../core/modules/core.ts';
+import { openCycleLog } from '../core/cycle-log.ts';
+import { adoptSharedZones, useSharedCounters } from '../core/shared.ts';
 import { modules } from '../modules.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
-import type { MasterMessage, WorkerMessage, WorkerStart } from './messages.ts';
+import type { MasterMessage, WorkerMessage, WorkerStart } from '../core/messages.ts';
 
 /** One loaded configuration serving in this worker. */
 class Generation implements WorkerRuntime {

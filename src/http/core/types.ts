@@ -3,10 +3,10 @@
  * response: the URI's extension looked up in the location's types, else
  * `default_type`.
  */
-import { HTTP_ANY } from '../../../conf/directive.ts';
-import type { Directive } from '../../../conf/directive.ts';
-import { mainErrorLog } from '../../../core/error-log.ts';
-import type { HttpRequest } from '../../request.ts';
+import { HTTP_ANY } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import { mainErrorLog } from '../../core/error-log.ts';
+import type { HttpRequest } from '../request.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './settings.ts';
 
 /** What nginx knows without any `types` block (ngx_http_core_default_types). */

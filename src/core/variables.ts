@@ -3,9 +3,10 @@
  * cmcf->variables), each variable addressed by index so a request caches
  * values in a flat array, and "complex values" — strings such as
  * `"$scheme://$host$request_uri"` compiled into functions of the request.
+ * Written once for both subsystems: http names its host `HttpRequest`
+ * (HttpVariable in src/http/http-conf.ts), stream its `StreamSession`.
  */
 import type { ConfContext } from '../conf/context.ts';
-import type { HttpRequest } from './request.ts';
 
 /** A variable's value; `undefined` is nginx's "not found" (logged as `-`). */
 export type VarValue = string | undefined;
@@ -21,7 +22,7 @@ export interface VariableHost {
   captures: string[] | undefined;
 }
 
-export interface VariableDef<R extends VariableHost = HttpRequest> {
+export interface VariableDef<R extends VariableHost = VariableHost> {
   /** Full name, or the prefix (`http_`, `arg_`, ...) when `prefix` is set. */
   name: string;
   prefix?: boolean;
@@ -44,7 +45,7 @@ interface Indexed<R extends VariableHost> {
   index: number;
 }
 
-export class VariableRegistry<R extends VariableHost = HttpRequest> {
+export class VariableRegistry<R extends VariableHost = VariableHost> {
   private readonly defs = new Map<string, VariableDef<R>>();
   private readonly prefixes: VariableDef<R>[] = [];
   private readonly indexed = new Map<string, Indexed<R>>();
@@ -131,8 +132,8 @@ export class VariableRegistry<R extends VariableHost = HttpRequest> {
 /** One piece of a compiled string. */
 type Part = string | { index: number } | { capture: number };
 
-/** A string with variables, compiled once: nginx's ngx_http_complex_value_t. */
-export interface ComplexValue<R extends VariableHost = HttpRequest> {
+/** A string with variables, compiled once: nginx's ngx_http_complex_value_t (ngx_stream_complex_value_t). */
+export interface ComplexValue<R extends VariableHost = VariableHost> {
   /** The text when it has no variables. */
   readonly constant: string | undefined;
   readonly source: string;
@@ -145,7 +146,7 @@ const NAME = /[A-Za-z0-9_]/;
  * Compiles `text` into a ComplexValue. Unknown variables are nginx's
  * configuration error `unknown "name" variable`.
  */
-export function compileComplex<R extends VariableHost = HttpRequest>(cf: ConfContext | undefined, vars: VariableRegistry<R>, text: string): ComplexValue<R> {
+export function compileComplex<R extends VariableHost = VariableHost>(cf: ConfContext | undefined, vars: VariableRegistry<R>, text: string): ComplexValue<R> {
   const parts: Part[] = [];
   let lit = '';
   let i = 0;

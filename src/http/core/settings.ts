@@ -3,13 +3,13 @@
  * (root, timeouts, limits, redirects, tokens, ...). Most are single-valued:
  * set once per level, inherited downward when unset. Defaults are nginx's.
  */
-import { defineSlot, inheritUnset } from '../../../conf/context.ts';
-import type { ConfContext } from '../../../conf/context.ts';
-import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
-import type { Directive } from '../../../conf/directive.ts';
-import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
-import { parseErrorLog } from '../../../core/modules/core.ts';
-import type { ErrorLogSpec } from '../../../core/error-log.ts';
+import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import { flagArg, parseSize, parseTime } from '../../conf/values.ts';
+import { parseErrorLog } from '../../core/modules/core.ts';
+import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { compileDocRoot } from './root.ts';
 import type { DocRoot } from './root.ts';
 

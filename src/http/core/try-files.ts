@@ -6,16 +6,16 @@
  * argument is an internal redirect, a named location, or a status.
  */
 import fs from 'node:fs';
-import { defineSlot } from '../../../conf/context.ts';
-import { Ctx } from '../../../conf/directive.ts';
-import { sysErrorText } from '../../../conf/errors.ts';
-import { DECLINED, DONE, httpMainOf } from '../../http-conf.ts';
-import type { HttpModule } from '../../http-conf.ts';
-import { internalRedirect, namedLocation } from '../../phases.ts';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue } from '../../variables.ts';
+import { defineSlot } from '../../conf/context.ts';
+import { Ctx } from '../../conf/directive.ts';
+import { sysErrorText } from '../../conf/errors.ts';
+import { DECLINED, DONE, httpMainOf } from '../http-conf.ts';
+import type { HttpModule } from '../http-conf.ts';
+import { internalRedirect, namedLocation } from '../phases.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 import { ADD_URI_TO_ALIAS, aliasLength, documentRoot } from './root.ts';
 
 interface TryFile {
