@@ -23,6 +23,8 @@ export const LAYERS: Layer[] = [
   // src/http/http2/); the upstream engine (src/http/upstream/) is part of the http engine
   { name: 'http engine', tier: 3, paths: ['src/http/'] },
   { name: 'stream engine', tier: 3, paths: ['src/stream/'] },
+  // the Lua VM and its ngx.* API: below the modules that hook it into phases (style.md)
+  { name: 'lua', tier: 3, paths: ['src/lua/'] },
   { name: 'http modules', tier: 4, paths: ['src/http/modules/'] },
   { name: 'stream modules', tier: 4, paths: ['src/stream/modules/'] },
   // what puts it together: the module list, the master and worker processes, the command line
