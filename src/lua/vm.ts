@@ -4,7 +4,8 @@
  * modules compile each chunk once (`load`) and run it per request in its own coroutine (`run`).
  *
  * What the VM sets up before any user code: Lua 5.4's standard libraries, the LuaJIT/5.1
- * compatibility layer and sandbox (compat.lua), `require` from the filesystem (package.lua), and
+ * compatibility layer and sandbox (compat.lua), `require` and `io.open` on the real filesystem
+ * (package.lua, io.lua), and
  * the built-in modules (`string.buffer`; later `ngx.*`, `resty.core*`, `cjson`), which win over
  * files of the same name on package.path because package.preload is searched first.
  *
@@ -15,6 +16,7 @@
 import fs from 'node:fs';
 import { type HostFunction, LuaBridge, T } from './bridge.ts';
 import { CoroutineRunner, type LuaOutcome, type RunOptions, type RunningCoroutine } from './coroutine.ts';
+import { ioHelpers } from './io.ts';
 import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH, packageHelpers } from './package.ts';
 import { stringBufferModule } from './string-buffer.ts';
 import { loadLuaWasm } from './wasm.ts';
@@ -75,6 +77,7 @@ export class LuaVm {
       },
     });
     this.runLibrary('package.lua', packageHelpers(bridge));
+    this.runLibrary('io.lua', ioHelpers(bridge));
     this.setPackagePath(DEFAULT_PACKAGE_PATH, DEFAULT_PACKAGE_CPATH);
     this.defineModule('string.buffer', stringBufferModule(bridge));
   }

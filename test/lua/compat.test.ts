@@ -84,3 +84,19 @@ test('require reads package.path from the filesystem; built-in modules win; C mo
     fs.rmSync(dir, { recursive: true });
   }
 });
+
+test('io.open and io.lines read and write real files, bytes exact; failures as Lua reports them', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gatehouse-lua-'));
+  try {
+    const file = path.join(dir, 'data.txt');
+    fs.writeFileSync(file, Buffer.from('first\nsecond\r\n\0\xff\nlast', 'latin1'));
+    assert.deepEqual(vm.eval(`local f = io.open("${file}") local a = f:read("*l") local b = f:read("L") local rest = f:read("*a") f:close() return a, b, rest, io.type(f)`), ['first', 'second\r\n', '\0\xff\nlast', 'closed file']);
+    assert.deepEqual(vm.eval(`local t = {} for line in io.lines("${file}") do t[#t + 1] = #line end return table.concat(t, ",")`), ['5,7,2,4']);
+    assert.deepEqual(vm.eval(`local f = io.open("${file}", "rb") local a, b = f:read(3, 2) f:seek("set", 1) local c = f:read(1) local size = f:seek("end") f:close() return a, b, c, size`), ['fir', 'st', 'i', 21]);
+    assert.deepEqual(vm.eval(`local f = io.open("${dir}/out.bin", "w") f:write("a\\0b", 1, 2.0) f:close() f = io.open("${dir}/out.bin", "a") f:write("!") f:close() return io.open("${dir}/out.bin"):read("a")`), ['a\0b12!']);
+    assert.deepEqual(vm.eval(`return io.open("${dir}/missing")`), [undefined, `${dir}/missing: No such file or directory`, 2]);
+    assert.deepEqual(vm.eval('return pcall(function() local f = io.open("' + file + '") f:close() return f:read() end)').slice(0, 1), [false]);
+  } finally {
+    fs.rmSync(dir, { recursive: true });
+  }
+});

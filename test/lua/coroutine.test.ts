@@ -146,3 +146,13 @@ test('a host wait inside user coroutines (coroutine.wrap, nested) waits in the h
   (await opened('fail')).reject(new LuaError('closed', 0));
   assert.deepEqual(await outcome, { ok: true, value: [true, 'one,two\0,done', 'U', false, 'closed', 'dead'] });
 });
+
+test('ordinary user coroutines behave as before: generators, values both ways, errors as LuaJIT propagates them', () => {
+  assert.deepEqual(vm.eval('local t = {} for v in coroutine.wrap(function() for i = 1, 3 do coroutine.yield(i, i * 2) end end) do t[#t + 1] = v end return table.concat(t, ",")'), ['1,2,3']);
+  assert.deepEqual(
+    vm.eval('local co = coroutine.create(function(a) local b = coroutine.yield(a + 1) return b * 2 end) local _, x = coroutine.resume(co, 1) local _, y = coroutine.resume(co, 10) return x, y, coroutine.status(co), coroutine.resume(co)'),
+    [2, 20, 'dead', false, 'cannot resume dead coroutine'],
+  );
+  assert.deepEqual(vm.eval('return pcall(coroutine.wrap(function() error("inner", 0) end))'), [false, 'inner']);
+  assert.deepEqual(vm.eval('return pcall(coroutine.wrap(function() error({code = 7}) end))').map((v) => (v as { code?: number })?.code ?? v), [false, 7]);
+});
