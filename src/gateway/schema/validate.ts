@@ -12,7 +12,7 @@ export type Schema = Record<string, unknown>;
 
 const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 
-const ajv = new Ajv({ allErrors: true, strict: false, useDefaults: false, allowUnionTypes: true });
+const ajv = new Ajv({ allErrors: true, verbose: true, strict: false, useDefaults: false, allowUnionTypes: true });
 ajv.addFormat('ipv4', IPV4);
 ajv.addFormat('ipv6', { validate: (s: string) => /^[0-9a-fA-F:.]+$/.test(s) && s.includes(':') && isIpv6(s) });
 
