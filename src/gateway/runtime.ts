@@ -11,6 +11,8 @@ import { loadGatewayConfig } from './config/config-yaml.ts';
 import type { GatewayConfig } from './config/config-yaml.ts';
 import { builtinPlugins } from './plugins/index.ts';
 import { PluginRegistry } from './plugins/registry.ts';
+import os from 'node:os';
+import { StatusChannel } from './status.ts';
 import { SqliteStore } from './store/sqlite.ts';
 import type { Store, Watcher } from './store/store.ts';
 
@@ -25,6 +27,7 @@ export class GatewayRuntime implements AdminEndpoint {
   /** The last store revision this worker has seen (applied, once the data plane exists). */
   revision = 0;
   private watcher: Watcher | undefined;
+  private readonly status: StatusChannel;
 
   constructor(configFile: string, storeFile: string) {
     this.config = loadGatewayConfig(configFile, false);
@@ -44,7 +47,16 @@ export class GatewayRuntime implements AdminEndpoint {
         serverHeader: this.serverHeader,
       },
     };
+    this.status = new StatusChannel(storeFile, () => this.revision);
     this.follow(0);
+  }
+
+  /** The status endpoint's answer: the store's revision and each worker's. */
+  async statusReport(): Promise<AdminResponse> {
+    const revision = await this.store.revision();
+    const n = this.config.workerProcesses === 'auto' ? os.availableParallelism() : Number(this.config.workerProcesses);
+    const workers = await this.status.ask(this.revision, n);
+    return { status: 200, body: { store: this.store.kind, store_revision: revision, workers } };
   }
 
   /** Follows every change from `from` on; after a compaction, starts again from a fresh listing. */
@@ -66,6 +78,7 @@ export class GatewayRuntime implements AdminEndpoint {
 
   close(): void {
     this.watcher?.cancel();
+    this.status.close();
     this.store.close();
   }
 }

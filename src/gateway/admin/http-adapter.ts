@@ -14,6 +14,7 @@ import type { AdminRequest, AdminResponse } from './context.ts';
 
 export interface AdminEndpoint {
   handle(req: AdminRequest): Promise<AdminResponse>;
+  statusReport(): Promise<AdminResponse>;
   cors: boolean;
   serverHeader: string;
 }
@@ -61,4 +62,10 @@ export async function serveAdmin(r: HttpRequest, endpoint: AdminEndpoint): Promi
     bodyLength: body.length,
   };
   return send(r, endpoint, await endpoint.handle(req));
+}
+
+/** The content handler of `gateway_status`: the store's revision and each worker's. */
+export async function serveStatus(r: HttpRequest, endpoint: AdminEndpoint): Promise<number> {
+  if (r.method !== 'GET' && r.method !== 'HEAD') return 405;
+  return send(r, endpoint, await endpoint.statusReport());
 }

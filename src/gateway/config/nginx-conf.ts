@@ -32,16 +32,23 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     '',
   ];
   if (cfg.enableAdmin) {
+    const allowRules = cfg.admin.allow === undefined ? [] : [...cfg.admin.allow.map((a) => `            allow ${a};`), '            deny all;'];
     lines.push(
       '    server {',
       `        listen ${listenAddr(cfg.admin.listen)};`,
       '',
       '        location /gateway/admin {',
-      ...(cfg.admin.allow === undefined ? [] : [...cfg.admin.allow.map((a) => `            allow ${a};`), '            deny all;']),
+      ...allowRules,
       // the Admin API answers bodies over its own 1.5 MiB limit itself (400, APISIX's message)
       '            client_max_body_size 0;',
       '            client_body_buffer_size 1600k;',
       '            gateway_admin;',
+      '        }',
+      '',
+      // Gatehouse's own: which configuration revision each worker has
+      '        location = /gateway/status {',
+      ...allowRules,
+      '            gateway_status;',
       '        }',
       '    }',
       '',

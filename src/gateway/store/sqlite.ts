@@ -127,6 +127,10 @@ export class SqliteStore implements Store {
     return rev;
   }
 
+  async revision(): Promise<number> {
+    return this.meta('revision');
+  }
+
   async get(key: string): Promise<KeyValue | undefined> {
     const row = this.q.get.get(key, Date.now()) as Row | undefined;
     return row && toKv(row);

@@ -72,6 +72,8 @@ export interface Store {
   put(key: string, value: string, options?: PutOptions): Promise<PutResult>;
   /** Deletes `key`, or every key starting with it when `prefix` is set. */
   delete(key: string, options?: { prefix?: boolean; expectRevision?: number }): Promise<DeleteResult>;
+  /** The store's current revision. */
+  revision(): Promise<number>;
   /** Calls `handlers.events` with every change after `fromRevision`, now and as they happen. */
   watch(fromRevision: number, handlers: WatchHandlers): Watcher;
   close(): void;

@@ -3,14 +3,15 @@
  * `gatehouse gateway` builds from APISIX's config.yaml (see `-T`):
  * `gateway_config <config.yaml>` and `gateway_store <file>` (http) give
  * each worker its gateway runtime (src/gateway/runtime.ts); `gateway_admin`
- * (location) answers with the Admin API.
+ * (location) answers with the Admin API, `gateway_status` (location) with
+ * the store's revision and each worker's.
  */
 import { Ctx } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { fullName } from '../../conf/parser.ts';
 import { duplicate } from '../../conf/values.ts';
 import { Cycle } from '../../core/cycle.ts';
-import type { serveAdmin } from '../../gateway/admin/http-adapter.ts';
+import type { serveAdmin, serveStatus } from '../../gateway/admin/http-adapter.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import type { HttpModule, LocationConf } from '../http-conf.ts';
 
@@ -18,7 +19,7 @@ interface GatewayMain { config?: string; store?: string }
 
 const mains = new WeakMap<Cycle, GatewayMain>();
 /** A worker's gateway, loaded only where a configuration has one (nginx configurations do not pay for it). */
-interface Loaded { rt: GatewayRuntime; serve: typeof serveAdmin }
+interface Loaded { rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus }
 const runtimes = new WeakMap<Cycle, Loaded>();
 
 function mainOf(cycle: Cycle): GatewayMain {
@@ -56,6 +57,16 @@ export const gatewayModule: HttpModule = {
         };
       },
     },
+    {
+      name: 'gateway_status', contexts: Ctx.LOCATION, args: 0,
+      handler(cf) {
+        const cycle = Cycle.of(cf);
+        (cf.data.location as LocationConf).contentHandler = (r) => {
+          const loaded = runtimes.get(cycle);
+          return loaded ? loaded.status(r, loaded.rt) : 500;
+        };
+      },
+    },
   ],
   initConf(cycle) {
     const m = mains.get(cycle);
@@ -66,11 +77,11 @@ export const gatewayModule: HttpModule = {
   async initWorker(cycle, worker) {
     const m = mains.get(cycle);
     if (!m?.config || !m.store) return;
-    const [{ GatewayRuntime }, { serveAdmin }] = await Promise.all([
+    const [{ GatewayRuntime }, { serveAdmin, serveStatus }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'),
     ]);
     const rt = new GatewayRuntime(m.config, m.store);
-    runtimes.set(cycle, { rt, serve: serveAdmin });
+    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus });
     worker.onClose(() => rt.close());
   },
 };
