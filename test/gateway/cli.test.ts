@@ -108,3 +108,26 @@ deployment:
     }
   });
 });
+
+describe('gatehouse gateway -s reload', () => {
+  it('rebuilds from config.yaml: a key added to the file works after the reload', async () => {
+    const gw = await startGateway();
+    try {
+      const file = path.join(gw.prefix, 'conf', 'config.yaml');
+      const newKey = 'addedAfterStartKeyAddedAfterStart';
+      fs.writeFileSync(file, fs.readFileSync(file, 'utf8') + `      - name: added\n        key: ${newKey}\n        role: admin\n`);
+      const before = await gw.admin('GET', '/gateway/admin/routes', undefined, { 'X-API-KEY': newKey });
+      assert.equal(before.status, 401);
+      const r = run('-p', gw.prefix, '-s', 'reload');
+      assert.equal(r.status, 0, r.stderr);
+      // the new workers' configuration answers once the reload is through
+      for (;;) {
+        const after = await gw.admin('GET', '/gateway/admin/routes', undefined, { 'X-API-KEY': newKey });
+        if (after.status === 200) break;
+        assert.equal(after.status, 401);
+      }
+    } finally {
+      await gw.stop();
+    }
+  });
+});

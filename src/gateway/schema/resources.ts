@@ -348,12 +348,12 @@ export const consumerGroupSchema: Schema = {
   additionalProperties: false,
 };
 
-/** secrets/{manager}: APISIX's vault and aws managers' schemas, trimmed to their required fields. */
+/** secrets/{manager}: APISIX's vault, aws and gcp managers' schemas (apisix/secret/*.lua), trimmed to their main fields; the id (`vault/1`) is not checked by them. */
 export const secretSchemas: Record<string, Schema> = {
   vault: {
     type: 'object',
     properties: {
-      id: idSchema, create_time: timestampDef, update_time: timestampDef,
+      create_time: timestampDef, update_time: timestampDef,
       uri: { type: 'string', pattern: '^[^\\/]+:\\/\\/([\\da-zA-Z.-]+|\\[[\\da-fA-F:]+\\])(:\\d+)?' },
       prefix: { type: 'string' }, token: { type: 'string' }, namespace: { type: 'string' },
     },
@@ -362,7 +362,7 @@ export const secretSchemas: Record<string, Schema> = {
   aws: {
     type: 'object',
     properties: {
-      id: idSchema, create_time: timestampDef, update_time: timestampDef,
+      create_time: timestampDef, update_time: timestampDef,
       access_key_id: { type: 'string' }, secret_access_key: { type: 'string' }, session_token: { type: 'string' },
       region: { type: 'string', default: 'us-east-1' }, endpoint_url: { type: 'string' },
     },
@@ -370,6 +370,6 @@ export const secretSchemas: Record<string, Schema> = {
   },
   gcp: {
     type: 'object',
-    properties: { id: idSchema, create_time: timestampDef, update_time: timestampDef, auth_config: { type: 'object' }, auth_file: { type: 'string' } },
+    properties: { create_time: timestampDef, update_time: timestampDef, auth_config: { type: 'object' }, auth_file: { type: 'string' } },
   },
 };
