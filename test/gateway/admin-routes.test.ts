@@ -143,6 +143,19 @@ describe('routes: validation answers APISIX\'s messages and changes nothing', ()
   });
 });
 
+describe('routes: ttl', () => {
+  it('?ttl= makes the object disappear once it runs out (routes4.t)', async () => {
+    const r = await gw.admin('PUT', '/gateway/admin/routes/ttl?ttl=1', ROUTE);
+    assert.equal(r.status, 201);
+    assert.equal((await gw.admin('GET', '/gateway/admin/routes/ttl')).status, 200);
+    for (;;) {
+      const got = await gw.admin('GET', '/gateway/admin/routes/ttl');
+      if (got.status === 404) break;
+      assert.equal(got.status, 200);
+    }
+  });
+});
+
 describe('routes: PATCH', () => {
   it('merges objects, replaces arrays, removes keys set to null (routes2.t)', async () => {
     await gw.admin('PUT', '/gateway/admin/routes/p', { ...ROUTE, upstream: { nodes: { '127.0.0.1:8080': 1, '127.0.0.2:8080': 1 }, type: 'roundrobin' } });
