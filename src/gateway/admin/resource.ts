@@ -118,7 +118,7 @@ export class Resource {
     const kind = this.def.kind;
     if (!this.def.noId) {
       const bodyId = conf.id;
-      const effective = id ?? (bodyId === undefined ? undefined : bodyId);
+      const effective = id ?? (bodyId ?? undefined);
       if (needId && effective === undefined) return { error: `missing ${kind} id` };
       if (!needId && effective !== undefined) return { error: `wrong ${kind} id, do not need it` };
       if (needId && bodyId !== undefined && String(bodyId) !== String(effective)) return { error: `wrong ${kind} id` };

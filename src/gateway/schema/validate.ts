@@ -35,7 +35,7 @@ export function validate(schema: Schema, value: unknown): string | undefined {
   let fn = compiled.get(schema);
   if (!fn) compiled.set(schema, (fn = ajv.compile(schema)));
   if (fn(value)) return undefined;
-  return explain(fn.errors ?? [], schema, value);
+  return explain(fn.errors ?? [], schema);
 }
 
 /** Lua's `%q`: quotes, escaping backslash, quote and newline. */
@@ -87,7 +87,7 @@ function before(a: number[], b: number[]): boolean {
   return false;
 }
 
-function explain(errors: ErrorObject[], schema: Schema, value: unknown): string {
+function explain(errors: ErrorObject[], schema: Schema): string {
   let best: { e: ErrorObject; segs: string[]; rank: number[] } | undefined;
   for (const e of errors) {
     const segs = chainOf(e);
@@ -96,15 +96,14 @@ function explain(errors: ErrorObject[], schema: Schema, value: unknown): string 
     if (!best || before(rank, best.rank)) best = { e, segs, rank };
   }
   if (!best) return 'invalid configuration';
-  return phrase(best.e, best.segs, schema, value);
+  return phrase(best.e, best.segs, schema);
 }
 
 /** Walks the keyword chain from the root, naming each property and item as lua-resty-jsonschema does. */
-function phrase(e: ErrorObject, segs: string[], root: Schema, rootValue: unknown): string {
+function phrase(e: ErrorObject, segs: string[], root: Schema): string {
   const instance = e.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   let prefix = '';
   let schema: Schema = root;
-  let value: unknown = rootValue;
   let i = 0;
   for (; i < segs.length - 1; i++) {
     const seg = segs[i];
@@ -112,23 +111,19 @@ function phrase(e: ErrorObject, segs: string[], root: Schema, rootValue: unknown
       const name = segs[++i];
       prefix += `property ${luaQuote(name)} validation failed: `;
       schema = (schema.properties as Record<string, Schema>)[name];
-      value = (value as Record<string, unknown>)[name];
       instance.shift();
     } else if (seg === 'patternProperties') {
       const pat = segs[++i];
       const key = instance.shift() as string;
       prefix += `failed to validate ${key} (matching ${luaQuote(pat)}): `;
       schema = (schema.patternProperties as Record<string, Schema>)[pat];
-      value = (value as Record<string, unknown>)[key];
     } else if (seg === 'items') {
       const idx = Number(instance.shift());
       prefix += `failed to validate item ${idx + 1}: `;
       schema = schema.items as Schema;
-      value = (value as unknown[])[idx];
     } else if (seg === 'additionalProperties') {
       const key = instance.shift() as string;
       schema = schema.additionalProperties as Schema;
-      value = (value as Record<string, unknown>)[key];
       prefix += `property ${luaQuote(key)} validation failed: `;
     } else if (seg === 'allOf') {
       const n = Number(segs[++i]);
@@ -140,10 +135,10 @@ function phrase(e: ErrorObject, segs: string[], root: Schema, rootValue: unknown
       schema = (schema.dependencies as Record<string, Schema>)[name];
     }
   }
-  return prefix + keywordMessage(e, schema, value);
+  return prefix + keywordMessage(e, schema);
 }
 
-function keywordMessage(e: ErrorObject, schema: Schema, value: unknown): string {
+function keywordMessage(e: ErrorObject, schema: Schema): string {
   const p = e.params as Record<string, unknown>;
   switch (e.keyword) {
     case 'type': return `wrong type: expected ${Array.isArray(p.type) ? (p.type as string[]).join(' or ') : p.type}, got ${luaType(e.data)}`;
