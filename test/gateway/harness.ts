@@ -95,6 +95,10 @@ export class Gateway {
   }
 }
 
+/** Gateways still running when the test process exits (a failed test) are killed with it. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => { for (const c of live) c.kill('SIGKILL'); });
+
 export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
   const prefix = opts.prefix ?? fs.mkdtempSync(path.join(os.tmpdir(), 'gh-gateway-'));
   const confFile = path.join(prefix, 'conf', 'config.yaml');
@@ -113,6 +117,8 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const pidFile = path.join(prefix, 'logs', 'nginx.pid');
   fs.rmSync(pidFile, { force: true });
   const child = spawn(gatehouseBinary, ['gateway', '-p', prefix], { stdio: ['ignore', 'ignore', 'pipe'] });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   const gw = new Gateway(prefix, adminPort, proxyPort, child);
   let exited = false;
   void gw.exited.then(() => { exited = true; });
