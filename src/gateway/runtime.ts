@@ -9,6 +9,7 @@ import type { AdminContext, AdminRequest, AdminResponse } from './admin/context.
 import type { AdminEndpoint } from './admin/http-adapter.ts';
 import { loadGatewayConfig } from './config/config-yaml.ts';
 import type { GatewayConfig } from './config/config-yaml.ts';
+import { Keyring } from './data-encryption.ts';
 import { builtinPlugins } from './plugins/index.ts';
 import { PluginRegistry } from './plugins/registry.ts';
 import os from 'node:os';
@@ -37,6 +38,7 @@ export class GatewayRuntime implements AdminEndpoint {
     this.ctx = {
       store: this.store,
       plugins: new PluginRegistry(builtinPlugins),
+      keyring: this.config.keyring && new Keyring(this.config.keyring),
       now: () => Math.floor(Date.now() / 1000),
       settings: {
         keyPrefix: this.config.keyPrefix,

@@ -70,6 +70,19 @@ describe('consumers and credentials', () => {
     assert.deepEqual([dup.status, dup.json], [400, { error_msg: 'duplicate key of plugin key-auth found with consumer: case_a' }]);
   });
 
+  it('auth secrets are stored encrypted with the keyring: PUT answers the ciphertext, GET the plain text (consumers.t, credentials.t)', async () => {
+    const r = await gw.admin('PUT', '/gateway/admin/consumers', { username: 'enc', plugins: { 'key-auth': { key: 'auth-one-enc' }, 'basic-auth': { username: 'u-enc', password: 'the-password' } } });
+    assert.equal(r.status, 201);
+    const sent = valueOf(r).plugins as Record<string, Record<string, string>>;
+    assert.equal(sent['basic-auth'].password, 'WvF5kpaLvIzjuk4GNIMTJg=='); // APISIX's ciphertext for the default keyring
+    assert.notEqual(sent['key-auth'].key, 'auth-one-enc');
+    assert.equal(sent['basic-auth'].username, 'u-enc');
+    const got = valueOf(await gw.admin('GET', '/gateway/admin/consumers/enc')).plugins as Record<string, Record<string, string>>;
+    assert.deepEqual(got, { 'key-auth': { key: 'auth-one-enc' }, 'basic-auth': { username: 'u-enc', password: 'the-password' } });
+    const dup = await gw.admin('PUT', '/gateway/admin/consumers', { username: 'enc2', plugins: { 'key-auth': { key: 'auth-one-enc' } } });
+    assert.deepEqual(dup.json, { error_msg: 'duplicate key of plugin key-auth found with consumer: enc' });
+  });
+
   it('credentials need their consumer, take one auth plugin, list 404 when none, go with the consumer (credentials.t)', async () => {
     const orphan = await gw.admin('PUT', '/gateway/admin/consumers/nobody/credentials/c1', { plugins: { 'key-auth': { key: 'k1' } } });
     assert.deepEqual([orphan.status, orphan.json], [404, { error_msg: 'consumer not found' }]);
@@ -84,7 +97,7 @@ describe('consumers and credentials', () => {
     const list = await gw.admin('GET', '/gateway/admin/consumers/jack/credentials');
     assert.equal((list.json as { total: number }).total, 1);
     const consumers = await gw.admin('GET', '/gateway/admin/consumers');
-    assert.deepEqual((consumers.json as { list: Array<{ key: string }> }).list.map((x) => x.key), ['/gateway/consumers/case_a', '/gateway/consumers/jack']);
+    assert.deepEqual((consumers.json as { list: Array<{ key: string }> }).list.map((x) => x.key), ['/gateway/consumers/case_a', '/gateway/consumers/enc', '/gateway/consumers/jack']);
     assert.equal((await gw.admin('DELETE', '/gateway/admin/consumers/jack')).status, 200);
     const gone = await gw.admin('GET', '/gateway/admin/consumers/jack/credentials/c1');
     assert.equal(gone.status, 404);

@@ -31,6 +31,7 @@ describe('gatehouse gateway -t / -T', () => {
       ['deployment:\n  admin:\n    admin_listen: {port: x}\n', 'deployment.admin.admin_listen.port: expected a port number (1-65535), got "x"'],
       ['nginx_config:\n  worker_processes: many\n', 'nginx_config.worker_processes: expected "auto" or a positive number, got "many"'],
       ['deployment:\n  admin:\n    admin_key: [{name: a, key: k, role: root}]\n', 'deployment.admin.admin_key[1].role: expected "admin" or "viewer", got "root"'],
+      ['apisix:\n  data_encryption:\n    keyring: [short]\n', 'apisix.data_encryption.keyring[1]: expected 16 bytes (AES-128) or 32 bytes (AES-256), got 5'],
       ['apisix: [1\n', 'Flow sequence in block collection must be sufficiently indented'],
     ];
     for (const [yaml, message] of cases) {

@@ -20,7 +20,10 @@ export async function duplicateKey(ctx: AdminContext, plugins: Record<string, un
     if (credId === undefined ? owner === username && credentialId === undefined : owner === username && credId === credentialId) continue;
     const other = (JSON.parse(kv.value) as { plugins?: Record<string, Record<string, unknown>> }).plugins ?? {};
     for (const [plugin, field, value] of wanted) {
-      if (other[plugin]?.[field] !== value) continue;
+      let theirs = other[plugin]?.[field];
+      // stored secrets are encrypted (data-encryption.ts)
+      if (typeof theirs === 'string' && ctx.keyring && ctx.plugins.get(plugin)?.encryptFields?.includes(field)) theirs = ctx.keyring.decrypt(theirs) ?? theirs;
+      if (theirs !== value) continue;
       const where = credId === undefined ? `consumer: ${owner}` : `credential: ${credId} of consumer: ${owner}`;
       return `duplicate ${field} of plugin ${plugin} found with ${where}`;
     }

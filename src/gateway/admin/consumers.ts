@@ -7,6 +7,7 @@ export const consumers = defineResource({
   name: 'consumers', kind: 'consumer', schema: consumerSchema,
   noId: true,
   unsupported: ['post', 'patch'],
+  pluginType: 'consumer',
   identity: (conf) => conf.username as string,
   listed: (kv) => !kv.key.includes('/credentials/'),
   async check(conf, ctx, id) {

@@ -5,6 +5,7 @@
  */
 import type { Store } from '../store/store.ts';
 import type { PluginRegistry } from '../plugins/registry.ts';
+import type { Keyring } from '../data-encryption.ts';
 
 export interface AdminRequest {
   method: string;
@@ -46,6 +47,8 @@ export interface AdminContext {
   store: Store;
   settings: AdminSettings;
   plugins: PluginRegistry;
+  /** apisix.data_encryption: undefined when `enable_encrypt_fields` is off. */
+  keyring: Keyring | undefined;
   /** Epoch seconds (create_time/update_time). */
   now(): number;
 }

@@ -9,6 +9,7 @@ const consumerOf = (subPath: string): string => subPath.split('/')[0];
 export const credentials = defineResource({
   name: 'credentials', kind: 'credential', schema: credentialSchema,
   unsupported: ['post', 'patch'],
+  pluginType: 'consumer',
   emptyListNotFound: true,
   keyOf: (id, subPath) => `/consumers/${consumerOf(subPath)}/credentials/${id}`,
   async check(conf, ctx, id, subPath) {

@@ -9,6 +9,8 @@ import { StoreError } from '../store/store.ts';
 import type { KeyValue } from '../store/store.ts';
 import { validate } from '../schema/validate.ts';
 import type { Schema } from '../schema/validate.ts';
+import type { SchemaType } from '../plugins/registry.ts';
+import type { Keyring } from '../data-encryption.ts';
 import { badRequest, notFound, unavailable } from './context.ts';
 import type { AdminContext, AdminResponse } from './context.ts';
 import { listResponse } from './list.ts';
@@ -48,6 +50,10 @@ export interface ResourceDef {
   emptyListNotFound?: boolean;
   /** `filter=` fields allowed in lists (routes: service_id, upstream_id). */
   filterFields?: string[];
+  /** Which plugin schema the `plugins` confs follow (consumers and credentials: `consumer`). */
+  pluginType?: SchemaType;
+  /** Encrypts the collection's own secrets before storing (ssls: private keys). */
+  encrypt?(conf: Conf, keyring: Keyring): void;
   /** Runs before PUT writes (credentials: the consumer must exist). */
   beforePut?(key: string, ctx: AdminContext): Promise<AdminResponse | undefined>;
   /** Runs after a DELETE (consumers: their credentials go too). */
@@ -140,6 +146,21 @@ export class Resource {
     return { id: this.def.identity ? this.def.identity(copy, id) : id };
   }
 
+  /** Plugin secret fields (and the collection's own secrets) encrypted, as stored and as PUT/POST/PATCH answer. */
+  private seal(conf: Conf, ctx: AdminContext): void {
+    const k = ctx.keyring;
+    if (!k) return;
+    ctx.plugins.mapSecrets(conf.plugins, this.def.pluginType ?? 'route', (v) => k.encrypt(v));
+    this.def.encrypt?.(conf, k);
+  }
+
+  /** The stored value with plugin secrets decrypted, as GET answers and PATCH merges into. */
+  private open(value: Conf, ctx: AdminContext): Conf {
+    const k = ctx.keyring;
+    if (k) ctx.plugins.mapSecrets(value.plugins, this.def.pluginType ?? 'route', (v) => k.decrypt(v));
+    return value;
+  }
+
   private hide(value: Conf): Conf {
     if (!this.def.hidden) return value;
     for (const f of this.def.hidden) delete value[f];
@@ -153,13 +174,13 @@ export class Resource {
       if (!kv) return notFound();
       return {
         status: 200, apiVersion: true,
-        body: { key, value: this.hide(JSON.parse(kv.value)), createdIndex: kv.createRevision, modifiedIndex: kv.modRevision },
+        body: { key, value: this.hide(this.open(JSON.parse(kv.value), ctx)), createdIndex: kv.createRevision, modifiedIndex: kv.modRevision },
       };
     }
     const dir = this.key(ctx, '', call.subPath);
     const { kvs } = await ctx.store.list(dir);
     const items = kvs.filter((kv) => !this.def.listed || this.def.listed(kv))
-      .map((kv) => ({ key: kv.key, value: this.hide(JSON.parse(kv.value) as Conf), createdIndex: kv.createRevision, modifiedIndex: kv.modRevision }));
+      .map((kv) => ({ key: kv.key, value: this.hide(this.open(JSON.parse(kv.value), ctx)), createdIndex: kv.createRevision, modifiedIndex: kv.modRevision }));
     if (items.length === 0 && this.def.emptyListNotFound) return notFound();
     return listResponse(items, call.args, this.def.filterFields ?? []);
   }
@@ -175,6 +196,7 @@ export class Resource {
     if (early) return early;
     const prev = await ctx.store.get(key);
     const now = ctx.now();
+    this.seal(conf, ctx);
     const prevTime = prev ? (JSON.parse(prev.value) as Conf).create_time : undefined;
     if (this.def.idInValue) {
       conf.id = id;
@@ -195,6 +217,7 @@ export class Resource {
     const id = String(gen.revision).padStart(20, '0');
     const now = ctx.now();
     const value: Conf = { ...conf, id, create_time: now, update_time: now };
+    this.seal(value, ctx);
     const key = this.key(ctx, id, call.subPath);
     await ctx.store.put(key, JSON.stringify(value), { ttl: ttlOf(call.args) });
     return { status: 201, body: { key, value }, apiVersion: true };
@@ -221,7 +244,7 @@ export class Resource {
     if (!call.subPath && !isObject(patch)) return badRequest('invalid configuration');
     const old = await ctx.store.get(key);
     if (!old) return notFound();
-    let value: Conf = JSON.parse(old.value);
+    let value: Conf = this.open(JSON.parse(old.value), ctx);
     if (call.subPath) {
       const r = patchSubPath(value, call.subPath, patch);
       if (typeof r === 'string') return badRequest(r);
@@ -233,6 +256,7 @@ export class Resource {
     }
     const checked = await this.checkConf(call.id, value, true, ctx, true, call.subPath);
     if (checked.error) return badRequest(checked.error);
+    this.seal(value, ctx);
     const res = await ctx.store.put(key, JSON.stringify(value), { expectRevision: old.modRevision, ttl: ttlOf(call.args) });
     if (!res.ok) return unavailable('value changed before overwritten');
     return { status: 200, body: { key, value }, apiVersion: true };

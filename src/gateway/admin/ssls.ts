@@ -19,6 +19,12 @@ function keyError(key: unknown): string | undefined {
 export const ssls = defineResource({
   name: 'ssls', kind: 'ssl', schema: sslSchema,
   hidden: ['key', 'keys'],
+  // a PEM key (plain text starts with `---`) is stored encrypted; an already encrypted one is left alone
+  encrypt(conf, keyring) {
+    const seal = (k: unknown): unknown => (typeof k === 'string' && k.startsWith('---') ? keyring.encrypt(k) : k);
+    if (conf.key !== undefined) conf.key = seal(conf.key);
+    if (Array.isArray(conf.keys)) conf.keys = conf.keys.map(seal);
+  },
   check(conf) {
     if (conf.cert !== undefined) {
       const err = certError(conf.cert) ?? keyError(conf.key);

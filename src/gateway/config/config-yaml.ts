@@ -9,6 +9,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { parseDocument } from 'yaml';
 import type { Document } from 'yaml';
+import { DEFAULT_KEYRING } from '../data-encryption.ts';
 
 export class ConfigError extends Error {}
 
@@ -36,6 +37,8 @@ export interface GatewayConfig {
   daemon: boolean;
   /** deployment.etcd.prefix, APISIX's `/apisix` becoming `/gateway`. */
   keyPrefix: string;
+  /** apisix.data_encryption: the keyring, or undefined when enable_encrypt_fields is false. */
+  keyring: string[] | undefined;
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
 }
@@ -171,6 +174,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       errorLogLevel: level,
       daemon: bool(at(root, 'nginx_config.daemon'), 'nginx_config.daemon', false),
       keyPrefix: str(at(root, 'deployment.etcd.prefix'), 'deployment.etcd.prefix', '/gateway').replace(/\/+$/, ''),
+      keyring: keyringOf(root),
       generated,
     };
     checkConsistency(cfg);
@@ -180,6 +184,19 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
     if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
     throw e;
   }
+}
+
+function keyringOf(root: Obj): string[] | undefined {
+  if (!bool(at(root, 'apisix.data_encryption.enable_encrypt_fields'), 'apisix.data_encryption.enable_encrypt_fields', true)) return undefined;
+  const raw = at(root, 'apisix.data_encryption.keyring');
+  if (raw === undefined || raw === null) return DEFAULT_KEYRING;
+  const list = Array.isArray(raw) ? raw : [raw];
+  return list.map((k, i) => {
+    const key = Array.isArray(raw) ? `apisix.data_encryption.keyring[${i + 1}]` : 'apisix.data_encryption.keyring';
+    const v = str(k, key, '');
+    if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
+    return v;
+  });
 }
 
 /** APISIX's start-up refusals (apisix/cli/ops.lua). */

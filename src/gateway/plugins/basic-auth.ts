@@ -17,5 +17,6 @@ export const basicAuth: GatewayPlugin = {
     properties: { username: { type: 'string' }, password: { type: 'string' } },
     required: ['username', 'password'],
   },
+  encryptFields: ['password'],
   consumerKeyField: 'username',
 };

@@ -14,5 +14,6 @@ export const keyAuth: GatewayPlugin = {
     },
   },
   consumerSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+  encryptFields: ['key'],
   consumerKeyField: 'key',
 };

@@ -6,6 +6,7 @@
  */
 import { validate } from '../schema/validate.ts';
 import type { Schema } from '../schema/validate.ts';
+import { mapField } from '../data-encryption.ts';
 
 export interface GatewayPlugin {
   name: string;
@@ -17,6 +18,8 @@ export interface GatewayPlugin {
   metadataSchema?: Schema;
   /** The consumer field that identifies a consumer (unique across consumers and credentials). */
   consumerKeyField?: string;
+  /** Fields stored encrypted (APISIX's `encrypt_fields`), of the consumer schema when there is one. */
+  encryptFields?: string[];
 }
 
 export type SchemaType = 'route' | 'consumer' | 'metadata';
@@ -68,6 +71,21 @@ export class PluginRegistry {
     if (type === 'consumer') return p.consumerSchema ?? this.routeSchemas.get(name);
     if (type === 'metadata') return p.metadataSchema;
     return this.routeSchemas.get(name);
+  }
+
+  /**
+   * Applies `fn` to the secret fields of each plugin conf in `plugins`
+   * (APISIX's encrypt_conf / decrypt_conf); the fields are declared on the
+   * consumer schema, which route confs of the same plugin do not have.
+   */
+  mapSecrets(plugins: unknown, type: SchemaType, fn: (v: string) => string | undefined): void {
+    if (!plugins || typeof plugins !== 'object') return;
+    for (const [name, conf] of Object.entries(plugins as Record<string, unknown>)) {
+      const p = this.byName.get(name);
+      if (!p?.encryptFields || !conf || typeof conf !== 'object') continue;
+      if (type !== 'consumer' && p.consumerSchema) continue;
+      for (const f of p.encryptFields) mapField(conf as Record<string, unknown>, f, fn);
+    }
   }
 
   /** Checks every conf of a `plugins` object: undefined, or APISIX's message. */
