@@ -5,6 +5,10 @@
  * global-rules.t, plugin-configs.t, ssl.t, plugins.t, schema.t.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
@@ -129,6 +133,28 @@ describe('global rules, plugin configs, ssls', () => {
   it('an ssl needs sni, cert and key; GET never returns the key (ssl.t, ssl2.t)', async () => {
     const r = await gw.admin('PUT', '/gateway/admin/ssls/1', { sni: 'test.com' });
     assert.deepEqual(r.json, { error_msg: 'invalid configuration: then clause did not match' });
+  });
+});
+
+describe('ssls with a real certificate', () => {
+  it('stores the private key encrypted, never returns it on GET, refuses an unparsable certificate (ssl.t, ssl2.t)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gh-gwssl-'));
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=test.com', '-days', '1',
+      '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem')], { stdio: 'ignore' });
+    const cert = fs.readFileSync(path.join(dir, 'cert.pem'), 'utf8');
+    const key = fs.readFileSync(path.join(dir, 'key.pem'), 'utf8');
+    const r = await gw.admin('PUT', '/gateway/admin/ssls/1', { cert, key, sni: 'test.com' });
+    assert.equal(r.status, 201);
+    const stored = valueOf(r).key as string;
+    assert.ok(!stored.startsWith('---') && stored.length > 0);
+    const got = valueOf(await gw.admin('GET', '/gateway/admin/ssls/1'));
+    assert.equal(got.key, undefined);
+    assert.deepEqual([got.cert, got.sni], [cert, 'test.com']);
+    const listed = (await gw.admin('GET', '/gateway/admin/ssls')).json as { list: Array<{ value: Record<string, unknown> }> };
+    assert.equal(listed.list[0].value.key, undefined);
+    const bad = await gw.admin('PUT', '/gateway/admin/ssls/2', { cert: 'x'.repeat(200), key, sni: 'test.com' });
+    assert.equal(bad.status, 400);
+    assert.match((bad.json as { error_msg: string }).error_msg, /^failed to parse cert: /);
   });
 });
 
