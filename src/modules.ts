@@ -29,6 +29,7 @@ import { proxyModule } from './http/modules/proxy/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
+import { gatewayModule } from './http/modules/gateway.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
@@ -51,6 +52,7 @@ export const modules: CycleModule[] = [
   splitClientsModule,
   refererModule,
   emptyGifModule,
+  gatewayModule,
   upstreamModule,
   proxyModule,
   // Handlers and filters run in the order installed, so these are listed in

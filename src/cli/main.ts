@@ -154,8 +154,11 @@ function openStartupLog(file: string): ErrorLog {
 
 export async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'gateway') {
-    err('[emerg] the gateway is not built yet');
-    return 1;
+    // APISIX's config.yaml becomes an nginx configuration, run like any other
+    const { prepareGateway } = await import('../gateway/cli.ts');
+    const nginxArgv = prepareGateway(argv.slice(1), ROOT);
+    if (typeof nginxArgv === 'number') return nginxArgv;
+    argv = nginxArgv;
   }
   let o: Options;
   try {

@@ -27,6 +27,8 @@ export const LAYERS: Layer[] = [
   { name: 'lua', tier: 3, paths: ['src/lua/'] },
   { name: 'http modules', tier: 4, paths: ['src/http/modules/'] },
   { name: 'stream modules', tier: 4, paths: ['src/stream/modules/'] },
+  // the gateway's control plane (Admin API, stores, schemas, plugins): the gateway module loads it
+  { name: 'gateway', tier: 4, paths: ['src/gateway/'] },
   // what puts it together: the module list, the master and worker processes, the command line
   { name: 'program', tier: 5, paths: ['src/modules.ts', 'src/process/', 'src/cli/'] },
 ];

@@ -1,0 +1,27 @@
+/** /routes (apisix/admin/routes.lua). */
+import { routeSchema } from '../schema/resources.ts';
+import { defineResource } from './resource.ts';
+import { checkPlugins, mustExist } from './references.ts';
+import { checkUpstream } from './upstream-check.ts';
+import { checkVars } from './vars-check.ts';
+
+export const routes = defineResource({
+  name: 'routes', kind: 'route', schema: routeSchema,
+  filterFields: ['service_id', 'upstream_id'],
+  preCheck(conf) {
+    if (conf.host !== undefined && conf.hosts !== undefined) return 'only one of host or hosts is allowed';
+    if (conf.remote_addr !== undefined && conf.remote_addrs !== undefined) return 'only one of remote_addr or remote_addrs is allowed';
+    return undefined;
+  },
+  async check(conf, ctx) {
+    if (conf.upstream) {
+      const err = await checkUpstream(conf.upstream as Record<string, unknown>, ctx);
+      if (err) return err;
+    }
+    return await mustExist(ctx, 'upstreams', 'upstream', conf.upstream_id)
+      ?? await mustExist(ctx, 'services', 'service', conf.service_id)
+      ?? await mustExist(ctx, 'plugin_configs', 'plugin config', conf.plugin_config_id)
+      ?? checkPlugins(ctx, conf.plugins)
+      ?? checkVars(conf.vars);
+  },
+});

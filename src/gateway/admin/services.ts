@@ -1,0 +1,20 @@
+/** /services (apisix/admin/services.lua). */
+import { serviceSchema } from '../schema/resources.ts';
+import { defineResource } from './resource.ts';
+import { checkPlugins, firstReferrer, mustExist } from './references.ts';
+import { checkUpstream } from './upstream-check.ts';
+
+export const services = defineResource({
+  name: 'services', kind: 'service', schema: serviceSchema,
+  async check(conf, ctx) {
+    if (conf.upstream) {
+      const err = await checkUpstream(conf.upstream as Record<string, unknown>, ctx);
+      if (err) return err;
+    }
+    return await mustExist(ctx, 'upstreams', 'upstream', conf.upstream_id) ?? checkPlugins(ctx, conf.plugins);
+  },
+  async deleteCheck(id, ctx) {
+    const who = await firstReferrer(ctx, [['routes', 'route'], ['stream_routes', 'stream_route']], 'service_id', id);
+    return who && `can not delete this service directly, ${who} is still using it now`;
+  },
+});

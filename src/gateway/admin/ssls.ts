@@ -1,0 +1,47 @@
+/** /ssls (apisix/admin/ssl.lua): private keys are never returned by GET. */
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { sslSchema } from '../schema/resources.ts';
+import { defineResource } from './resource.ts';
+
+/** `$secret://` and `$env://` references are resolved at run time, not parsed here. */
+const isRef = (v: unknown): boolean => typeof v === 'string' && /^\$(secret|env):\/\//.test(v);
+
+function certError(cert: unknown): string | undefined {
+  if (isRef(cert)) return undefined;
+  try { new X509Certificate(cert as string); return undefined; } catch (e) { return `failed to parse cert: ${(e as Error).message}`; }
+}
+
+function keyError(key: unknown): string | undefined {
+  if (isRef(key)) return undefined;
+  try { createPrivateKey(key as string); return undefined; } catch (e) { return `failed to parse key: ${(e as Error).message}`; }
+}
+
+export const ssls = defineResource({
+  name: 'ssls', kind: 'ssl', schema: sslSchema,
+  hidden: ['key', 'keys'],
+  // a PEM key (plain text starts with `---`) is stored encrypted; an already encrypted one is left alone
+  encrypt(conf, keyring) {
+    const seal = (k: unknown): unknown => (typeof k === 'string' && k.startsWith('---') ? keyring.encrypt(k) : k);
+    if (conf.key !== undefined) conf.key = seal(conf.key);
+    if (Array.isArray(conf.keys)) conf.keys = conf.keys.map(seal);
+  },
+  check(conf) {
+    if (conf.cert !== undefined) {
+      const err = certError(conf.cert) ?? keyError(conf.key);
+      if (err) return err;
+    }
+    const certs = (conf.certs as unknown[] | undefined) ?? [];
+    const keys = (conf.keys as unknown[] | undefined) ?? [];
+    if (certs.length !== keys.length) return 'mismatched number of certs and keys';
+    for (let i = 0; i < certs.length; i++) {
+      const err = certError(certs[i]) ?? keyError(keys[i]);
+      if (err) return `failed to handle cert-key pair[${i + 1}]: ${err}`;
+    }
+    const client = conf.client as { ca?: unknown } | undefined;
+    if (client?.ca !== undefined) {
+      const err = certError(client.ca);
+      if (err) return `failed to validate client_cert: ${err}`;
+    }
+    return undefined;
+  },
+});

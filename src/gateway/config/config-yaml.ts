@@ -1,0 +1,212 @@
+/**
+ * APISIX's conf/config.yaml as the gateway reads it: the keys it acts on,
+ * APISIX's defaults (apisix/cli/config.lua) for those absent, and errors
+ * that name the key (`apisix.node_listen[1].port: expected a port number
+ * (1-65535), got "x"`). The first start replaces an empty admin key by a
+ * random one and writes it back, as APISIX ≥ 3.10 does.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { parseDocument } from 'yaml';
+import type { Document } from 'yaml';
+import { DEFAULT_KEYRING } from '../data-encryption.ts';
+
+export class ConfigError extends Error {}
+
+export interface Listen { ip?: string; port: number }
+export interface AdminKey { name?: string; key: string; role: string }
+
+export interface GatewayConfig {
+  file: string;
+  nodeListen: Listen[];
+  enableAdmin: boolean;
+  proxyMode: string;
+  serverTokens: boolean;
+  admin: {
+    listen: Listen;
+    /** undefined: no `admin_key` list (every request is accepted). */
+    keys: AdminKey[] | undefined;
+    keyRequired: boolean;
+    /** undefined: every address is allowed (`allow_admin: ~`). */
+    allow: string[] | undefined;
+    cors: boolean;
+  };
+  workerProcesses: string;
+  errorLog: string;
+  errorLogLevel: string;
+  daemon: boolean;
+  /** deployment.etcd.prefix, APISIX's `/apisix` becoming `/gateway`. */
+  keyPrefix: string;
+  /** apisix.data_encryption: the keyring, or undefined when enable_encrypt_fields is false. */
+  keyring: string[] | undefined;
+  /** Keys generated at this start (printed once). */
+  generated: AdminKey[];
+}
+
+const LEVELS = ['debug', 'info', 'notice', 'warn', 'error', 'crit', 'alert', 'emerg'];
+const PROXY_MODES = ['http', 'stream', 'http&stream'];
+
+type Obj = Record<string, unknown>;
+
+function isObj(v: unknown): v is Obj {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** Reads `a.b.c`, checking that each step is a mapping. */
+function at(root: Obj, path: string): unknown {
+  let node: unknown = root;
+  const parts = path.split('.');
+  for (let i = 0; i < parts.length; i++) {
+    if (node === undefined || node === null) return undefined;
+    if (!isObj(node)) throw new ConfigError(`${parts.slice(0, i).join('.')}: expected a mapping`);
+    node = node[parts[i]];
+  }
+  return node;
+}
+
+function port(v: unknown, key: string): number {
+  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 65535) {
+    throw new ConfigError(`${key}: expected a port number (1-65535), got ${JSON.stringify(v)}`);
+  }
+  return n;
+}
+
+function bool(v: unknown, key: string, def: boolean): boolean {
+  if (v === undefined || v === null) return def;
+  if (typeof v !== 'boolean') throw new ConfigError(`${key}: expected true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function str(v: unknown, key: string, def: string): string {
+  if (v === undefined || v === null) return def;
+  if (typeof v !== 'string' && typeof v !== 'number') throw new ConfigError(`${key}: expected a string, got ${JSON.stringify(v)}`);
+  return String(v);
+}
+
+/** `node_listen`: a port, a list of ports, or a list of `{ip, port}`. */
+function listens(v: unknown, key: string, def: number): Listen[] {
+  if (v === undefined || v === null) return [{ port: def }];
+  const list = Array.isArray(v) ? v : [v];
+  return list.map((item, i) => {
+    const k = Array.isArray(v) ? `${key}[${i + 1}]` : key;
+    if (isObj(item)) {
+      const ip = item.ip === undefined ? undefined : str(item.ip, `${k}.ip`, '');
+      return { ip, port: port(item.port, `${k}.port`) };
+    }
+    return { port: port(item, k) };
+  });
+}
+
+function randomKey(): string {
+  const letters = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+  const bytes = crypto.randomBytes(32);
+  return [...bytes].map((b) => letters[b % letters.length]).join('');
+}
+
+function adminKeys(doc: Document, raw: unknown, generated: AdminKey[]): AdminKey[] | undefined {
+  const key = 'deployment.admin.admin_key';
+  if (raw === undefined || raw === null) return undefined;
+  if (!Array.isArray(raw)) throw new ConfigError(`${key}: expected a list of {name, key, role}`);
+  return raw.map((row, i) => {
+    const k = `${key}[${i + 1}]`;
+    if (!isObj(row)) throw new ConfigError(`${k}: expected a mapping with name, key and role`);
+    const role = str(row.role, `${k}.role`, '');
+    if (role !== 'admin' && role !== 'viewer') throw new ConfigError(`${k}.role: expected "admin" or "viewer", got ${JSON.stringify(row.role ?? null)}`);
+    let value = row.key === null || row.key === undefined ? '' : str(row.key, `${k}.key`, '');
+    if (value === '' && role === 'admin') {
+      value = randomKey();
+      doc.setIn(['deployment', 'admin', 'admin_key', i, 'key'], value);
+      generated.push({ name: row.name as string | undefined, key: value, role });
+    }
+    return { name: row.name === undefined ? undefined : String(row.name), key: value, role };
+  });
+}
+
+/** Reads and checks `file`; writes generated admin keys back into it when `writeBack`. */
+export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConfig {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  const doc = parseDocument(text);
+  if (doc.errors.length > 0) throw new ConfigError(`${file}: ${doc.errors[0].message.split('\n')[0]}`);
+  const root = (doc.toJS() ?? {}) as unknown;
+  if (!isObj(root)) throw new ConfigError(`${file}: expected a mapping at the top level`);
+  try {
+    const generated: AdminKey[] = [];
+    const allowRaw = at(root, 'deployment.admin.allow_admin');
+    const hasAllow = isObj(at(root, 'deployment.admin')) && 'allow_admin' in (at(root, 'deployment.admin') as Obj);
+    let allow: string[] | undefined = ['127.0.0.0/24'];
+    if (hasAllow && (allowRaw === null || allowRaw === undefined)) allow = undefined;
+    else if (allowRaw !== undefined) {
+      if (!Array.isArray(allowRaw)) throw new ConfigError('deployment.admin.allow_admin: expected a list of addresses or CIDRs');
+      allow = allowRaw.map((a, i) => str(a, `deployment.admin.allow_admin[${i + 1}]`, ''));
+    }
+    const adminListen = at(root, 'deployment.admin.admin_listen') as Obj | undefined;
+    const proxyMode = str(at(root, 'apisix.proxy_mode'), 'apisix.proxy_mode', 'http');
+    if (!PROXY_MODES.includes(proxyMode)) throw new ConfigError(`apisix.proxy_mode: expected one of ${PROXY_MODES.join(', ')}, got ${JSON.stringify(proxyMode)}`);
+    const level = str(at(root, 'nginx_config.error_log_level'), 'nginx_config.error_log_level', 'warn');
+    if (!LEVELS.includes(level)) throw new ConfigError(`nginx_config.error_log_level: expected one of ${LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
+    const workers = str(at(root, 'nginx_config.worker_processes'), 'nginx_config.worker_processes', 'auto');
+    if (workers !== 'auto' && !/^[1-9]\d*$/.test(workers)) throw new ConfigError(`nginx_config.worker_processes: expected "auto" or a positive number, got ${JSON.stringify(workers)}`);
+    const keyRequired = bool(at(root, 'deployment.admin.admin_key_required'), 'deployment.admin.admin_key_required', true);
+    const keys = adminKeys(doc, at(root, 'deployment.admin.admin_key'), generated);
+    const enableAdmin = bool(at(root, 'apisix.enable_admin'), 'apisix.enable_admin', true);
+    const cfg: GatewayConfig = {
+      file,
+      nodeListen: listens(at(root, 'apisix.node_listen'), 'apisix.node_listen', 9080),
+      enableAdmin,
+      proxyMode,
+      serverTokens: bool(at(root, 'apisix.enable_server_tokens'), 'apisix.enable_server_tokens', true),
+      admin: {
+        listen: {
+          ip: adminListen?.ip === undefined ? '0.0.0.0' : str(adminListen.ip, 'deployment.admin.admin_listen.ip', ''),
+          port: adminListen?.port === undefined ? 9180 : port(adminListen.port, 'deployment.admin.admin_listen.port'),
+        },
+        keys, keyRequired, allow,
+        cors: bool(at(root, 'deployment.admin.enable_admin_cors'), 'deployment.admin.enable_admin_cors', true),
+      },
+      workerProcesses: workers,
+      errorLog: str(at(root, 'nginx_config.error_log'), 'nginx_config.error_log', 'logs/error.log'),
+      errorLogLevel: level,
+      daemon: bool(at(root, 'nginx_config.daemon'), 'nginx_config.daemon', false),
+      keyPrefix: str(at(root, 'deployment.etcd.prefix'), 'deployment.etcd.prefix', '/gateway').replace(/\/+$/, ''),
+      keyring: keyringOf(root),
+      generated,
+    };
+    checkConsistency(cfg);
+    if (writeBack && generated.length > 0) fs.writeFileSync(file, doc.toString());
+    return cfg;
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
+    throw e;
+  }
+}
+
+function keyringOf(root: Obj): string[] | undefined {
+  if (!bool(at(root, 'apisix.data_encryption.enable_encrypt_fields'), 'apisix.data_encryption.enable_encrypt_fields', true)) return undefined;
+  const raw = at(root, 'apisix.data_encryption.keyring');
+  if (raw === undefined || raw === null) return DEFAULT_KEYRING;
+  const list = Array.isArray(raw) ? raw : [raw];
+  return list.map((k, i) => {
+    const key = Array.isArray(raw) ? `apisix.data_encryption.keyring[${i + 1}]` : 'apisix.data_encryption.keyring';
+    const v = str(k, key, '');
+    if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
+    return v;
+  });
+}
+
+/** APISIX's start-up refusals (apisix/cli/ops.lua). */
+function checkConsistency(cfg: GatewayConfig): void {
+  const a = cfg.admin;
+  for (const l of cfg.nodeListen) {
+    if (cfg.enableAdmin && l.port === a.listen.port) throw new ConfigError(`deployment.admin.admin_listen.port: admin port ${a.listen.port} conflicts with apisix.node_listen`);
+  }
+  const defaultAllow = a.allow !== undefined && a.allow.length === 1 && a.allow[0] === '127.0.0.0/24';
+  if (cfg.enableAdmin && a.keyRequired && !defaultAllow && (a.keys === undefined || a.keys.length === 0)) {
+    throw new ConfigError('deployment.admin.admin_key: missing valid Admin API token.');
+  }
+}

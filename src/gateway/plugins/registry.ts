@@ -1,0 +1,112 @@
+/**
+ * The gateway's plugins as the Admin API sees them: name, priority, type
+ * and schemas (route, consumer, metadata), in APISIX's shape
+ * (docs/reference style: one file per plugin under src/gateway/plugins/).
+ * Checks a `plugins` object with APISIX's messages (apisix/plugin.lua).
+ */
+import { validate } from '../schema/validate.ts';
+import type { Schema } from '../schema/validate.ts';
+import { mapField } from '../data-encryption.ts';
+
+export interface GatewayPlugin {
+  name: string;
+  version: number;
+  priority: number;
+  type?: 'auth';
+  schema: Schema;
+  consumerSchema?: Schema;
+  metadataSchema?: Schema;
+  /** The consumer field that identifies a consumer (unique across consumers and credentials). */
+  consumerKeyField?: string;
+  /** Fields stored encrypted (APISIX's `encrypt_fields`), of the consumer schema when there is one. */
+  encryptFields?: string[];
+}
+
+export type SchemaType = 'route' | 'consumer' | 'metadata';
+
+/** Every plugin conf may carry `_meta` (apisix/schema_def.lua plugin_injected_schema). */
+const META: Schema = {
+  type: 'object',
+  properties: {
+    disable: { type: 'boolean' },
+    error_response: { oneOf: [{ type: 'string' }, { type: 'object' }] },
+    priority: { type: 'integer' },
+    filter: { type: 'array' },
+    pre_function: { type: 'string' },
+  },
+  additionalProperties: false,
+};
+
+/** The schema as APISIX returns and checks it: `_meta` injected, with its mark. */
+function injected(schema: Schema): Schema {
+  const props = { ...(schema.properties as Record<string, Schema> | undefined), _meta: META };
+  return { ...schema, $comment: 'this is a mark for our injected plugin schema', properties: props };
+}
+
+export class PluginRegistry {
+  private readonly byName = new Map<string, GatewayPlugin>();
+  private readonly routeSchemas = new Map<string, Schema>();
+
+  constructor(plugins: GatewayPlugin[], enabled?: string[]) {
+    for (const p of plugins) {
+      if (enabled && !enabled.includes(p.name)) continue;
+      this.byName.set(p.name, p);
+      this.routeSchemas.set(p.name, injected(p.schema));
+    }
+  }
+
+  get(name: string): GatewayPlugin | undefined {
+    return this.byName.get(name);
+  }
+
+  /** Names by priority, highest first (`/plugins/list`). */
+  names(): string[] {
+    return [...this.byName.values()].sort((a, b) => b.priority - a.priority).map((p) => p.name);
+  }
+
+  /** The schema `/plugins/{name}` returns. */
+  schemaOf(name: string, type: SchemaType): Schema | undefined {
+    const p = this.byName.get(name);
+    if (!p) return undefined;
+    if (type === 'consumer') return p.consumerSchema ?? this.routeSchemas.get(name);
+    if (type === 'metadata') return p.metadataSchema;
+    return this.routeSchemas.get(name);
+  }
+
+  /**
+   * Applies `fn` to the secret fields of each plugin conf in `plugins`
+   * (APISIX's encrypt_conf / decrypt_conf); the fields are declared on the
+   * consumer schema, which route confs of the same plugin do not have.
+   */
+  mapSecrets(plugins: unknown, type: SchemaType, fn: (v: string) => string | undefined): void {
+    if (!plugins || typeof plugins !== 'object') return;
+    for (const [name, conf] of Object.entries(plugins as Record<string, unknown>)) {
+      const p = this.byName.get(name);
+      if (!p?.encryptFields || !conf || typeof conf !== 'object') continue;
+      if (type !== 'consumer' && p.consumerSchema) continue;
+      for (const f of p.encryptFields) mapField(conf as Record<string, unknown>, f, fn);
+    }
+  }
+
+  /** Checks every conf of a `plugins` object: undefined, or APISIX's message. */
+  check(plugins: Record<string, unknown>, type: SchemaType): string | undefined {
+    for (const [name, conf] of Object.entries(plugins)) {
+      const plugin = this.byName.get(name);
+      if (!plugin) return `unknown plugin [${name}]`;
+      if (conf === null || typeof conf !== 'object' || Array.isArray(conf)) return `invalid plugin conf ${JSON.stringify(conf)} for plugin [${name}]`;
+      const c = conf as Record<string, unknown>;
+      // a disabled plugin is accepted even when its conf would not be
+      if ((c._meta as { disable?: boolean } | undefined)?.disable === true) continue;
+      const schema = type === 'consumer' && plugin.consumerSchema ? plugin.consumerSchema : this.routeSchemas.get(name)!;
+      const err = validate(schema, type === 'consumer' ? withoutMeta(c) : c);
+      if (err) return `failed to check the configuration of plugin ${name} err: ${err}`;
+    }
+    return undefined;
+  }
+}
+
+function withoutMeta(c: Record<string, unknown>): Record<string, unknown> {
+  if (!('_meta' in c)) return c;
+  const { _meta, ...rest } = c;
+  return rest;
+}

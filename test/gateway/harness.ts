@@ -1,0 +1,130 @@
+/**
+ * Starts the real `bin/gatehouse gateway` on a temporary prefix with an
+ * APISIX-style config.yaml on loopback ports, and talks HTTP to its Admin
+ * API. Ready means the master wrote logs/nginx.pid (after its workers
+ * listen).
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePorts, gatehouseBinary } from '../kit/server.ts';
+
+export const ADMIN_KEY = 'edd1c9f034335f136f87ad84b625c8f1';
+export const VIEWER_KEY = '4054f7cf07e344346cd3f287985e76a2';
+
+export interface GatewayOptions {
+  /** YAML text; `%ADMIN%` and `%PROXY%` become free ports. Default: admin and viewer keys, 1 worker. */
+  yaml?: string;
+  /** Reuse this prefix (a restart). */
+  prefix?: string;
+  workers?: number;
+}
+
+export function defaultYaml(workers = 1): string {
+  return `apisix:
+  node_listen:
+    - ip: 127.0.0.1
+      port: %PROXY%
+nginx_config:
+  worker_processes: ${workers}
+  error_log_level: info
+deployment:
+  admin:
+    admin_listen:
+      ip: 127.0.0.1
+      port: %ADMIN%
+    admin_key:
+      - name: admin
+        key: ${ADMIN_KEY}
+        role: admin
+      - name: viewer
+        key: ${VIEWER_KEY}
+        role: viewer
+`;
+}
+
+export interface Reply {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: unknown;
+}
+
+export class Gateway {
+  readonly prefix: string;
+  readonly adminPort: number;
+  readonly proxyPort: number;
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  stderr = '';
+
+  constructor(prefix: string, adminPort: number, proxyPort: number, child: ChildProcess) {
+    this.prefix = prefix;
+    this.adminPort = adminPort;
+    this.proxyPort = proxyPort;
+    this.child = child;
+    child.stderr?.on('data', (b: Buffer) => { this.stderr += b.toString(); });
+    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+  }
+
+  /** An Admin API request with the admin key (unless `headers` sets its own). */
+  async admin(method: string, uri: string, body?: unknown, headers: Record<string, string> = { 'X-API-KEY': ADMIN_KEY }): Promise<Reply> {
+    const init: RequestInit = { method, headers };
+    if (body !== undefined) init.body = typeof body === 'string' || Buffer.isBuffer(body) ? body as string : JSON.stringify(body);
+    const res = await fetch(`http://127.0.0.1:${this.adminPort}${uri}`, init);
+    const text = await res.text();
+    let json: unknown;
+    try { json = JSON.parse(text); } catch { json = undefined; }
+    return { status: res.status, headers: res.headers, text, json };
+  }
+
+  /** QUIT (graceful) and wait for the master to exit. */
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.child.kill('SIGQUIT');
+    await this.exited;
+  }
+
+  /** kill -9 of the master (its workers are threads: they go with it). */
+  async kill9(): Promise<void> {
+    this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+/** Gateways still running when the test process exits (a failed test) are killed with it. */
+const live = new Set<ChildProcess>();
+process.once('exit', () => { for (const c of live) c.kill('SIGKILL'); });
+
+export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> {
+  const prefix = opts.prefix ?? fs.mkdtempSync(path.join(os.tmpdir(), 'gh-gateway-'));
+  const confFile = path.join(prefix, 'conf', 'config.yaml');
+  let adminPort: number;
+  let proxyPort: number;
+  if (opts.prefix && fs.existsSync(confFile)) {
+    const text = fs.readFileSync(path.join(prefix, 'ports'), 'utf8').split(' ');
+    [adminPort, proxyPort] = text.map(Number);
+  } else {
+    [adminPort, proxyPort] = await freePorts(2);
+    fs.mkdirSync(path.dirname(confFile), { recursive: true });
+    const yaml = (opts.yaml ?? defaultYaml(opts.workers)).replace(/%ADMIN%/g, String(adminPort)).replace(/%PROXY%/g, String(proxyPort));
+    fs.writeFileSync(confFile, yaml);
+    fs.writeFileSync(path.join(prefix, 'ports'), `${adminPort} ${proxyPort}`);
+  }
+  const pidFile = path.join(prefix, 'logs', 'nginx.pid');
+  fs.rmSync(pidFile, { force: true });
+  const child = spawn(gatehouseBinary, ['gateway', '-p', prefix], { stdio: ['ignore', 'ignore', 'pipe'] });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  const gw = new Gateway(prefix, adminPort, proxyPort, child);
+  let exited = false;
+  void gw.exited.then(() => { exited = true; });
+  for (;;) {
+    if (fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').endsWith('\n')) return gw;
+    if (exited) throw new Error(`gatehouse gateway exited before it was ready:\n${gw.stderr}`);
+    await sleep(25);
+  }
+}
