@@ -74,7 +74,7 @@ export async function startTlsServer(kind: 'nginx' | 'gatehouse'): Promise<TlsSe
   const start = kind === 'nginx' ? startNginx : startGatehouse;
   const real = await start({ conf: tlsConf(ports), files: makeCerts(), errorLogLevel: 'error' });
   pinTree(real.pid, PROXY_CORE);
-  return { kind, port: ports.ecdsa, pid: real.pid, core: PROXY_CORE, ports, stop: async () => { await real.stop(); } };
+  return { kind, port: ports.ecdsa, pid: real.pid, core: PROXY_CORE, prefix: real.prefix, ports, stop: async () => { await real.stop(); } };
 }
 
 const WARMUP_SECONDS = 2;
