@@ -32,17 +32,11 @@ const WORKER_URL = new URL('./worker.ts', import.meta.url);
  */
 const WORKER_LIMITS = { maxYoungGenerationSizeMb: 32 };
 /**
- * V8 starts a full (mark-compact) collection when the old generation's room
- * left under its allocation limit is smaller than the young generation, and
- * counts buffers allocated outside its heap since the last one against that
- * room. After a collection the limit is set a few MiB above the live heap, so
- * once load had grown the young generation to its maximum, a proxy streaming a
- * large body (a new read buffer per read) ran one full collection per few MiB:
- * 100 MiB took 6–9 of them and 2–3× the CPU of a fresh process, which has not
- * collected yet (docs/performance.md). A configured initial size is also the
- * floor of that limit, so a worker's limit stays at least this far above a
- * small live heap, whatever the process did before. Workers read the flag
- * when their isolate is made, so it is set before any starts.
+ * V8 starts a full collection when the room under the old generation's limit is smaller
+ * than the young generation, counting buffers allocated outside its heap (read buffers)
+ * against it. Left to V8, the limit sat a few MiB above a ~12 MiB live heap after load or
+ * idle, and 100 MiB streamed ran 6–9 full collections at 2–3× the CPU (docs/performance.md).
+ * A configured initial size is also the limit's floor; workers read it when they start.
  */
 const WORKER_OLD_SPACE_FLOOR_MB = 64;
 v8.setFlagsFromString(`--initial-old-space-size=${WORKER_OLD_SPACE_FLOOR_MB}`);
