@@ -90,6 +90,31 @@ async function streamCases(servers: Record<Kind, BenchServer>): Promise<void> {
   console.log(`  ${note}${files.nginx || files.gatehouse ? ' — the figures include disk writes (expected none: proxy_max_temp_file_size 0)' : ''}`);
 }
 
+/**
+ * Streaming against history (runs first, while the servers are fresh): 100 MiB
+ * to the fast client three times, then wrk on small and 64 KiB responses, then
+ * three times again. Gatehouse's CPU per MiB used to triple after such load
+ * (docs/performance.md); the figure is after/before for each server.
+ */
+async function historyCase(servers: Record<Kind, BenchServer>): Promise<void> {
+  const title = `100 MiB to the fast client, after ${2 * SECONDS}s of wrk against a fresh process`;
+  console.log(`\n${title}`);
+  const figures: Record<Kind, Figures[]> = { nginx: [], gatehouse: [] };
+  for (const k of ['nginx', 'gatehouse'] as const) {
+    const s = servers[k];
+    const fresh: number[] = [];
+    for (let i = 0; i < 3; i++) fresh.push((await streamFast(s)).cpuPerMiB);
+    await wrkRun(s.port, '/small', SECONDS, 50);
+    await wrkRun(s.port, '/64k', SECONDS, 50);
+    const after: number[] = [];
+    for (let i = 0; i < 3; i++) after.push((await streamFast(s)).cpuPerMiB);
+    figures[k] = fresh.map((f, i) => ({ fresh: f, after: after[i], change: after[i] / f }));
+  }
+  report(title, 'CPU per MiB, fresh', 'µs', figures, 'fresh');
+  report(title, 'CPU per MiB, after load', 'µs', figures, 'after');
+  report(title, 'after / fresh', '×', figures, 'change');
+}
+
 async function idleCase(servers: Record<Kind, BenchServer>): Promise<void> {
   const title = '5,000 idle keepalive connections';
   console.log(`\n${title} (RSS growth one second after the last opened; docs/performance.md says what it shows)`);
@@ -156,6 +181,7 @@ async function main(): Promise<void> {
   };
   console.log(`origins on core ${origin.core}; proxies pinned to core ${servers.nginx.core}; ${ROUNDS} rounds, wrk ${SECONDS}s -c50 per run`);
   try {
+    if (wanted('history')) await historyCase(servers);
     if (wanted('small')) await wrkCase('small proxied request (100 B), keepalive both sides', '/small', servers, { cpu: { ratioAtMost: 2.0 }, p99: { ratioAtMost: 2.0 } });
     if (wanted('64k')) await wrkCase('64 KiB proxied response', '/64k', servers, { cpu: { ratioAtMost: 1.3 } });
     if (wanted('stream')) await streamCases(servers);
