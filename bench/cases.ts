@@ -1,11 +1,12 @@
 /**
  * Benchmark cases: wrk load, a 100 MiB body to a fast and a slow client,
- * and memory per idle keepalive connection.
+ * memory per idle keepalive connection, and WebSocket echoes.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
-import { LOAD_CORE, type BenchServer } from './servers.ts';
-import { rssBytes, rssSampler } from './proc.ts';
+import { benchNode, LOAD_CORE, type BenchServer } from './servers.ts';
+import { cpuMicros, rssBytes, rssSampler } from './proc.ts';
 
 export interface WrkResult {
   rps: number;
@@ -48,40 +49,98 @@ export function wrkRun(port: number, path: string, seconds: number, connections:
   });
 }
 
+const BODY = 100 * 2 ** 20;
+
+/** Whether curl is there (the fast client); without it a Node reader takes its place. */
+export const haveCurl = (() => {
+  try { execFileSync('sh', ['-c', 'command -v curl'], { stdio: 'ignore' }); return true; } catch { return false; }
+})();
+
 /**
- * Downloads the 100 MiB body through the proxy. `slow` reads at about
- * 20 MB/s (pausing the socket), so the proxy must hold back or spill to disk.
+ * The 100 MiB body to a client that reads as fast as it can: `curl -o
+ * /dev/null` on the load core. Throughput, and the proxy's CPU per MiB.
  */
-export function streamBody(s: BenchServer, speed: 'fast' | 'slow'): Promise<{ mbPerSec: number; rssGrowth: number }> {
+export async function streamFast(s: BenchServer): Promise<{ mbPerSec: number; cpuPerMiB: number }> {
+  const cpu0 = cpuMicros(s.pid);
+  const started = process.hrtime.bigint();
+  const received = haveCurl ? curlGet(s.port) : await nodeGet(s.port);
+  const secs = Number(process.hrtime.bigint() - started) / 1e9;
+  const cpu = cpuMicros(s.pid) - cpu0;
+  if (received !== BODY) throw new Error(`${s.kind}: got ${received} bytes of 100 MiB`);
+  return { mbPerSec: received / 1e6 / secs, cpuPerMiB: cpu / (received / 2 ** 20) };
+}
+
+function curlGet(port: number): number {
+  const out = execFileSync('taskset', ['-c', String(LOAD_CORE), 'curl', '-s', '-o', '/dev/null', '-w', '%{size_download}', `http://127.0.0.1:${port}/100m`]);
+  return Number(out.toString());
+}
+
+function nodeGet(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let received = -1;
+    const sock = net.connect(port, '127.0.0.1', () => sock.write('GET /100m HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n'));
+    sock.on('data', (d: Buffer) => {
+      if (received < 0) {
+        const end = d.indexOf('\r\n\r\n');
+        received = end < 0 ? 0 : d.length - end - 4;
+      } else received += d.length;
+    });
+    sock.on('error', reject);
+    sock.on('close', () => resolve(received));
+  });
+}
+
+/**
+ * The 100 MiB body to a client that reads at 25 MB/s (pausing its socket), so
+ * the proxy must hold the origin back: the proxy's RSS growth (peak while
+ * streaming, over RSS before).
+ */
+export function streamSlow(s: BenchServer): Promise<{ rssGrowth: number }> {
   return new Promise((resolve, reject) => {
     const before = rssBytes(s.pid);
     const sampler = rssSampler(s.pid);
-    const started = process.hrtime.bigint();
     const sock = net.connect(s.port, '127.0.0.1');
     let received = 0;
-    const bytesPerTick = 20 * 2 ** 20 / 50; // 20 MB/s in 20 ms steps
+    const bytesPerTick = 25e6 / 50; // 25 MB/s in 20 ms steps
     let budget = bytesPerTick;
-    let timer: NodeJS.Timeout | undefined;
-    if (speed === 'slow') {
-      timer = setInterval(() => { budget = bytesPerTick; sock.resume(); }, 20);
-    }
+    const timer = setInterval(() => { budget = bytesPerTick; sock.resume(); }, 20);
     sock.write('GET /100m HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n');
     sock.on('data', (d: Buffer) => {
       received += d.length;
-      if (speed === 'slow') {
-        budget -= d.length;
-        if (budget <= 0) sock.pause();
-      }
+      budget -= d.length;
+      if (budget <= 0) sock.pause();
     });
     sock.on('error', reject);
     sock.on('close', () => {
-      if (timer) clearInterval(timer);
-      const secs = Number(process.hrtime.bigint() - started) / 1e9;
+      clearInterval(timer);
       const peak = sampler.stop();
-      if (received < 100 * 2 ** 20) return reject(new Error(`${s.kind}: got ${received} bytes of 100 MiB`));
-      resolve({ mbPerSec: received / 1e6 / secs, rssGrowth: Math.max(0, peak - before) });
+      if (received < BODY) return reject(new Error(`${s.kind}: got ${received} bytes of 100 MiB`));
+      resolve({ rssGrowth: Math.max(0, peak - before) });
     });
   });
+}
+
+/** Counts files created in the server's proxy_temp while it runs; none should be. */
+export function watchTempFiles(s: BenchServer): { stop(): number } {
+  let created = 0;
+  const w = fs.watch(`${s.prefix}/proxy_temp`, (event) => { if (event === 'rename') created++; });
+  return { stop() { w.close(); return created; } };
+}
+
+/**
+ * `conns` WebSocket connections echoing small frames through the proxy for
+ * `seconds` (bench/ws.ts, its own process on the load core): the proxy's CPU
+ * per message.
+ */
+export async function wsEcho(s: BenchServer, conns: number, seconds: number): Promise<{ cpuPerMsg: number; msgPerSec: number; errors: number }> {
+  const cpu0 = cpuMicros(s.pid);
+  const p = benchNode(['ws.ts', 'client', String(s.port), String(conns), String(seconds)]);
+  let out = '';
+  p.stdout!.on('data', (d) => { out += d; });
+  await new Promise((resolve) => p.on('exit', resolve));
+  const cpu = cpuMicros(s.pid) - cpu0;
+  const r = JSON.parse(out || '{"messages":0,"errors":-1}') as { messages: number; errors: number };
+  return { cpuPerMsg: r.messages ? cpu / r.messages : NaN, msgPerSec: r.messages / seconds, errors: r.errors };
 }
 
 /** Opens `n` keepalive connections that each made one small request, then measures RSS growth per connection. */

@@ -20,17 +20,32 @@ export function processTree(pid: number): number[] {
   return out;
 }
 
-/** User+system CPU of the process tree, in microseconds. */
+/**
+ * User+system CPU of the process tree, in microseconds: the nanosecond run
+ * times of every thread (/proc/PID/task/TID/schedstat) where the kernel keeps
+ * them — a 100 MiB transfer takes a tenth of a second, ten clock ticks —
+ * else clock ticks from /proc/PID/stat.
+ */
 export function cpuMicros(pid: number): number {
-  let ticks = 0;
+  let micros = 0;
   for (const p of processTree(pid)) {
+    let tasks: string[] = [];
+    try { tasks = fs.readdirSync(`/proc/${p}/task`); } catch { /* gone */ }
+    let fromSchedstat = tasks.length > 0;
+    let sum = 0;
+    for (const t of tasks) {
+      try {
+        sum += Number(fs.readFileSync(`/proc/${p}/task/${t}/schedstat`, 'latin1').split(' ')[0]) / 1000;
+      } catch { fromSchedstat = false; break; }
+    }
+    if (fromSchedstat && Number.isFinite(sum)) { micros += sum; continue; }
     try {
       const stat = fs.readFileSync(`/proc/${p}/stat`, 'latin1');
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
+      micros += ((Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND) * 1e6;
     } catch { /* gone */ }
   }
-  return (ticks / TICKS_PER_SECOND) * 1e6;
+  return micros;
 }
 
 /** Resident set size of the process tree, in bytes. */

@@ -1,9 +1,11 @@
 /**
  * The benchmark's servers: an nginx origin (small, 64 KiB and 100 MiB
- * responses) on core 0, and the proxy under test — nginx or Gatehouse with
- * the same configuration, one worker — pinned to core 1.
+ * responses) and a WebSocket echo origin (bench/ws.ts) on core 0, and the
+ * proxy under test — nginx or Gatehouse with the same configuration, one
+ * worker — pinned to core 1.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import os from 'node:os';
 import { freePort, startGatehouse, startNginx, type RunningServer } from '../test/kit/server.ts';
 import { processTree } from './proc.ts';
@@ -14,6 +16,8 @@ export interface BenchServer {
   /** The process whose tree is measured. */
   pid: number;
   core: number;
+  /** The server's prefix directory. */
+  prefix: string;
   stop(): Promise<void>;
 }
 
@@ -30,7 +34,7 @@ export const SMALL_BODY = 'x'.repeat(99) + '\n';
 
 async function wrap(kind: BenchServer['kind'], s: RunningServer, port: number, core: number): Promise<BenchServer> {
   pinTree(s.pid, core);
-  return { kind, port, pid: s.pid, core, stop: async () => { await s.stop(); } };
+  return { kind, port, pid: s.pid, core, prefix: s.prefix, stop: async () => { await s.stop(); } };
 }
 
 export async function startOrigin(): Promise<BenchServer> {
@@ -57,8 +61,14 @@ http {
   return wrap('origin', s, port, LOAD_CORE);
 }
 
-/** The same proxy configuration for both servers. */
-function proxyConf(port: number, originPort: number): string {
+/**
+ * The same proxy configuration for both servers. proxy_max_temp_file_size 0:
+ * a body larger than proxy_buffers waits for the client instead of going to
+ * a temporary file (nginx's default would write most of a 100 MiB body to
+ * disk when the client reads more slowly than the origin sends;
+ * bench/cases.ts watches proxy_temp to make sure nothing is written).
+ */
+function proxyConf(port: number, originPort: number, wsPort: number): string {
   return `
 worker_processes 1;
 events { worker_connections 20000; }
@@ -70,25 +80,53 @@ http {
         server 127.0.0.1:${originPort};
         keepalive 64;
     }
+    upstream ws_origin {
+        server 127.0.0.1:${wsPort};
+    }
     server {
         listen 127.0.0.1:${port} backlog=4096;
+        proxy_temp_path %%PREFIX%%/proxy_temp;
+        proxy_max_temp_file_size 0;
         location / {
             proxy_pass http://origin;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_temp_path %%PREFIX%%/proxy_temp;
+        }
+        location /ws {
+            proxy_pass http://ws_origin;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection "upgrade";
         }
     }
 }
 `;
 }
 
-export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number): Promise<BenchServer> {
+export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number, wsPort: number): Promise<BenchServer> {
   const port = await freePort();
-  const opts = { conf: proxyConf(port, originPort), errorLogLevel: 'error' };
+  // a busy machine can take longer than the default 10 s to start a worker
+  const opts = { conf: proxyConf(port, originPort, wsPort), errorLogLevel: 'error', timeoutMs: 60000 };
   const s = kind === 'nginx' ? await startNginx(opts) : await startGatehouse(opts);
+  fs.mkdirSync(`${s.prefix}/proxy_temp`, { recursive: true });
   return wrap(kind, s, port, PROXY_CORE);
+}
+
+/** Node running a bench script on the load core. */
+export function benchNode(args: string[]): ReturnType<typeof spawn> {
+  const script = new URL(`./${args[0]}`, import.meta.url).pathname;
+  return spawn('taskset', ['-c', String(LOAD_CORE), process.execPath, script, ...args.slice(1)], { stdio: ['ignore', 'pipe', 'inherit'] });
+}
+
+/** The WebSocket echo origin (bench/ws.ts), its own process on the load core. */
+export async function startWsOrigin(): Promise<{ port: number; stop(): Promise<void> }> {
+  const p = benchNode(['ws.ts', 'origin']);
+  const port = await new Promise<number>((resolve, reject) => {
+    p.stdout!.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));
+    p.once('exit', (code) => reject(new Error(`bench: the WebSocket origin exited (${code})`)));
+  });
+  return { port, stop: async () => { p.kill(); } };
 }
 
 export { LOAD_CORE, PROXY_CORE };

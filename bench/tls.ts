@@ -72,9 +72,9 @@ http {
 export async function startTlsServer(kind: 'nginx' | 'gatehouse'): Promise<TlsServer> {
   const ports: TlsPorts = { ecdsa: await freePort(), rsa: await freePort(), cache: await freePort(), tickets: await freePort() };
   const start = kind === 'nginx' ? startNginx : startGatehouse;
-  const real = await start({ conf: tlsConf(ports), files: makeCerts(), errorLogLevel: 'error' });
+  const real = await start({ conf: tlsConf(ports), files: makeCerts(), errorLogLevel: 'error', timeoutMs: 60000 });
   pinTree(real.pid, PROXY_CORE);
-  return { kind, port: ports.ecdsa, pid: real.pid, core: PROXY_CORE, ports, stop: async () => { await real.stop(); } };
+  return { kind, port: ports.ecdsa, pid: real.pid, core: PROXY_CORE, prefix: real.prefix, ports, stop: async () => { await real.stop(); } };
 }
 
 const WARMUP_SECONDS = 2;
