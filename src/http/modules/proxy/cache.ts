@@ -33,7 +33,7 @@ import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from './response-head.ts';
 import type { ResponseHead } from './response-head.ts';
-import type { UpstreamRequest } from './upstream-request.ts';
+import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 
 const CACHE_CTX = {};
 

@@ -6,7 +6,7 @@
  */
 import { defineSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../variables.ts';
-import type { CertCacheConf } from './cert-cache.ts';
+import type { CertCacheConf } from '../../upstream/cert-cache.ts';
 import type { HeaderPlan } from './request-head.ts';
 import type { CookieFlagRule } from './cookies.ts';
 import type { RedirectRule } from './redirect.ts';

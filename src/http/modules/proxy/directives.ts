@@ -15,8 +15,8 @@ import { FT, IGN, proxyLoc } from './conf.ts';
 import type { ProxyLocConf, SslConf } from './conf.ts';
 import { compileRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
-import { parseCertCache } from './cert-cache.ts';
-import { parseAccess, parseStore } from './store.ts';
+import { parseCertCache } from '../../upstream/cert-cache.ts';
+import { parseAccess, parseStore } from '../../upstream/store.ts';
 import { dynamicTarget, staticTarget } from './target.ts';
 
 type Handler = Directive['handler'];

@@ -13,7 +13,7 @@ import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBod
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { VariableDef } from '../../variables.ts';
-import { beginUpstream, pickerFor } from '../upstream.ts';
+import { beginUpstream, pickerFor } from '../../upstream/module.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
 import { cacheStatus } from './cache.ts';
@@ -24,14 +24,14 @@ import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 import { buildHead, compileHeaderPlan } from './request-head.ts';
 import type { HeaderPlan } from './request-head.ts';
-import { FileSender, MemorySender, NO_BODY, StreamSender } from './send-body.ts';
-import type { BodySender } from './send-body.ts';
-import { resolveTarget } from './resolve.ts';
-import type { Placement } from './resolve.ts';
+import { FileSender, MemorySender, NO_BODY, StreamSender } from '../../upstream/send-body.ts';
+import type { BodySender } from '../../upstream/send-body.ts';
+import { resolveTarget } from '../../upstream/resolve.ts';
+import type { Placement } from '../../upstream/resolve.ts';
 import type { ResolvedTarget } from './target.ts';
 import { evalTarget, upstreamUri } from './target.ts';
-import { tlsFor } from './tls.ts';
-import { UpstreamRequest } from './upstream-request.ts';
+import { tlsFor } from '../../upstream/tls.ts';
+import { UpstreamRequest } from '../../upstream/upstream-request.ts';
 
 /** The per-request proxy state, for `$proxy_host` and `$proxy_port`. */
 const PROXY_CTX = {};

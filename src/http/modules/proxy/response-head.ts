@@ -9,7 +9,7 @@
  * single-valued field (Content-Type, Location, Expires, ...) is logged and
  * ignored. A response that does not start like a status line is HTTP/0.9.
  */
-import type { HeaderList } from '../upstream.ts';
+import type { HeaderList } from '../../upstream/module.ts';
 
 export interface ResponseHead {
   status: number;

@@ -15,7 +15,7 @@ import type { UpstreamGroup } from '../../../upstream/group.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { ComplexValue } from '../../variables.ts';
-import { upstreamAdd } from '../upstream.ts';
+import { upstreamAdd } from '../../upstream/module.ts';
 
 export interface ProxyTarget {
   /** The proxy_pass argument as written. */

@@ -8,12 +8,12 @@ import fs from 'node:fs';
 import tls from 'node:tls';
 import net from 'node:net';
 import path from 'node:path';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
 import { CertCache, loadCertificate, loadKey } from './cert-cache.ts';
 import type { CertCacheConf, LoadedKey } from './cert-cache.ts';
-import type { ProxyLocConf, SslConf } from './conf.ts';
-import type { ResolvedTarget } from './target.ts';
+import type { ProxyLocConf, SslConf } from '../modules/proxy/conf.ts';
+import type { ResolvedTarget } from '../modules/proxy/target.ts';
 
 const files = new Map<string, Buffer>();
 

@@ -8,17 +8,17 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ConfContext } from '../../../conf/context.ts';
-import { httpMainOf } from '../../http-conf.ts';
-import type { HttpRequest } from '../../request.ts';
-import { createTempFile } from '../../request-body.ts';
-import { requestLog } from '../../request-log.ts';
-import { compileComplex } from '../../variables.ts';
-import type { ComplexValue } from '../../variables.ts';
-import { mapUriToPath } from '../core/root.ts';
-import { parseHttpTime } from '../not-modified.ts';
-import type { ProxyLocConf } from './conf.ts';
-import type { ResponseHead } from './response-head.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { httpMainOf } from '../http-conf.ts';
+import type { HttpRequest } from '../request.ts';
+import { createTempFile } from '../request-body.ts';
+import { requestLog } from '../request-log.ts';
+import { compileComplex } from '../variables.ts';
+import type { ComplexValue } from '../variables.ts';
+import { mapUriToPath } from '../modules/core/root.ts';
+import { parseHttpTime } from '../modules/not-modified.ts';
+import type { ProxyLocConf } from '../modules/proxy/conf.ts';
+import type { ResponseHead } from '../modules/proxy/response-head.ts';
 
 /** `proxy_store on | off | path`: true stores at root + URI. */
 export function parseStore(cf: ConfContext, arg: string): boolean | ComplexValue {

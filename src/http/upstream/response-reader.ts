@@ -7,24 +7,24 @@
  * an invalid chunked body or a premature close (the client's response is
  * cut short and its connection closed).
  */
-import { finalize, internalRedirect, namedLocation } from '../../phases.ts';
-import { sendHeaderThen } from '../../response.ts';
-import { parseUnsafeUri } from '../../subrequest.ts';
-import { requestLog } from '../../request-log.ts';
-import { errorPageConf } from '../core/error-page.ts';
-import { disableNotModified } from '../not-modified.ts';
-import type { HeaderList } from '../upstream.ts';
-import { upstreamRecord } from '../upstream.ts';
-import { cacheError, cacheStaleStatus, cacheWriter } from './cache.ts';
-import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from '../../chunked.ts';
-import { IGN } from './conf.ts';
+import { finalize, internalRedirect, namedLocation } from '../phases.ts';
+import { sendHeaderThen } from '../response.ts';
+import { parseUnsafeUri } from '../subrequest.ts';
+import { requestLog } from '../request-log.ts';
+import { errorPageConf } from '../modules/core/error-page.ts';
+import { disableNotModified } from '../modules/not-modified.ts';
+import type { HeaderList } from './module.ts';
+import { upstreamRecord } from './module.ts';
+import { cacheError, cacheStaleStatus, cacheWriter } from '../modules/proxy/cache.ts';
+import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from '../chunked.ts';
+import { IGN } from '../modules/proxy/conf.ts';
 import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
 import { storeWriter } from './store.ts';
-import { copyHeaders } from './headers-out.ts';
+import { copyHeaders } from '../modules/proxy/headers-out.ts';
 import { BodyRelay } from './relay.ts';
 import type { RelaySource } from './relay.ts';
-import { parseResponseHead } from './response-head.ts';
-import type { ResponseHead } from './response-head.ts';
+import { parseResponseHead } from '../modules/proxy/response-head.ts';
+import type { ResponseHead } from '../modules/proxy/response-head.ts';
 import { startUpgrade } from './upgrade.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
 

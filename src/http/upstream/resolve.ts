@@ -5,18 +5,18 @@
  * when it is an IP or unix socket, else the name resolved with `resolver`.
  */
 import net from 'node:net';
-import { parseTime } from '../../../conf/values.ts';
-import { addressName } from '../../../upstream/address.ts';
-import { resolvedPeerList } from '../../../upstream/group.ts';
-import type { PeerList, UpstreamGroup } from '../../../upstream/group.ts';
-import { ResolveError, resolverForArgs } from '../../../upstream/resolver.ts';
-import type { Resolver } from '../../../upstream/resolver.ts';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
-import { findUpstream } from '../upstream.ts';
-import type { ProxyLocConf } from './conf.ts';
-import type { ResolvedTarget } from './target.ts';
+import { parseTime } from '../../conf/values.ts';
+import { addressName } from '../../upstream/address.ts';
+import { resolvedPeerList } from '../../upstream/group.ts';
+import type { PeerList, UpstreamGroup } from '../../upstream/group.ts';
+import { ResolveError, resolverForArgs } from '../../upstream/resolver.ts';
+import type { Resolver } from '../../upstream/resolver.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../modules/core/settings.ts';
+import { findUpstream } from './module.ts';
+import type { ProxyLocConf } from '../modules/proxy/conf.ts';
+import type { ResolvedTarget } from '../modules/proxy/target.ts';
 
 export interface Placement {
   group: UpstreamGroup | undefined;

@@ -28,8 +28,8 @@ import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue, VariableDef, VarValue } from '../variables.ts';
-import { CORE_LOC_DEFAULTS, coreLoc } from './core/settings.ts';
-import { httpConf } from './core/structure.ts';
+import { CORE_LOC_DEFAULTS, coreLoc } from '../modules/core/settings.ts';
+import { httpConf } from '../modules/core/structure.ts';
 
 /** Every upstream group of an `http {}` block, explicit and implicit (nginx's umcf->upstreams). */
 export const upstreamMainSlot = defineSlot<{ groups: UpstreamGroup[] }>('upstream_main', () => ({ groups: [] }));
