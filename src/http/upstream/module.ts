@@ -15,13 +15,10 @@ import { parseServerParams } from '../../upstream/server-params.ts';
 import { sharedZone } from '../../core/shared.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
-import { createPicker } from '../../upstream/balancers.ts';
 import type { Balancer } from '../../upstream/balancers.ts';
 import { PEER_SLOTS, UpstreamGroup } from '../../upstream/group.ts';
-import type { PeerList } from '../../upstream/group.ts';
 import { ANSWER_MEMORY, watchResolvedServers } from '../../upstream/resolve-servers.ts';
 import { parseResolverArgs, resolverForArgs } from '../../upstream/resolver.ts';
-import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule } from '../http-conf.ts';
@@ -163,14 +160,6 @@ function balancerDirective(kind: Balancer['kind']): Directive['handler'] {
       g.balancer = kind === 'ip_hash' ? { kind } : { kind: 'least_conn' };
     }
   };
-}
-
-/** The peer picker for a request to `g` (the balancer's inputs evaluated for `r`). */
-export function pickerFor(r: HttpRequest, g: UpstreamGroup, peers: PeerList): RoundRobinPicker {
-  const b = g.balancer;
-  if (b.kind === 'round_robin') return new RoundRobinPicker(peers);
-  const key = b.kind === 'hash' ? (g.balanceKey as ComplexValue).evaluate(r) : '';
-  return createPicker(b, peers, { clientAddress: r.remoteAddress, key }, g.ring);
 }
 
 const directives: Directive[] = [

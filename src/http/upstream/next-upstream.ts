@@ -3,7 +3,7 @@
  * which failures and statuses may move a request to the next peer, and the
  * status the client gets when no try is left.
  */
-import { FT } from '../modules/proxy/conf.ts';
+import { FT } from './conf.ts';
 
 /** Statuses proxy_next_upstream can retry on, with their condition bit. */
 export const NEXT_STATUS: Record<number, number> = {

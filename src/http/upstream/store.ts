@@ -17,8 +17,8 @@ import { compileComplex } from '../variables.ts';
 import type { ComplexValue } from '../variables.ts';
 import { mapUriToPath } from '../modules/core/root.ts';
 import { parseHttpTime } from '../modules/not-modified.ts';
-import type { ProxyLocConf } from '../modules/proxy/conf.ts';
-import type { ResponseHead } from '../modules/proxy/response-head.ts';
+import type { UpstreamConf } from './conf.ts';
+import type { UpstreamHead } from './protocol.ts';
 
 /** `proxy_store on | off | path`: true stores at root + URI. */
 export function parseStore(cf: ConfContext, arg: string): boolean | ComplexValue {
@@ -53,7 +53,7 @@ export interface StoreTarget {
 
 class StoreWriter implements StoreTarget {
   private readonly r: HttpRequest;
-  private readonly c: ProxyLocConf;
+  private readonly c: UpstreamConf;
   private readonly tmp: string;
   private fd: number;
   private size = 0;
@@ -61,7 +61,7 @@ class StoreWriter implements StoreTarget {
   private readonly mtime: number;
   private done = false;
 
-  constructor(r: HttpRequest, c: ProxyLocConf, tmp: { path: string; fd: number }, contentLength: number, mtime: number) {
+  constructor(r: HttpRequest, c: UpstreamConf, tmp: { path: string; fd: number }, contentLength: number, mtime: number) {
     this.r = r;
     this.c = c;
     this.tmp = tmp.path;
@@ -137,7 +137,7 @@ function renameCreatingPath(from: string, to: string, access: number): void {
  * Hook: the upstream's head was accepted. The writer for the body when the
  * location stores responses and this one qualifies (200, buffered).
  */
-export function storeWriter(r: HttpRequest, c: ProxyLocConf, head: ResponseHead, buffering: boolean, tempPath: string): StoreTarget | undefined {
+export function storeWriter(r: HttpRequest, c: UpstreamConf, head: UpstreamHead, buffering: boolean, tempPath: string): StoreTarget | undefined {
   if (!c.store || !buffering || head.status !== 200) return undefined;
   const lm = head.headers.lnames.indexOf('last-modified');
   const mtime = lm >= 0 ? parseHttpTime(head.headers.values[lm]) : -1;
