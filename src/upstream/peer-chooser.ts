@@ -19,9 +19,9 @@ export interface ChosenPeer {
 
 export interface PeerChooser {
   /**
-   * Tries left, this one included (nginx's pc->tries). The engine lowers it
-   * to `*_next_upstream_tries` and counts it down through `free`; a chooser
-   * may set it higher for more tries.
+   * Tries left (nginx's pc->tries): the engine tries another peer only while
+   * it is at least 1 after `free`, which counts it down as nginx's free
+   * callbacks do. The engine lowers it to `*_next_upstream_tries`.
    */
   tries: number;
   /**
@@ -35,8 +35,9 @@ export interface PeerChooser {
   get(lastFailure: number, lastStatus: number): ChosenPeer | undefined;
   /**
    * The try on the peer `get` returned is over (nginx's peer.free): PEER_OK,
-   * PEER_FAILED or PEER_NEXT (round-robin.ts). True when that made the peer
-   * temporarily unavailable (the engine logs nginx's warning).
+   * PEER_FAILED or PEER_NEXT (round-robin.ts); count `tries` down here. True
+   * when that made the peer temporarily unavailable (the engine logs nginx's
+   * warning).
    */
   free(state: number): boolean;
 }

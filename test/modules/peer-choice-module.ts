@@ -1,0 +1,96 @@
+/**
+ * A module that is not built in, loaded with `load_module` by
+ * test/http/load-module.test.ts to show that a module added from outside
+ * src/ can do what the built-in ones do without editing engine files:
+ *
+ * - a directive: `peer_choice_fallback PORT;` (location), the port a try goes
+ *   to after the first one failed to connect;
+ * - a phase handler (access) that installs a peer chooser for the request;
+ * - a per-try peer choice: the first try goes where proxy_pass points (the
+ *   default chooser, wrapped), a try after a connect error goes to
+ *   127.0.0.1:PORT, anything else gets no peer;
+ * - `$peer_choice_log`: what the chooser was told and did, for the access log.
+ *
+ * A body filter goes here too once the explicit (chunk, eof) filter chain is
+ * in place (see the issue's item 2).
+ */
+import { defineSlot, inheritUnset } from '../../src/conf/context.ts';
+import { Ctx } from '../../src/conf/directive.ts';
+import { DECLINED } from '../../src/http/http-conf.ts';
+import type { HttpModule } from '../../src/http/http-conf.ts';
+import type { HttpRequest } from '../../src/http/request.ts';
+import { FT } from '../../src/http/upstream/conf.ts';
+import { defaultPeerChooser, usePeerChooser } from '../../src/http/upstream/peer-choice.ts';
+import type { Placement } from '../../src/http/upstream/peer-choice.ts';
+import { peerAt } from '../../src/upstream/peer-chooser.ts';
+import type { ChosenPeer, PeerChooser } from '../../src/upstream/peer-chooser.ts';
+import { PEER_FAILED, PEER_OK } from '../../src/upstream/round-robin.ts';
+
+const fallbackLoc = defineSlot<{ port?: number }>('peer_choice_fallback', () => ({}), inheritUnset);
+
+/** Per request: the chooser's story, read by $peer_choice_log. */
+const LOG_CTX = {};
+
+const FAILURES: Array<[number, string]> = [[FT.ERROR, 'error'], [FT.TIMEOUT, 'timeout'], [FT.INVALID_HEADER, 'invalid_header'],
+  [FT.HTTP_502, 'http_502'], [FT.HTTP_503, 'http_503'], [FT.HTTP_504, 'http_504'], [FT.NOLIVE, 'nolive']];
+
+function failureName(ft: number): string {
+  if (ft === 0) return 'none';
+  return FAILURES.find(([bit]) => ft & bit)?.[1] ?? `0x${ft.toString(16)}`;
+}
+
+class FallbackChooser implements PeerChooser {
+  tries = 2;
+  private readonly first: PeerChooser;
+  private onFirst = false;
+  private readonly port: number;
+  private readonly log: string[];
+
+  constructor(first: PeerChooser, port: number, log: string[]) {
+    this.first = first;
+    this.port = port;
+    this.log = log;
+  }
+
+  get(lastFailure: number, lastStatus: number): ChosenPeer | undefined {
+    this.log.push(`get(${failureName(lastFailure)},${lastStatus})`);
+    this.onFirst = lastFailure === 0;
+    if (this.onFirst) return this.first.get(lastFailure, lastStatus);
+    if (lastFailure & FT.ERROR) return peerAt('127.0.0.1', this.port);
+    return undefined;
+  }
+
+  free(state: number): boolean {
+    this.log.push(state === PEER_OK ? 'free(ok)' : state === PEER_FAILED ? 'free(failed)' : 'free(next)');
+    if (this.tries) this.tries--;
+    return this.onFirst ? this.first.free(state) : false;
+  }
+}
+
+function accessHandler(r: HttpRequest): number {
+  const port = r.level.get(fallbackLoc).port;
+  if (port === undefined) return DECLINED;
+  const log: string[] = [];
+  r.ctx.set(LOG_CTX, log);
+  usePeerChooser(r, (req: HttpRequest, place: Placement) => new FallbackChooser(defaultPeerChooser(req, place), port, log));
+  return DECLINED;
+}
+
+export const peerChoiceModule: HttpModule = {
+  name: 'ngx_http_peer_choice_test_module',
+  directives: [{
+    name: 'peer_choice_fallback', contexts: Ctx.LOCATION, args: 1,
+    handler(cf, node) {
+      const port = Number(node.args[0]);
+      if (!Number.isInteger(port) || port < 1 || port > 65535) return `invalid port "${node.args[0]}"`;
+      cf.get(fallbackLoc).port = port;
+    },
+  }],
+  variables: [{
+    name: 'peer_choice_log', noCache: true,
+    get: (r) => (r.ctx.get(LOG_CTX) as string[] | undefined)?.join(' '),
+  }],
+  postconfiguration(http) {
+    http.addPhaseHandler('ACCESS', accessHandler);
+  },
+};
