@@ -102,7 +102,7 @@ export class HttpRequest {
   /** Server / Date are in headersOut (proxy_pass_header): nginx's own are not sent. */
   ownServer = false;
   ownDate = false;
-  /** The request's upstream tries behind `$upstream_*`, kept across internal redirects (src/http/modules/upstream.ts). */
+  /** The request's upstream tries behind `$upstream_*`, kept across internal redirects (src/http/upstream/module.ts). */
   upstreamRecord: object | undefined;
   /** This request's number on its connection (`$connection_requests`). */
   readonly connectionRequests: number;

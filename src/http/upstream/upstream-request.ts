@@ -4,9 +4,8 @@
  * connection), send the head and body the protocol module made, read the
  * response head through the protocol's processHeader, retry on the next peer
  * as `*_next_upstream` allows, then hand the head to the client and relay the
- * body. Socket events reach this object through
- * the connection's single set of listeners; nothing here allocates closures
- * per event.
+ * body. Socket events reach this object through the connection's single set
+ * of listeners; nothing here allocates closures per event.
  */
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
@@ -418,9 +417,9 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
 
   /** The relay finished writing (ok) or the client went away. */
   relayDone(): void {
+    if (!this.finished) this.protocol.finalizeRequest?.(this, 0);
     this.finished = true;
     this.forget();
-    this.protocol.finalizeRequest?.(this, 0);
   }
 
   /** The client socket no longer reports to this exchange. */
