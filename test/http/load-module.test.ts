@@ -26,12 +26,19 @@ http {
 ${HTTP_COMMON}
     log_format choice '$uri $status "$upstream_addr" "$upstream_status" "$peer_choice_log"';
     access_log %%PREFIX%%/choice.log choice;
+    upstream dead_first {
+        server 127.0.0.1:%%PORT_8082%%;
+        peer_choice_upstream_fallback ${livePort};
+    }
     server {
         listen 127.0.0.1:%%PORT_8080%%;
         # nothing listens on 8082: the first try fails to connect
         location /chosen/ {
             peer_choice_fallback ${livePort};
             proxy_pass http://127.0.0.1:%%PORT_8082%%;
+        }
+        location /group/ {
+            proxy_pass http://dead_first;
         }
         location /plain/ {
             proxy_pass http://127.0.0.1:${livePort};
@@ -61,6 +68,12 @@ test('a loaded module adds a directive, a phase handler and a per-try peer choic
   assert.equal(line, `/chosen/x 200 "127.0.0.1:${dead}, 127.0.0.1:${origins[0].port}" "502, 200" `
     + '"get(none,0) free(failed) get(error,502) free(ok)"');
   assert.match(srv.readFile('error.log'), /\[error\] .*connect\(\) failed \(111: Connection refused\) while connecting to upstream/);
+
+  // the same choice installed on an upstream {} group by a directive inside it
+  const viaGroup = await get(srv.port(8080), '/group/w');
+  assert.equal(viaGroup.body.toString(), 'from origin A');
+  assert.equal(await srv.waitForLog('choice.log', /^\/group\/w /m),
+    `/group/w 200 "127.0.0.1:${dead}, 127.0.0.1:${origins[0].port}" "502, 200" "get(none,0) free(failed) get(error,502) free(ok)"`);
 
   // a location without the directive keeps the default chooser (and the module's variable is empty)
   const plain = await get(srv.port(8080), '/plain/y');

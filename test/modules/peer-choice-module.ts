@@ -6,6 +6,8 @@
  * - a directive: `peer_choice_fallback PORT;` (location), the port a try goes
  *   to after the first one failed to connect;
  * - a phase handler (access) that installs a peer chooser for the request;
+ * - `peer_choice_upstream_fallback PORT;` in an `upstream {}` block: the same
+ *   chooser for every request to that group (as balancer_by_lua);
  * - a per-try peer choice: the first try goes where proxy_pass points (the
  *   default chooser, wrapped), a try after a connect error goes to
  *   127.0.0.1:PORT, anything else gets no peer;
@@ -20,8 +22,9 @@ import { DECLINED } from '../../src/http/http-conf.ts';
 import type { HttpModule } from '../../src/http/http-conf.ts';
 import type { HttpRequest } from '../../src/http/request.ts';
 import { FT } from '../../src/http/upstream/conf.ts';
-import { defaultPeerChooser, usePeerChooser } from '../../src/http/upstream/peer-choice.ts';
-import type { Placement } from '../../src/http/upstream/peer-choice.ts';
+import { upstreamGroupOf } from '../../src/http/upstream/module.ts';
+import { defaultPeerChooser, setGroupPeerChooser, usePeerChooser } from '../../src/http/upstream/peer-choice.ts';
+import type { PeerChooserFactory } from '../../src/http/upstream/peer-choice.ts';
 import { peerAt } from '../../src/upstream/peer-chooser.ts';
 import type { ChosenPeer, PeerChooser } from '../../src/upstream/peer-chooser.ts';
 import { PEER_FAILED, PEER_OK } from '../../src/upstream/round-robin.ts';
@@ -67,13 +70,24 @@ class FallbackChooser implements PeerChooser {
   }
 }
 
+/** Choosers that fall back to 127.0.0.1:`port`, each logging into its request's $peer_choice_log. */
+function fallbackTo(port: number): PeerChooserFactory {
+  return (r, place) => {
+    const log: string[] = [];
+    r.ctx.set(LOG_CTX, log);
+    return new FallbackChooser(defaultPeerChooser(r, place), port, log);
+  };
+}
+
 function accessHandler(r: HttpRequest): number {
   const port = r.level.get(fallbackLoc).port;
-  if (port === undefined) return DECLINED;
-  const log: string[] = [];
-  r.ctx.set(LOG_CTX, log);
-  usePeerChooser(r, (req: HttpRequest, place: Placement) => new FallbackChooser(defaultPeerChooser(req, place), port, log));
+  if (port !== undefined) usePeerChooser(r, fallbackTo(port));
   return DECLINED;
+}
+
+function portArg(arg: string): number | undefined {
+  const port = Number(arg);
+  return Number.isInteger(port) && port >= 1 && port <= 65535 ? port : undefined;
 }
 
 export const peerChoiceModule: HttpModule = {
@@ -81,9 +95,16 @@ export const peerChoiceModule: HttpModule = {
   directives: [{
     name: 'peer_choice_fallback', contexts: Ctx.LOCATION, args: 1,
     handler(cf, node) {
-      const port = Number(node.args[0]);
-      if (!Number.isInteger(port) || port < 1 || port > 65535) return `invalid port "${node.args[0]}"`;
+      const port = portArg(node.args[0]);
+      if (port === undefined) return `invalid port "${node.args[0]}"`;
       cf.get(fallbackLoc).port = port;
+    },
+  }, {
+    name: 'peer_choice_upstream_fallback', contexts: Ctx.UPSTREAM, args: 1,
+    handler(cf, node) {
+      const port = portArg(node.args[0]);
+      if (port === undefined) return `invalid port "${node.args[0]}"`;
+      setGroupPeerChooser(upstreamGroupOf(cf), fallbackTo(port));
     },
   }],
   variables: [{

@@ -59,6 +59,11 @@ export function upstreamAdd(cf: ConfContext, u: ParsedUrl, explicit: boolean): U
   return group;
 }
 
+/** The group whose `upstream {}` block is being read, for a directive inside it (a module's too). */
+export function upstreamGroupOf(cf: ConfContext): UpstreamGroup {
+  return cf.data.upstreamGroup as UpstreamGroup;
+}
+
 /** The group for a run-time proxy_pass target (ngx_http_upstream_init_request's search). */
 export function findUpstream(main: HttpMainConf, host: string, port: number | undefined): UpstreamGroup | undefined {
   const groups = main.level.get(upstreamMainSlot).groups;
