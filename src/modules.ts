@@ -24,7 +24,7 @@ import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
-import { upstreamModule } from './http/modules/upstream.ts';
+import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';

@@ -21,13 +21,18 @@ export class Registry {
   readonly modules: ModuleBase[];
 
   constructor(modules: ModuleBase[]) {
-    this.modules = modules;
-    for (const m of modules) {
-      for (const d of m.directives ?? []) {
-        const list = this.byName.get(d.name);
-        if (list) list.push(d);
-        else this.byName.set(d.name, [d]);
-      }
+    // a copy: `load_module` adds to this cycle's list only
+    this.modules = [];
+    for (const m of modules) this.add(m);
+  }
+
+  /** Adds a module and its directives (the built-in ones, then those `load_module` imports). */
+  add(m: ModuleBase): void {
+    this.modules.push(m);
+    for (const d of m.directives ?? []) {
+      const list = this.byName.get(d.name);
+      if (list) list.push(d);
+      else this.byName.set(d.name, [d]);
     }
   }
 

@@ -92,9 +92,11 @@ export class Cycle {
     const cf = new ConfContext(registry, options.paths, Ctx.MAIN, cycle.main, { main: cycle.main }, { cycle }, options.onWarning);
     applyBlock(cf, parsed.nodes);
     if (parsed.error) throw parsed.error;
-    for (const m of modules as CycleModule[]) m.initCycle?.(cycle);
+    // the built-in modules and those load_module added
+    const all = registry.modules as CycleModule[];
+    for (const m of all) m.initCycle?.(cycle);
     options.onSyntaxOk?.();
-    for (const m of modules as CycleModule[]) m.initConf?.(cycle);
+    for (const m of all) m.initConf?.(cycle);
     return cycle;
   }
 

@@ -1,7 +1,7 @@
 /**
  * A decoder for chunked bodies with nginx's rules (ngx_http_parse_chunked),
  * for request bodies (src/http/body-framing.ts) and upstream responses
- * (src/http/modules/proxy/response-reader.ts): hex sizes, extensions after `;`, space or tab,
+ * (src/http/upstream/response-reader.ts): hex sizes, extensions after `;`, space or tab,
  * LF or CRLF line ends, trailer lines skipped (or kept for
  * proxy_pass_trailers). Chunk data is handed out as slices of the input,
  * without copying.

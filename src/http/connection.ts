@@ -288,7 +288,7 @@ export class HttpConnection {
 
   /**
    * A 101 from the upstream turns the connection into a tunnel
-   * (src/http/modules/proxy/upgrade.ts): returns the bytes the client sent
+   * (src/http/upstream/upgrade.ts): returns the bytes the client sent
    * after the request, and reading is the tunnel's from now on; undefined
    * when `r` cannot take the connection over.
    */

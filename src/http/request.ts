@@ -102,8 +102,10 @@ export class HttpRequest {
   /** Server / Date are in headersOut (proxy_pass_header): nginx's own are not sent. */
   ownServer = false;
   ownDate = false;
-  /** The request's upstream tries behind `$upstream_*`, kept across internal redirects (src/http/modules/upstream.ts). */
+  /** The request's upstream tries behind `$upstream_*`, kept across internal redirects (src/http/upstream/module.ts). */
   upstreamRecord: object | undefined;
+  /** nginx's r->disable_not_modified: an upstream response that is not cached skips the not_modified filter. */
+  disableNotModified = false;
   /** This request's number on its connection (`$connection_requests`). */
   readonly connectionRequests: number;
   /** Arrived while an earlier request on the connection was still being answered (`$pipe`). */

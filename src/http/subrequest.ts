@@ -217,7 +217,7 @@ class SubrequestResponse extends EventEmitter {
     return this;
   }
 
-  /** Ends the body (a response that cannot become a tunnel, src/http/modules/proxy/upgrade.ts). */
+  /** Ends the body (a response that cannot become a tunnel, src/http/upstream/upgrade.ts). */
   end(): void {
     if (!this.sub.r.out.writableEnded) this.sub.r.out.end();
   }

@@ -130,7 +130,7 @@ async function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths
   });
   const gen = new Generation(cycle, workerId, openCycleLog(cycle, start.defaultErrorLog));
   try {
-    for (const m of modules as CycleModule[]) await m.initWorker?.(cycle, gen);
+    for (const m of cycle.registry.modules as CycleModule[]) await m.initWorker?.(cycle, gen);
   } catch (err) {
     gen.destroy();
     gen.close();

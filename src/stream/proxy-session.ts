@@ -17,7 +17,7 @@ import { addressName, parseUrl } from '../upstream/address.ts';
 import { UpstreamConnection } from '../upstream/connection.ts';
 import type { ConnectionUser } from '../upstream/connection.ts';
 import { resolvedPeerList } from '../upstream/group.ts';
-import type { PeerList, UpstreamGroup } from '../upstream/group.ts';
+import type { Peer, PeerList, UpstreamGroup } from '../upstream/group.ts';
 import { ResolveError } from '../upstream/resolver.ts';
 import type { Resolver } from '../upstream/resolver.ts';
 import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
@@ -190,7 +190,8 @@ export class StreamProxy implements ConnectionUser {
     const state = this.state!;
     state.connectTime = performance.now() - this.tryStart;
     // ngx_stream_upstream_notify_round_robin_peer: a peer that accepts is alive again
-    const peer = conn.peer;
+    // stream connects only to its groups' peers (round-robin.ts), never to a module's choice
+    const peer = conn.peer as Peer;
     if (peer.accessed < peer.checked) peer.fails = 0;
     const sock = conn.socket;
     if (s.log.enabled(LogLevel.info)) {

@@ -7,7 +7,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import type { Peer } from './group.ts';
+import type { ChosenPeer } from './peer-chooser.ts';
 import { countRead } from '../core/read-budget.ts';
 
 /** Whoever is using a connection: a proxied request, a stream session, or the idle pool. */
@@ -39,7 +39,7 @@ const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 
 export class UpstreamConnection {
   readonly socket: net.Socket;
-  readonly peer: Peer;
+  readonly peer: ChosenPeer;
   user: ConnectionUser | undefined;
   /** Requests sent over this connection (keepalive_requests). */
   requests = 0;
@@ -54,7 +54,7 @@ export class UpstreamConnection {
   bytesRead = 0;
   private timeoutMs = 0;
 
-  private constructor(socket: net.Socket, peer: Peer) {
+  private constructor(socket: net.Socket, peer: ChosenPeer) {
     this.socket = socket;
     this.peer = peer;
     // a plain connection reads through `onread` (handleRead) and emits no 'data'
@@ -67,7 +67,7 @@ export class UpstreamConnection {
   }
 
   /** Opens a connection to `peer`; the user gets onConnect or onError/onTimeout. */
-  static open(peer: Peer, opts: ConnectOptions, user: ConnectionUser): UpstreamConnection {
+  static open(peer: ChosenPeer, opts: ConnectOptions, user: ConnectionUser): UpstreamConnection {
     const a = peer.addr;
     let socket: net.Socket;
     if (opts.tls) {

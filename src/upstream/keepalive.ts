@@ -5,7 +5,8 @@
  * closes it or sends anything, after `keepalive_timeout`, and is not kept
  * after `keepalive_requests` requests or `keepalive_time`.
  */
-import type { KeepaliveConf, Peer } from './group.ts';
+import type { KeepaliveConf } from './group.ts';
+import type { ChosenPeer } from './peer-chooser.ts';
 import type { ConnectionUser, UpstreamConnection } from './connection.ts';
 
 export class KeepalivePool implements ConnectionUser {
@@ -19,7 +20,7 @@ export class KeepalivePool implements ConnectionUser {
   }
 
   /** An idle connection to `peer`, most recently used first. */
-  take(peer: Peer): UpstreamConnection | undefined {
+  take(peer: ChosenPeer): UpstreamConnection | undefined {
     const idle = this.idle;
     for (let i = idle.length - 1; i >= 0; i--) {
       const c = idle[i];

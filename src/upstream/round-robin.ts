@@ -6,6 +6,7 @@
  * primary peer is unavailable.
  */
 import type { Peer, PeerList } from './group.ts';
+import type { PeerChooser } from './peer-chooser.ts';
 
 /** What a try's end means for the peer (NGX_PEER_FAILED / NGX_PEER_NEXT / success). */
 export const PEER_OK = 0;
@@ -17,8 +18,8 @@ export function nowSec(): number {
   return Math.floor(Date.now() / 1000);
 }
 
-/** One request's view of a peer list: nginx's ngx_http_upstream_rr_peer_data_t. */
-export class RoundRobinPicker {
+/** One request's view of a peer list: nginx's ngx_http_upstream_rr_peer_data_t (the default peer chooser). */
+export class RoundRobinPicker implements PeerChooser {
   protected list: PeerList;
   /** Tried peers of the current list: a bit mask for up to 32 peers, else a set of indexes. */
   private tried = 0;

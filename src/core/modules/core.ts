@@ -17,6 +17,7 @@ import type { Directive } from '../../conf/directive.ts';
 import { ConfError, sysErrorText } from '../../conf/errors.ts';
 import { enumArg, flagArg, msecArg, numberArg, offsetArg, once, parseNumber, parseSize } from '../../conf/values.ts';
 import { Cycle } from '../cycle.ts';
+import { isModuleScript, loadModuleFile } from '../load-module.ts';
 import type { CycleModule } from '../cycle.ts';
 import { LogLevel } from '../error-log.ts';
 import type { ErrorLogSpec } from '../error-log.ts';
@@ -295,6 +296,11 @@ const directives: Directive[] = [
     name: 'load_module', contexts: Ctx.MAIN, args: 1,
     handler(cf, n) {
       if (cf.data.modulesUsed) return 'is specified too late';
+      // a module file of ours (not one of nginx's .so): imported, relative to the prefix as nginx has it
+      if (isModuleScript(n.args[0])) {
+        loadModuleFile(cf, cf.prefixPath(n.args[0]));
+        return;
+      }
       // every module is built in: a file naming one of ours is accepted, anything else is not there
       const name = path.basename(n.args[0]).replace(/\.so$/, '');
       if (!builtIn(cf, name)) throw cf.error(`module "${name}" is not built into gatehouse`);

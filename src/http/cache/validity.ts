@@ -8,6 +8,7 @@
  * and `Vary: *` make it uncacheable. `proxy_ignore_headers` switches each
  * field off.
  */
+import type { HeaderList } from '../upstream/module.ts';
 
 /** proxy_ignore_headers bits used here (the same values as the proxy's IGN). */
 const IGN_X_ACCEL_EXPIRES = 0x4;

@@ -15,7 +15,7 @@ import { flagArg, sizeArg } from '../../conf/values.ts';
 import type { HttpModule } from '../http-conf.ts';
 import { compileRegex } from '../regex.ts';
 import type { HttpRequest } from '../request.ts';
-import { parseHttpTime } from './not-modified.ts';
+import { parseHttpTime } from '../../core/http-time.ts';
 
 interface GzipConf {
   enable?: boolean;

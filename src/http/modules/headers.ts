@@ -16,7 +16,7 @@ import { httpDate } from '../response.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue } from '../../core/variables.ts';
 import { coreLoc } from '../core/settings.ts';
-import { parseHttpTime } from './not-modified.ts';
+import { parseHttpTime } from '../../core/http-time.ts';
 
 type ExpiresKind = 'off' | 'epoch' | 'max' | 'access' | 'modified' | 'daily';
 

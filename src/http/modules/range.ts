@@ -8,7 +8,8 @@
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { coreLoc } from '../core/settings.ts';
-import { parseHttpTime, replaceWithPage } from './not-modified.ts';
+import { replaceWithPage } from './not-modified.ts';
+import { parseHttpTime } from '../../core/http-time.ts';
 
 const ALLOW = {};
 const PLAN = {};

@@ -26,14 +26,14 @@ import { fresh, validUntil } from '../../cache/validity.ts';
 import { filePath, lookup, md5, revalidate, setUpdating, stored } from '../../cache/zone.ts';
 import type { CacheZone } from '../../cache/zone.ts';
 import { variantDigest, variantOf } from '../../cache/vary.ts';
-import { IGN } from './conf.ts';
+import { IGN } from '../../upstream/conf.ts';
 import { isBackgroundUpdate, startBackgroundUpdate } from './cache-background.ts';
 import { cacheLoc, zoneNamed } from './cache-directives.ts';
 import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from './response-head.ts';
-import type { ResponseHead } from './response-head.ts';
-import type { UpstreamRequest } from './upstream-request.ts';
+import type { UpstreamHead } from '../../upstream/protocol.ts';
+import type { ProxyUpstream } from './protocol.ts';
 
 const CACHE_CTX = {};
 
@@ -76,7 +76,7 @@ export function cacheStatus(r: HttpRequest): string | undefined {
 }
 
 /** Hook: before connecting upstream. True when the response was served from the cache. */
-export function cacheLookup(u: UpstreamRequest): boolean {
+export function cacheLookup(u: ProxyUpstream): boolean {
   const r = u.r;
   const c = r.level.get(cacheLoc);
   if (!c.zone) return false;
@@ -169,7 +169,7 @@ export function cacheLookup(u: UpstreamRequest): boolean {
 /** Request fields nginx's proxy_cache clears by default (ngx_http_proxy_cache_headers): the cache wants whole, unconditional responses. */
 const CLEARED = ['if-modified-since', 'if-unmodified-since', 'if-none-match', 'if-match', 'range', 'if-range'];
 
-function clearConditionals(u: UpstreamRequest): void {
+function clearConditionals(u: ProxyUpstream): void {
   const own = u.conf.setHeaders;
   const head = u.head;
   const lines = head.split('\r\n');
@@ -184,7 +184,7 @@ function clearConditionals(u: UpstreamRequest): void {
 }
 
 /** Hook: the exchange failed with `rc` before a head went out. True when a stale response was sent instead. */
-export function cacheServeStale(u: UpstreamRequest, rc: number, fromExchange = true): boolean {
+export function cacheServeStale(u: ProxyUpstream, rc: number, fromExchange = true): boolean {
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (st) doneUpdating(st);
   if (!st || !st.stale) return false;
@@ -205,7 +205,7 @@ export function cacheServeStale(u: UpstreamRequest, rc: number, fromExchange = t
  * the stored response and serves it (REVALIDATED); a status listed in
  * use_stale (http_500, http_404, ...) is answered from the stale file.
  */
-export function cacheStaleStatus(u: UpstreamRequest, status: number, head?: ResponseHead): boolean {
+export function cacheStaleStatus(u: ProxyUpstream, status: number, head?: UpstreamHead): boolean {
   if (status !== 304 && status < 400) return false;
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (status === 304) {
@@ -221,9 +221,9 @@ export function cacheStaleStatus(u: UpstreamRequest, status: number, head?: Resp
 }
 
 /** A revalidated response: valid for what the 304 says, else for the stored status's proxy_cache_valid time. */
-function renew(st: CacheState, head: ResponseHead | undefined): void {
+function renew(st: CacheState, head: UpstreamHead | undefined): void {
   const f = st.stale!;
-  const stored = parseResponseHead(f.head, () => undefined) as ResponseHead;
+  const stored = parseResponseHead(f.head, () => undefined) as UpstreamHead;
   const now = Date.now();
   let until = head ? validUntil(head.headers, stored.status, st.c.valid, 0, now) : 0;
   if (until === 0) until = validUntil({ lnames: [], values: [] }, stored.status, st.c.valid, 0, now);
@@ -247,9 +247,9 @@ function doneUpdating(st: CacheState): void {
  * response ends when the update is over (nginx keeps the request, and so a
  * closing connection, until its background subrequest is done).
  */
-function serve(u: UpstreamRequest, f: CacheFile, until?: Promise<unknown>): void {
+function serve(u: ProxyUpstream, f: CacheFile, until?: Promise<unknown>): void {
   const r = u.r;
-  const head = parseResponseHead(f.head, () => undefined) as ResponseHead;
+  const head = parseResponseHead(f.head, () => undefined) as UpstreamHead;
   u.headerSent();
   copyHeaders(r, head, u.d);
   // the body is stored decoded: its length is known
@@ -334,7 +334,7 @@ function storable(status: number): boolean {
  * Returns the writer for the body, or undefined when the response is not
  * to be stored.
  */
-export function cacheWriter(u: UpstreamRequest, head: ResponseHead, raw: string): CacheWriter | undefined {
+export function cacheWriter(u: ProxyUpstream, head: UpstreamHead, raw: string): CacheWriter | undefined {
   const r = u.r;
   const st = r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (!st) return undefined;
@@ -373,7 +373,7 @@ function openWriter(r: HttpRequest, st: CacheState, meta: CacheMeta, raw: string
 }
 
 /** Hook: an upstream error intercepted by error_page; nginx stores the status alone when it is cacheable. */
-export function cacheError(u: UpstreamRequest, head: ResponseHead): void {
+export function cacheError(u: ProxyUpstream, head: UpstreamHead): void {
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (!st) return;
   const c = st.c;
@@ -387,7 +387,7 @@ export function cacheError(u: UpstreamRequest, head: ResponseHead): void {
 }
 
 /** `Cache-Control: stale-if-error=N` (nginx's error_sec) or `stale-while-revalidate=N` (updating_sec), unless Cache-Control is ignored. */
-function ccExtension(h: ResponseHead['headers'], ignore: number, name: string): number | undefined {
+function ccExtension(h: UpstreamHead['headers'], ignore: number, name: string): number | undefined {
   if (ignore & IGN['Cache-Control']) return undefined;
   const re = new RegExp(`(?:^|[\\s,])${name}=(\\d+)`, 'i');
   for (let i = 0; i < h.lnames.length; i++) {

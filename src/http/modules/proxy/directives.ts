@@ -11,12 +11,14 @@ import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import type { LocationConf } from '../../http-conf.ts';
 import { compileComplex } from '../../../core/variables.ts';
-import { FT, IGN, proxyLoc } from './conf.ts';
-import type { ProxyLocConf, SslConf } from './conf.ts';
+import { FT, IGN } from '../../upstream/conf.ts';
+import type { SslConf } from '../../upstream/conf.ts';
+import { proxyLoc } from './conf.ts';
+import type { ProxyLocConf } from './conf.ts';
 import { compileRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
-import { parseCertCache } from './cert-cache.ts';
-import { parseAccess, parseStore } from './store.ts';
+import { parseCertCache } from '../../upstream/cert-cache.ts';
+import { parseAccess, parseStore } from '../../upstream/store.ts';
 import { dynamicTarget, staticTarget } from './target.ts';
 
 type Handler = Directive['handler'];

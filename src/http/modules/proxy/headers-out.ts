@@ -11,13 +11,13 @@ import type { HttpRequest } from '../../request.ts';
 import type { DerivedConf } from './conf.ts';
 import { rewriteCookie } from './cookies.ts';
 import { rewriteRedirect } from './redirect.ts';
-import type { ResponseHead } from './response-head.ts';
+import type { UpstreamHead } from '../../upstream/protocol.ts';
 
 /** Fields the upstream module never copies to the client. */
 const NOT_COPIED = new Set(['content-length', 'connection', 'keep-alive', 'transfer-encoding']);
 
 /** Copies the upstream head to `r`'s response. */
-export function copyHeaders(r: HttpRequest, head: ResponseHead, d: DerivedConf): void {
+export function copyHeaders(r: HttpRequest, head: UpstreamHead, d: DerivedConf): void {
   const { names, lnames, values } = head.headers;
   const hidden = d.hidden;
   for (let i = 0; i < names.length; i++) {

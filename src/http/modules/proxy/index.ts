@@ -6,13 +6,15 @@
  * `$proxy_add_x_forwarded_for` live here too.
  */
 import { ConfError } from '../../../conf/errors.ts';
-import { RoundRobinPicker } from '../../../upstream/round-robin.ts';
 import { DONE } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, HttpVariable, LocationConf } from '../../http-conf.ts';
 import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix, streamRequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { beginUpstream, pickerFor } from '../upstream.ts';
+import type { VariableDef } from '../../../core/variables.ts';
+import { beginUpstream } from '../../upstream/module.ts';
+import { peerChooserFor } from '../../upstream/peer-choice.ts';
+import type { Placement } from '../../upstream/peer-choice.ts';
 import { proxyLoc } from './conf.ts';
 import type { DerivedConf, ProxyLocConf } from './conf.ts';
 import { cacheStatus } from './cache.ts';
@@ -23,14 +25,14 @@ import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 import { buildHead, compileHeaderPlan } from './request-head.ts';
 import type { HeaderPlan } from './request-head.ts';
-import { FileSender, MemorySender, NO_BODY, StreamSender } from './send-body.ts';
-import type { BodySender } from './send-body.ts';
-import { resolveTarget } from './resolve.ts';
-import type { Placement } from './resolve.ts';
+import { FileSender, MemorySender, NO_BODY, StreamSender } from '../../upstream/send-body.ts';
+import type { BodySender } from '../../upstream/send-body.ts';
+import { resolveTarget } from '../../upstream/resolve.ts';
 import type { ResolvedTarget } from './target.ts';
 import { evalTarget, upstreamUri } from './target.ts';
-import { tlsFor } from './tls.ts';
-import { UpstreamRequest } from './upstream-request.ts';
+import { tlsFor } from '../../upstream/tls.ts';
+import { UpstreamRequest } from '../../upstream/upstream-request.ts';
+import { proxyProtocol } from './protocol.ts';
 
 /** The per-request proxy state, for `$proxy_host` and `$proxy_port`. */
 const PROXY_CTX = {};
@@ -163,7 +165,7 @@ async function withBody(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: 
 /** Finds where the request goes (resolving a name when it must), then starts the exchange. */
 function place(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
   bodyLength: number, chunkedOut: boolean): number | Promise<number> {
-  const p = resolveTarget(r, rt, conf);
+  const p = resolveTarget(r, rt);
   if (typeof p === 'number') return p;
   if (p instanceof Promise) {
     return p.then((q) => (typeof q === 'number' ? q : start(r, conf, d, rt, sender, bodyLength, chunkedOut, q)));
@@ -184,11 +186,11 @@ function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
     method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
     passRequestHeaders: conf.passRequestHeaders!,
   });
-  const tls = rt.https ? tlsFor(r, conf, rt) : undefined;
+  const tls = rt.https ? tlsFor(r, conf, rt.host) : undefined;
   // a client certificate that cannot be loaded (logged): nginx's 500
   if (rt.https && !tls) return 500;
   const u = new UpstreamRequest(r, conf, d, {
-    head, sender, group: where.group, picker: where.group ? pickerFor(r, where.group, where.peers) : new RoundRobinPicker(where.peers),
+    protocol: proxyProtocol, head, sender, group: where.group, chooser: peerChooserFor(r, where),
     tls,
     schema: rt.schema, uri, record: beginUpstream(r), method,
   });

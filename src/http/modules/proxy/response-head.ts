@@ -9,23 +9,7 @@
  * single-valued field (Content-Type, Location, Expires, ...) is logged and
  * ignored. A response that does not start like a status line is HTTP/0.9.
  */
-import type { HeaderList } from '../upstream.ts';
-
-export interface ResponseHead {
-  status: number;
-  /** `200 OK` as received (sent on to the client). */
-  statusLine: string;
-  /** HTTP/0.9: no status line; the whole response is the body. */
-  http09: boolean;
-  headers: HeaderList;
-  /** -1 when absent. */
-  contentLength: number;
-  chunked: boolean;
-  /** HTTP/1.0 response or `Connection: close`. */
-  connectionClose: boolean;
-  /** Offset of the body in the buffer that held the head. */
-  bodyStart: number;
-}
+import type { UpstreamHead } from '../../upstream/protocol.ts';
 
 /** A parse failure: the log message, and whether it counts as nginx's "invalid header". */
 export interface HeadError {
@@ -110,7 +94,7 @@ function parseStatusLine(s: string, out: { status: number; line: string; http11:
  * buffer). Returns the head, `undefined` when more bytes are needed, or an
  * error for an invalid header. `warn` receives nginx's warnings.
  */
-export function parseResponseHead(s: string, warn: (msg: string) => void): ResponseHead | HeadError | undefined {
+export function parseResponseHead(s: string, warn: (msg: string) => void): UpstreamHead | HeadError | undefined {
   const sl = { status: 0, line: '', http11: false };
   const p = parseStatusLine(s, sl);
   if (p === 0) return undefined;
@@ -120,7 +104,7 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Respo
       contentLength: -1, chunked: false, connectionClose: true, bodyStart: 0,
     };
   }
-  const head: ResponseHead = {
+  const head: UpstreamHead = {
     status: sl.status, statusLine: sl.line, http09: false, headers: { names: [], lnames: [], values: [] },
     contentLength: -1, chunked: false, connectionClose: !sl.http11, bodyStart: 0,
   };
@@ -175,7 +159,7 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Respo
 const IGNORED = '';
 
 /** Applies the per-field rules; returns IGNORED, an error message, or undefined to keep the field. */
-function fieldRule(head: ResponseHead, name: string, lname: string, value: string, warn: (m: string) => void, seen: { bits: number }): string | undefined {
+function fieldRule(head: UpstreamHead, name: string, lname: string, value: string, warn: (m: string) => void, seen: { bits: number }): string | undefined {
   const bit = ONCE_BITS.get(lname);
   if (bit === undefined) {
     if (lname === 'connection' && value.toLowerCase().includes('close')) head.connectionClose = true;
@@ -208,7 +192,7 @@ function fieldRule(head: ResponseHead, name: string, lname: string, value: strin
   }
 }
 
-function prev(head: ResponseHead, lname: string): string {
+function prev(head: UpstreamHead, lname: string): string {
   const i = head.headers.lnames.indexOf(lname);
   return i >= 0 ? `${head.headers.names[i]}: ${head.headers.values[i]}` : '';
 }

@@ -8,14 +8,12 @@
  * - after `rewrite ... break`: the rewritten URI as is;
  * - variables: the evaluated URI is sent as is.
  */
-import net from 'node:net';
 import type { ConfContext } from '../../../conf/context.ts';
 import { parseUrl } from '../../../upstream/address.ts';
 import type { UpstreamGroup } from '../../../upstream/group.ts';
 import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
-import { upstreamAdd } from '../upstream.ts';
+import { upstreamAdd } from '../../upstream/module.ts';
 
 export interface ProxyTarget {
   /** The proxy_pass argument as written. */
@@ -157,21 +155,4 @@ export function upstreamUri(r: HttpRequest, targetUri: string, location: string,
   let uri = validLocation ? targetUri + rest : rest;
   if (r.args) uri += '?' + r.args;
   return uri;
-}
-
-/**
- * proxy_bind's value as nginx's ngx_parse_addr_port reads it: an address
- * with an optional port (`[::1]:80`); empty means no bind, anything else is
- * logged and ignored.
- */
-export function localBinding(r: HttpRequest, bind: ComplexValue): { localAddress?: string; localPort?: number } {
-  const v = bind.evaluate(r);
-  if (!v) return {};
-  const m = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(v) ?? /^([^:]+)(?::(\d{1,5}))?$/.exec(v) ?? [v, v];
-  const port = m[2] === undefined ? undefined : Number(m[2]);
-  if (!net.isIP(m[1]) || (port !== undefined && (port < 1 || port > 65535))) {
-    requestLog(r).error(`invalid local address "${v}"`);
-    return {};
-  }
-  return { localAddress: m[1], localPort: port };
 }

@@ -5,23 +5,17 @@
  * when it is an IP or unix socket, else the name resolved with `resolver`.
  */
 import net from 'node:net';
-import { parseTime } from '../../../conf/values.ts';
-import { addressName } from '../../../upstream/address.ts';
-import { resolvedPeerList } from '../../../upstream/group.ts';
-import type { PeerList, UpstreamGroup } from '../../../upstream/group.ts';
-import { ResolveError, resolverForArgs } from '../../../upstream/resolver.ts';
-import type { Resolver } from '../../../upstream/resolver.ts';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../../core/settings.ts';
-import { findUpstream } from '../upstream.ts';
-import type { ProxyLocConf } from './conf.ts';
-import type { ResolvedTarget } from './target.ts';
-
-export interface Placement {
-  group: UpstreamGroup | undefined;
-  peers: PeerList;
-}
+import { parseTime } from '../../conf/values.ts';
+import { addressName } from '../../upstream/address.ts';
+import { resolvedPeerList } from '../../upstream/group.ts';
+import type { PeerList, UpstreamGroup } from '../../upstream/group.ts';
+import { ResolveError, resolverForArgs } from '../../upstream/resolver.ts';
+import type { Resolver } from '../../upstream/resolver.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { findUpstream } from './module.ts';
+import type { Placement } from './peer-choice.ts';
 
 function resolverFor(r: HttpRequest): Resolver | undefined {
   const args = r.level.get(coreLoc).resolverArgs;
@@ -29,10 +23,23 @@ function resolverFor(r: HttpRequest): Resolver | undefined {
   return resolverForArgs(args, parseTime, CORE_LOC_DEFAULTS.resolverTimeout);
 }
 
+/** Where the protocol's URL points (nginx's u->resolved, or the group of a URL without variables). */
+export interface UpstreamTarget {
+  /** The group a URL without variables named (made by upstreamAdd at configuration time). */
+  group?: UpstreamGroup;
+  /** For a URL with variables: the host (name, IP or unix path) and port it evaluated to. */
+  connectHost?: string;
+  connectPort?: number;
+  /** The URL named no port (then it may name an `upstream {}` block). */
+  noPort?: boolean;
+  unix?: boolean;
+  /** The host[:port] as written: the name of a one-address peer list. */
+  hostHeader: string;
+}
+
 /** Where the request goes: at once for a group or an address, a promise when a name must be resolved. */
-export function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: ProxyLocConf): Placement | number | Promise<Placement | number> {
-  const target = conf.target!;
-  if (!target.dynamic) return { group: target.group, peers: target.group!.primary };
+export function resolveTarget(r: HttpRequest, t: UpstreamTarget): Placement | number | Promise<Placement | number> {
+  if (t.group) return { group: t.group, peers: t.group.primary };
   const host = t.connectHost!;
   const group = findUpstream(r.main, host, t.noPort ? undefined : t.connectPort);
   if (group) return { group, peers: group.primary };

@@ -6,9 +6,9 @@
  * on when the allowance has grown; nginx polls each millisecond until the
  * second turns, this waits for that second at once.
  */
-import { parseSize } from '../../../conf/values.ts';
-import type { HttpRequest } from '../../request.ts';
-import type { ComplexValue } from '../../../core/variables.ts';
+import { parseSize } from '../../conf/values.ts';
+import type { HttpRequest } from '../request.ts';
+import type { ComplexValue } from '../../core/variables.ts';
 
 /** The rate for this response, evaluated once its head is in (ngx_http_complex_value_size: invalid → unlimited). */
 export function limitRateOf(r: HttpRequest, v: number | ComplexValue | undefined): number {

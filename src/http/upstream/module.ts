@@ -15,19 +15,16 @@ import { parseServerParams } from '../../upstream/server-params.ts';
 import { sharedZone } from '../../core/shared.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
-import { createPicker } from '../../upstream/balancers.ts';
 import type { Balancer } from '../../upstream/balancers.ts';
 import { PEER_SLOTS, UpstreamGroup } from '../../upstream/group.ts';
-import type { PeerList } from '../../upstream/group.ts';
 import { ANSWER_MEMORY, watchResolvedServers } from '../../upstream/resolve-servers.ts';
 import { parseResolverArgs, resolverForArgs } from '../../upstream/resolver.ts';
-import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule, HttpVariable } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../../core/variables.ts';
-import type { ComplexValue, VarValue } from '../../core/variables.ts';
+import type { ComplexValue, VariableDef, VarValue } from '../../core/variables.ts';
 import { CORE_LOC_DEFAULTS, coreLoc } from '../core/settings.ts';
 import { httpConf } from '../core/structure.ts';
 
@@ -60,6 +57,11 @@ export function upstreamAdd(cf: ConfContext, u: ParsedUrl, explicit: boolean): U
   const group = new UpstreamGroup(u.host, u.unix ? undefined : u.port, explicit, u.unix, file, line);
   main.groups.push(group);
   return group;
+}
+
+/** The group whose `upstream {}` block is being read, for a directive inside it (a module's too). */
+export function upstreamGroupOf(cf: ConfContext): UpstreamGroup {
+  return cf.data.upstreamGroup as UpstreamGroup;
 }
 
 /** The group for a run-time proxy_pass target (ngx_http_upstream_init_request's search). */
@@ -163,14 +165,6 @@ function balancerDirective(kind: Balancer['kind']): Directive['handler'] {
       g.balancer = kind === 'ip_hash' ? { kind } : { kind: 'least_conn' };
     }
   };
-}
-
-/** The peer picker for a request to `g` (the balancer's inputs evaluated for `r`). */
-export function pickerFor(r: HttpRequest, g: UpstreamGroup, peers: PeerList): RoundRobinPicker {
-  const b = g.balancer;
-  if (b.kind === 'round_robin') return new RoundRobinPicker(peers);
-  const key = b.kind === 'hash' ? (g.balanceKey as ComplexValue).evaluate(r) : '';
-  return createPicker(b, peers, { clientAddress: r.remoteAddress, key }, g.ring);
 }
 
 const directives: Directive[] = [

@@ -15,11 +15,11 @@
  * any body size and client speed.
  */
 import fs from 'node:fs';
-import { countRead } from '../../../core/read-budget.ts';
-import { createTempFile } from '../../request-body.ts';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../../core/settings.ts';
+import { countRead } from '../../core/read-budget.ts';
+import { createTempFile } from '../request-body.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
+import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
 
 /** What the relay needs from the upstream side. */
 export interface RelaySource {

@@ -1,37 +1,38 @@
 /**
- * One proxied request's exchange with its upstream (nginx's
- * ngx_http_upstream_t): pick a peer, connect (or reuse a kept-alive
- * connection), send the head and body, read and check the response head,
- * retry on the next peer as `proxy_next_upstream` allows, then hand the head
- * to the client and relay the body. Socket events reach this object through
- * the connection's single set of listeners; nothing here allocates closures
- * per event.
+ * One request's exchange with its upstream (nginx's ngx_http_upstream_t):
+ * ask the peer chooser where to go, connect (or reuse a kept-alive
+ * connection), send the head and body the protocol module made, read the
+ * response head through the protocol's processHeader, retry on the next peer
+ * as `*_next_upstream` allows, then hand the head to the client and relay the
+ * body. Socket events reach this object through the connection's single set
+ * of listeners; nothing here allocates closures per event.
  */
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
-import { sysErrorText } from '../../../conf/errors.ts';
-import { UpstreamConnection } from '../../../upstream/connection.ts';
-import type { ConnectionUser } from '../../../upstream/connection.ts';
-import type { UpstreamGroup } from '../../../upstream/group.ts';
-import { PEER_FAILED, PEER_NEXT, PEER_OK, RoundRobinPicker } from '../../../upstream/round-robin.ts';
-import { DONE } from '../../http-conf.ts';
-import { finalize } from '../../phases.ts';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog, UPSTREAM_CONTEXT } from '../../request-log.ts';
-import { terminate } from '../../request-body.ts';
-import { newState } from '../upstream.ts';
-import type { UpstreamRecord, UpstreamState } from '../upstream.ts';
-import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import { sysErrorText } from '../../conf/errors.ts';
+import { UpstreamConnection } from '../../upstream/connection.ts';
+import type { ConnectionUser } from '../../upstream/connection.ts';
+import type { UpstreamGroup } from '../../upstream/group.ts';
+import type { PeerChooser } from '../../upstream/peer-chooser.ts';
+import { PEER_FAILED, PEER_NEXT, PEER_OK } from '../../upstream/round-robin.ts';
+import { DONE } from '../http-conf.ts';
+import { finalize } from '../phases.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog, UPSTREAM_CONTEXT } from '../request-log.ts';
+import { terminate } from '../request-body.ts';
+import { newState } from './module.ts';
+import type { UpstreamRecord, UpstreamState } from './module.ts';
 import { FT } from './conf.ts';
+import type { UpstreamConf, UpstreamDerived } from './conf.ts';
 import { unwatchClient, watchClient } from './client-watch.ts';
 import type { ClientWatcher } from './client-watch.ts';
-import { cacheLookup, cacheServeStale } from './cache.ts';
 import { failureStatus, mayRetry, NEXT_STATUS } from './next-upstream.ts';
 import type { RetryState } from './next-upstream.ts';
 import { ResponseReader } from './response-reader.ts';
 import { NO_BODY } from './send-body.ts';
 import type { BodySender, BodyTarget } from './send-body.ts';
-import { localBinding } from './target.ts';
+import { localBinding } from './local-address.ts';
+import type { UpstreamProtocol } from './protocol.ts';
 import { keepSessions, peerOptions, verifyPeer } from './tls.ts';
 import type { UpstreamTls } from './tls.ts';
 import type { Tunnel } from './upgrade.ts';
@@ -44,25 +45,33 @@ const DONE_STATE = 4;
 
 const ACTIONS = ['', 'connecting to upstream', 'sending request to upstream', 'reading response header from upstream', ''];
 
-export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatcher {
+export class UpstreamRequest<C extends UpstreamConf = UpstreamConf, D extends UpstreamDerived = UpstreamDerived>
+implements ConnectionUser, BodyTarget, ClientWatcher {
   readonly r: HttpRequest;
-  readonly conf: ProxyLocConf;
-  readonly d: DerivedConf;
-  /** The request head; proxy_cache (cache.ts) may clear conditional fields or add a revalidation's. */
+  readonly conf: C;
+  readonly d: D;
+  readonly protocol: UpstreamProtocol<C, D>;
+  /** The request head (the protocol's create_request); its cache may clear conditional fields or add a revalidation's. */
   head: string;
   readonly sender: BodySender;
   readonly group: UpstreamGroup | undefined;
-  readonly picker: RoundRobinPicker;
+  /** Asked once per try where to connect (peer-choice.ts). */
+  readonly chooser: PeerChooser;
   readonly tls: UpstreamTls | undefined;
   /** `http://127.0.0.1:8081` style prefix and the URI, for log lines. */
   readonly schema: string;
   readonly uri: string;
-  /** The upstream request is HEAD (proxy_cache_convert_head in cache.ts may make it GET). */
+  /** The upstream request is HEAD (proxy_cache_convert_head may make it GET). */
   isHead: boolean;
   private readonly record: UpstreamRecord;
   private state: UpstreamState | undefined;
   conn: UpstreamConnection | undefined;
   private phase = IDLE;
+  /** The chooser handed out a peer that `free` has not been told about yet. */
+  private peerHeld = false;
+  /** How the last try ended (an FT bit and its status), for the chooser's next `get`; 0 before the first. */
+  private lastFailure = 0;
+  private lastStatus = 0;
   private cached = false;
   /** nginx's u->request_sent: some of the request reached a socket. */
   requestSent = false;
@@ -75,30 +84,31 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   /** Set once the connection became a tunnel (101). */
   tunnel: Tunnel | undefined;
 
-  constructor(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, opts: {
-    head: string; sender: BodySender; group: UpstreamGroup | undefined; picker: RoundRobinPicker;
+  constructor(r: HttpRequest, conf: C, d: D, opts: {
+    protocol: UpstreamProtocol<C, D>; head: string; sender: BodySender; group: UpstreamGroup | undefined; chooser: PeerChooser;
     tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
   }) {
     this.r = r;
     this.conf = conf;
     this.d = d;
+    this.protocol = opts.protocol;
     this.head = opts.head;
     this.sender = opts.sender;
     this.group = opts.group;
-    this.picker = opts.picker;
+    this.chooser = opts.chooser;
     this.tls = opts.tls;
     this.schema = opts.schema;
     this.uri = opts.uri;
     this.record = opts.record;
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
-    if (limit && this.picker.tries > limit) this.picker.tries = limit;
+    if (limit && this.chooser.tries > limit) this.chooser.tries = limit;
     if (r.req.socket) watchClient(r.req.socket, this);
   }
 
   start(): void {
-    // proxy_cache (cache.ts): a cached response is served without connecting upstream
-    if (cacheLookup(this)) return;
+    // the protocol's cache (proxy_cache): a cached response is served without connecting upstream
+    if (this.protocol.cache?.lookup(this)) return;
     this.connect();
   }
 
@@ -127,7 +137,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     this.requestSent = false;
     this.requestBodySent = false;
     this.cached = false;
-    const peer = this.picker.get();
+    const peer = this.chooser.get(this.lastFailure, this.lastStatus);
     if (!peer) {
       state.peer = this.group?.name ?? '';
       this.setLogUpstream(state.peer);
@@ -135,6 +145,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
       this.next(FT.NOLIVE);
       return;
     }
+    this.peerHeld = true;
     state.peer = peer.name;
     this.setLogUpstream(peer.name);
     const pooled = this.group?.pool?.take(peer);
@@ -270,7 +281,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
 
   private retryState(): RetryState {
     return {
-      tries: this.picker.tries, mask: this.conf.nextUpstream!, timeoutMs: this.conf.nextUpstreamTimeout!,
+      tries: this.chooser.tries, mask: this.conf.nextUpstream!, timeoutMs: this.conf.nextUpstreamTimeout!,
       elapsedMs: performance.now() - this.firstStart, requestSent: this.requestSent,
       replayable: this.sender.replayable, method: this.r.method,
     };
@@ -295,13 +306,14 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   next(ft: number): void {
     if (this.finished) return;
     const state = this.state!;
-    if (this.picker.current) {
+    if (this.peerHeld) {
+      this.peerHeld = false;
       if (this.conn) state.bytesSent = this.conn.sent;
-      const disabled = this.picker.free(ft === FT.HTTP_403 || ft === FT.HTTP_404 ? PEER_NEXT : PEER_FAILED);
+      const disabled = this.chooser.free(ft === FT.HTTP_403 || ft === FT.HTTP_404 ? PEER_NEXT : PEER_FAILED);
       if (disabled) this.log('warn', 'upstream server temporarily disabled');
     }
     if (ft === FT.TIMEOUT) this.log('error', 'upstream timed out (110: Connection timed out)');
-    if (this.cached && ft === FT.ERROR) this.picker.tries++;
+    if (this.cached && ft === FT.ERROR) this.chooser.tries++;
     const status = failureStatus(ft);
     if (this.r.finished || this.r.res.destroyed) { this.finalize(499); return; }
     state.status = status;
@@ -309,7 +321,10 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
       this.finalize(status);
       return;
     }
+    this.lastFailure = ft;
+    this.lastStatus = status;
     this.closeConnection();
+    this.protocol.reinitRequest?.(this);
     this.connect();
   }
 
@@ -359,7 +374,10 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
       if (this.reader) s.responseLength = this.reader.bodyBytes;
       if (this.conn) s.bytesSent = this.conn.sent;
     }
-    if (this.picker.current) this.picker.free(peerState);
+    if (this.peerHeld) {
+      this.peerHeld = false;
+      this.chooser.free(peerState);
+    }
   }
 
   /** Ends the exchange with `rc`: an error status before the head went out, else closes the upstream side. */
@@ -367,6 +385,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     if (this.finished) return;
     this.finished = true;
     this.forget();
+    this.protocol.finalizeRequest?.(this, rc);
     this.phase = DONE_STATE;
     this.closeTry(PEER_OK);
     const c = this.conn;
@@ -375,8 +394,8 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     this.reader?.abort();
     if (!this.settled) {
       this.settled = true;
-      // proxy_cache_use_stale (cache.ts): the stale cached response instead of the error
-      if (rc !== 0 && rc !== 499 && cacheServeStale(this, rc)) return;
+      // the protocol's cache (proxy_cache_use_stale): the stale cached response instead of the error
+      if (rc !== 0 && rc !== 499 && this.protocol.cache?.serveStale(this, rc)) return;
       // the handler returned DONE long ago: the error page or nginx's page is sent from here
       if (rc !== DONE && rc !== 0 && rc !== 499) {
         finalize(this.r, rc).catch((err: Error) => {
@@ -398,6 +417,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
 
   /** The relay finished writing (ok) or the client went away. */
   relayDone(): void {
+    if (!this.finished) this.protocol.finalizeRequest?.(this, 0);
     this.finished = true;
     this.forget();
   }

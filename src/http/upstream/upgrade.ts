@@ -6,7 +6,7 @@
  * silent; either side closing ends it.
  */
 import type { Socket } from 'node:net';
-import { requestLog } from '../../request-log.ts';
+import { requestLog } from '../request-log.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
 
 class Tunnel {

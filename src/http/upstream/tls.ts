@@ -8,12 +8,11 @@ import fs from 'node:fs';
 import tls from 'node:tls';
 import net from 'node:net';
 import path from 'node:path';
-import type { HttpRequest } from '../../request.ts';
-import { requestLog } from '../../request-log.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
 import { CertCache, loadCertificate, loadKey } from './cert-cache.ts';
 import type { CertCacheConf, LoadedKey } from './cert-cache.ts';
-import type { ProxyLocConf, SslConf } from './conf.ts';
-import type { ResolvedTarget } from './target.ts';
+import type { SslConf, UpstreamConf } from './conf.ts';
 
 const files = new Map<string, Buffer>();
 
@@ -98,10 +97,14 @@ export interface UpstreamTls {
   sessionKey: string | undefined;
 }
 
-/** The TLS settings for a request to `t` from a location configured with `c`; undefined (logged) when the client certificate cannot be loaded. */
-export function tlsFor(r: HttpRequest, c: ProxyLocConf, t: ResolvedTarget): UpstreamTls | undefined {
+/**
+ * The TLS settings for a request to `host` (the name in the protocol's URL, for SNI unless *_ssl_name
+ * says otherwise) from a location configured with `c`; undefined (logged) when the client certificate
+ * cannot be loaded.
+ */
+export function tlsFor(r: HttpRequest, c: UpstreamConf, host: string): UpstreamTls | undefined {
   const s = c.ssl ?? {};
-  let name = s.name ? s.name.evaluate(r) : (t as { groupName?: string }).groupName ?? t.host;
+  let name = s.name ? s.name.evaluate(r) : host;
   // nginx drops a port from the name and sends no SNI for an IP address
   const colon = name.lastIndexOf(':');
   if (colon > 0 && !name.endsWith(']') && !net.isIPv6(name)) name = name.slice(0, colon);

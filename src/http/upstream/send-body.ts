@@ -6,8 +6,8 @@
  * wait for the upstream to drain, and the client is paused meanwhile.
  */
 import fs from 'node:fs';
-import type { UpstreamConnection } from '../../../upstream/connection.ts';
-import type { BodyConsumer, RequestBody } from '../../request-body.ts';
+import type { UpstreamConnection } from '../../upstream/connection.ts';
+import type { BodyConsumer, RequestBody } from '../request-body.ts';
 
 /** The side that owns the upstream exchange. */
 export interface BodyTarget {

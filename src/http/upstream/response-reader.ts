@@ -7,44 +7,27 @@
  * an invalid chunked body or a premature close (the client's response is
  * cut short and its connection closed).
  */
-import { finalize, internalRedirect, namedLocation } from '../../phases.ts';
-import { sendHeaderThen } from '../../response.ts';
-import { parseUnsafeUri } from '../../subrequest.ts';
-import { requestLog } from '../../request-log.ts';
-import { errorPageConf } from '../../core/error-page.ts';
-import { disableNotModified } from '../not-modified.ts';
-import type { HeaderList } from '../upstream.ts';
-import { upstreamRecord } from '../upstream.ts';
-import { cacheError, cacheStaleStatus, cacheWriter } from './cache.ts';
-import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from '../../chunked.ts';
+import { finalize, internalRedirect, namedLocation } from '../phases.ts';
+import { sendHeaderThen } from '../response.ts';
+import { parseUnsafeUri } from '../subrequest.ts';
+import { requestLog } from '../request-log.ts';
+import { errorPageConf } from '../core/error-page.ts';
+import type { HeaderList } from './module.ts';
+import { upstreamRecord } from './module.ts';
+import { CHUNKED_AGAIN, CHUNKED_ERROR, ChunkedDecoder } from '../chunked.ts';
 import { IGN } from './conf.ts';
 import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
 import { storeWriter } from './store.ts';
-import { copyHeaders } from './headers-out.ts';
 import { BodyRelay } from './relay.ts';
 import type { RelaySource } from './relay.ts';
-import { parseResponseHead } from './response-head.ts';
-import type { ResponseHead } from './response-head.ts';
+import type { UpstreamHead } from './protocol.ts';
 import { startUpgrade } from './upgrade.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
-
-/** Offset just after the blank line ending the head in `b`, or -1. */
-function headEnd(b: Buffer): number {
-  let i = b.indexOf(10);
-  while (i >= 0) {
-    const n = b[i + 1];
-    if (n === 10) return i + 2;
-    if (n === 13 && b[i + 2] === 10) return i + 3;
-    if (n === undefined || (n === 13 && b[i + 2] === undefined)) return -1;
-    i = b.indexOf(10, i + 1);
-  }
-  return -1;
-}
 
 export class ResponseReader implements RelaySource {
   private readonly u: UpstreamRequest;
   private buf: Buffer | undefined;
-  private head: ResponseHead | undefined;
+  private head: UpstreamHead | undefined;
   /** The head was accepted and the body is being relayed. */
   inBody = false;
   /** Body bytes read, framing included (`$upstream_response_length`). */
@@ -75,32 +58,9 @@ export class ResponseReader implements RelaySource {
     if (this.inBody) { this.bodyRead(chunk); return; }
     if (this.complete) return;
     const b = this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
-    const limit = this.u.conf.bufferSize!;
-    let end = headEnd(b);
-    if (end < 0) {
-      // HTTP/0.9 shows in the first bytes: enough of them to fail the status line parse
-      if (!startsLikeStatusLine(b)) end = Math.min(b.length, 5);
-      else if (b.length >= limit) {
-        this.u.log('error', 'upstream sent too big header');
-        this.u.invalidHeader(b.length - limit);
-        return;
-      } else return;
-    }
-    if (end > limit) {
-      this.u.log('error', 'upstream sent too big header');
-      this.u.invalidHeader(b.length - limit);
-      return;
-    }
-    const text = b.toString('latin1', 0, end);
-    const head = parseResponseHead(text, (m) => this.u.log('warn', m));
-    if (head === undefined) return;
-    if ('error' in head) {
-      this.u.log('error', head.error);
-      this.u.invalidHeader();
-      return;
-    }
-    if (head.http09) this.u.log('error', 'upstream sent no valid HTTP/1.0 header');
-    this.accept(head, b);
+    // the protocol's process_header: undefined while incomplete (or invalid, then it has called invalidHeader)
+    const head = this.u.protocol.processHeader(this.u, b);
+    if (head) this.accept(head, b);
   }
 
   end(): void {
@@ -136,7 +96,7 @@ export class ResponseReader implements RelaySource {
     this.relay?.abort();
   }
 
-  private accept(head: ResponseHead, b: Buffer): void {
+  private accept(head: UpstreamHead, b: Buffer): void {
     const u = this.u;
     const r = u.r;
     if (u.headerReceived(head.status)) return;
@@ -145,8 +105,8 @@ export class ResponseReader implements RelaySource {
     rec.headers = head.headers;
     if (u.conf.interceptErrors && head.status >= 300 && r.level.get(errorPageConf).pages?.has(head.status)) {
       if (head.status === 401) copyNamed(r, head.headers, 'www-authenticate');
-      // proxy_cache (cache.ts): an intercepted error is remembered as the key's answer while valid
-      cacheError(u, head);
+      // the protocol's cache (proxy_cache): an intercepted error is remembered as the key's answer while valid
+      u.protocol.cache?.error(u, head);
       u.finalize(head.status);
       return;
     }
@@ -159,13 +119,13 @@ export class ResponseReader implements RelaySource {
       this.relayHttp09(b);
       return;
     }
-    // proxy_cache_use_stale http_NNN (cache.ts): the stale cached response instead of this one
-    if (cacheStaleStatus(u, head.status, head)) {
+    // the protocol's cache (proxy_cache_use_stale http_NNN): the stale cached response instead of this one
+    if (u.protocol.cache?.staleStatus(u, head.status, head)) {
       u.upstreamDone(false);
       return;
     }
     const upgrade = head.status === 101 && r.req.headers.upgrade !== undefined;
-    copyHeaders(r, head, u.d);
+    u.protocol.copyHeaders(u, head);
     const noBody = head.status === 204 || head.status === 304 || u.isHead || head.status < 200;
     if (noBody) this.remaining = 0;
     else if (head.chunked) this.decoder = new ChunkedDecoder(u.conf.passTrailers === true);
@@ -183,10 +143,10 @@ export class ResponseReader implements RelaySource {
     if (rate > 0) {
       this.limiter = new ReadRateLimit(rate, { deliver: (c) => this.body(c), pause: () => u.pauseUpstream(), resume: () => u.resumeUpstream() });
     }
-    // proxy_cache (cache.ts): the relay also feeds the body to the cache file when the response may be stored
-    this.relay.tee = cacheWriter(u, head, b.toString('latin1', 0, head.bodyStart));
+    // the protocol's cache (proxy_cache): the relay also feeds the body to the cache file when the response may be stored
+    this.relay.tee = u.protocol.cache?.writer(u, head, b.toString('latin1', 0, head.bodyStart));
     // as nginx (r->disable_not_modified = !u->cacheable): no 304/412 from a response that is not being cached
-    if (!this.relay.tee) disableNotModified(r);
+    if (!this.relay.tee) r.disableNotModified = true;
     // proxy_store (store.ts): the same for the file the response is stored in
     if (u.conf.store) this.relay.tee ??= storeWriter(r, u.conf, head, buffering, u.d.tempPath);
     const rest = b.subarray(head.bodyStart);
@@ -293,7 +253,7 @@ export class ResponseReader implements RelaySource {
   }
 
   /** X-Accel-Redirect: an internal redirect (or named location) with a few of the upstream's fields kept. */
-  private accelRedirect(head: ResponseHead, target: string): void {
+  private accelRedirect(head: UpstreamHead, target: string): void {
     const u = this.u;
     const r = u.r;
     u.upstreamDone(false);
@@ -349,12 +309,6 @@ export class ResponseReader implements RelaySource {
     else this.u.resumeUpstream();
   }
   relayDone(): void { this.u.relayDone(); }
-}
-
-function startsLikeStatusLine(b: Buffer): boolean {
-  const p = 'HTTP/';
-  for (let i = 0; i < 5 && i < b.length; i++) if (b[i] !== p.charCodeAt(i)) return false;
-  return true;
 }
 
 function indexOf(h: HeaderList, lname: string): number {

@@ -8,17 +8,17 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ConfContext } from '../../../conf/context.ts';
-import { httpMainOf } from '../../http-conf.ts';
-import type { HttpRequest } from '../../request.ts';
-import { createTempFile } from '../../request-body.ts';
-import { requestLog } from '../../request-log.ts';
-import { compileComplex } from '../../../core/variables.ts';
-import type { ComplexValue } from '../../../core/variables.ts';
-import { mapUriToPath } from '../../core/root.ts';
-import { parseHttpTime } from '../not-modified.ts';
-import type { ProxyLocConf } from './conf.ts';
-import type { ResponseHead } from './response-head.ts';
+import type { ConfContext } from '../../conf/context.ts';
+import { httpMainOf } from '../http-conf.ts';
+import type { HttpRequest } from '../request.ts';
+import { createTempFile } from '../request-body.ts';
+import { requestLog } from '../request-log.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
+import { mapUriToPath } from '../core/root.ts';
+import { parseHttpTime } from '../../core/http-time.ts';
+import type { UpstreamConf } from './conf.ts';
+import type { UpstreamHead } from './protocol.ts';
 
 /** `proxy_store on | off | path`: true stores at root + URI. */
 export function parseStore(cf: ConfContext, arg: string): boolean | ComplexValue {
@@ -53,7 +53,7 @@ export interface StoreTarget {
 
 class StoreWriter implements StoreTarget {
   private readonly r: HttpRequest;
-  private readonly c: ProxyLocConf;
+  private readonly c: UpstreamConf;
   private readonly tmp: string;
   private fd: number;
   private size = 0;
@@ -61,7 +61,7 @@ class StoreWriter implements StoreTarget {
   private readonly mtime: number;
   private done = false;
 
-  constructor(r: HttpRequest, c: ProxyLocConf, tmp: { path: string; fd: number }, contentLength: number, mtime: number) {
+  constructor(r: HttpRequest, c: UpstreamConf, tmp: { path: string; fd: number }, contentLength: number, mtime: number) {
     this.r = r;
     this.c = c;
     this.tmp = tmp.path;
@@ -137,7 +137,7 @@ function renameCreatingPath(from: string, to: string, access: number): void {
  * Hook: the upstream's head was accepted. The writer for the body when the
  * location stores responses and this one qualifies (200, buffered).
  */
-export function storeWriter(r: HttpRequest, c: ProxyLocConf, head: ResponseHead, buffering: boolean, tempPath: string): StoreTarget | undefined {
+export function storeWriter(r: HttpRequest, c: UpstreamConf, head: UpstreamHead, buffering: boolean, tempPath: string): StoreTarget | undefined {
   if (!c.store || !buffering || head.status !== 200) return undefined;
   const lm = head.headers.lnames.indexOf('last-modified');
   const mtime = lm >= 0 ? parseHttpTime(head.headers.values[lm]) : -1;
