@@ -102,7 +102,13 @@ export class SsiFilter implements SsiRun {
       const chunk = this.queue.shift()!;
       const last = this.queue.length === 0 && this.queuedEof;
       this.busy = true;
-      const pending = chunk.length ? this.process(chunk) : undefined;
+      let pending: Promise<void> | undefined;
+      try {
+        pending = chunk.length ? this.process(chunk) : undefined;
+      } catch (err) {
+        this.failed(err as Error);
+        return;
+      }
       if (pending) {
         pending.then(() => this.parsed(last), (err: Error) => this.failed(err));
         return;
