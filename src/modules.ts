@@ -1,6 +1,7 @@
 /**
- * Every module built into Gatehouse, in nginx's order (which is also the
- * order phase handlers and filters are installed in).
+ * Every module built into Gatehouse. The order here does not decide when
+ * phase handlers and filters run: each declares its order when installed
+ * (src/http/http-conf.ts).
  */
 import type { CycleModule } from './core/cycle.ts';
 import { coreModule } from './core/modules/core.ts';
@@ -19,11 +20,11 @@ import { authBasicModule } from './http/modules/auth-basic.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
-import { chunkedTrailersModule, headersModule } from './http/modules/headers.ts';
+import { headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { rangeModule } from './http/modules/range.ts';
-import { ssiBodyModule, ssiModule } from './http/modules/ssi/index.ts';
-import { subFilterBodyModule, subFilterModule } from './http/modules/sub-filter.ts';
+import { ssiModule } from './http/modules/ssi/index.ts';
+import { subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
@@ -55,18 +56,12 @@ export const modules: CycleModule[] = [
   gatewayModule,
   upstreamModule,
   proxyModule,
-  // Handlers and filters run in the order installed, so these are listed in
-  // the order nginx runs them (nginx prepends filters, so its module list is
-  // the reverse): index before static, allow/deny before auth_basic, and the
-  // header filters not_modified → headers → sub → ssi → gzip → range → chunked.
   tryFilesModule,
   indexModule,
   autoindexModule,
   staticModule,
   accessModule,
   authBasicModule,
-  // post_read and preaccess: realip first (nginx registers it after the limits and runs a phase's
-  // handlers last-registered first), then limit_req before limit_conn
   realipModule,
   limitReqModule,
   limitConnModule,
@@ -76,10 +71,6 @@ export const modules: CycleModule[] = [
   ssiModule,
   gzipModule,
   rangeModule,
-  chunkedTrailersModule,
-  // the body halves of sub_filter and SSI: wrapped last, so they see the body before gzip
-  ssiBodyModule,
-  subFilterBodyModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,

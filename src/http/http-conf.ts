@@ -7,6 +7,8 @@ import type { ConfContext, Level } from '../conf/context.ts';
 import type { CycleModule, ListenSpec } from '../core/cycle.ts';
 import type { HttpRequest } from './request.ts';
 import type { HttpRegex } from './regex.ts';
+import { MAX_BODY_FILTERS } from './body-filter.ts';
+import type { BodyFilter, BodyFilterEntry, BodyResume } from './body-filter.ts';
 import { VariableRegistry } from '../core/variables.ts';
 import type { VariableDef } from '../core/variables.ts';
 
@@ -35,13 +37,32 @@ export type PhaseName = keyof typeof Phase;
 
 /**
  * A header filter runs once, just before the response head is sent; it may
- * change status and headers, and may replace `r.out` with a stream that
- * transforms the body (gzip, Lua body filters) and writes to the old `r.out`.
+ * change status and headers, and join the request's body filter chain
+ * (joinBodyFilter, src/http/body-filter.ts) to transform the body.
  */
 export type HeaderFilter = (r: HttpRequest) => void | Promise<void>;
 
 /** A variable of http requests (the machinery is src/core/variables.ts, shared with stream). */
 export type HttpVariable = VariableDef<HttpRequest>;
+
+/*
+ * Order of filters and phase handlers: a module passes a number when it
+ * installs one, and the engine runs lower numbers first (equal numbers in
+ * the order installed), so the module list's order does not matter.
+ *
+ * Filters (header and body share one scale) follow nginx's filter modules,
+ * which run in the reverse of their list in ngx_modules (each prepends
+ * itself to ngx_http_top_*_filter): slice 100, not_modified 200,
+ * range_body 300, copy 400, headers 500, userid 600, gunzip 700,
+ * addition 800, sub 900, image 1000, xslt 1100, charset 1200, ssi 1300,
+ * postpone 1400, gzip 1500, range_header 1600, v2 1700, chunked 1800; then
+ * the engine writes the head (ngx_http_header_filter) or the body into the
+ * sink (ngx_http_write_filter).
+ *
+ * Phase handlers of one phase run in the reverse of nginx's module list
+ * (nginx walks each phase's array from the last registered): numbers are
+ * given per phase at each call site, with the nginx order they follow.
+ */
 
 export interface HttpModule extends CycleModule {
   /** Variables this module defines (added before the http block is read). */
@@ -138,9 +159,14 @@ export class HttpMainConf {
   readonly servers: ServerConf[] = [];
   readonly addresses = new Map<string, AddressConf>();
   readonly phases: PhaseHandler[][] = Object.values(Phase).map(() => []);
+  private readonly phaseOrders: number[][] = Object.values(Phase).map(() => []);
   readonly headerFilters: HeaderFilter[] = [];
+  private readonly headerOrders: number[] = [];
   /** The header filters that also run for subrequests (src/http/subrequest.ts). */
   readonly subrequestHeaderFilters: HeaderFilter[] = [];
+  private readonly subrequestHeaderOrders: number[] = [];
+  /** The body filter chain, by order (src/http/body-filter.ts). */
+  readonly bodyFilters: BodyFilterEntry[] = [];
   readonly modules: HttpModule[];
   /**
    * `error_page` handling, installed by the module that owns it: returns true
@@ -153,18 +179,44 @@ export class HttpMainConf {
     this.modules = modules;
   }
 
-  addPhaseHandler(phase: PhaseName, handler: PhaseHandler): void {
-    this.phases[Phase[phase]].push(handler);
+  /** Adds a handler to `phase`, run before those of a higher `order` (see above). */
+  addPhaseHandler(phase: PhaseName, order: number, handler: PhaseHandler): void {
+    insertOrdered(this.phases[Phase[phase]], this.phaseOrders[Phase[phase]], order, handler);
   }
 
   /**
-   * Adds a header filter; with `subrequests` it also runs for subrequests
-   * (SSI, sub_filter), where most nginx filters step aside (r != r->main).
+   * Adds a header filter at `order` (see above); with `subrequests` it also
+   * runs for subrequests (SSI, sub_filter), where most nginx filters step
+   * aside (r != r->main).
    */
-  addHeaderFilter(filter: HeaderFilter, opts?: { subrequests?: boolean }): void {
-    this.headerFilters.push(filter);
-    if (opts?.subrequests) this.subrequestHeaderFilters.push(filter);
+  addHeaderFilter(order: number, filter: HeaderFilter, opts?: { subrequests?: boolean }): void {
+    insertOrdered(this.headerFilters, this.headerOrders, order, filter);
+    if (opts?.subrequests) insertOrdered(this.subrequestHeaderFilters, this.subrequestHeaderOrders, order, filter);
   }
+
+  /**
+   * Adds a body filter at `order` (see above). A request's body goes through
+   * it once its header filter joined it (joinBodyFilter with the entry
+   * returned); `resume` is called when the filters after it can take more.
+   */
+  addBodyFilter(order: number, filter: BodyFilter, resume?: BodyResume): BodyFilterEntry {
+    const chain = this.bodyFilters;
+    if (chain.length === MAX_BODY_FILTERS) throw new Error(`more than ${MAX_BODY_FILTERS} body filters`);
+    let at = chain.length;
+    while (at > 0 && chain[at - 1].order > order) at--;
+    const entry: BodyFilterEntry = { order, filter, resume, index: at };
+    chain.splice(at, 0, entry);
+    for (let i = at + 1; i < chain.length; i++) chain[i].index = i;
+    return entry;
+  }
+}
+
+/** Inserts `item` after every entry of an order up to `order`. */
+function insertOrdered<T>(list: T[], orders: number[], order: number, item: T): void {
+  let at = list.length;
+  while (at > 0 && orders[at - 1] > order) at--;
+  list.splice(at, 0, item);
+  orders.splice(at, 0, order);
 }
 
 /** The main conf while the http block is being read (for handlers that compile variables). */

@@ -3,10 +3,13 @@
  * own bytes and the bodies of the subrequests it started, sent on in the
  * order they were placed while the subrequests run side by side. What
  * cannot go out yet is held in memory, up to a limit past which writers are
- * asked to wait ('drain').
+ * asked to wait. Output goes to the body filters after its owner's
+ * (src/http/body-filter.ts); the owner's resume hook calls downstreamReady.
  */
-import { EventEmitter } from 'node:events';
 import { Writable } from 'node:stream';
+import { nextBodyFilter } from './body-filter.ts';
+import type { BodyFilterEntry } from './body-filter.ts';
+import type { HttpRequest } from './request.ts';
 
 /** Bytes a PostponedOutput keeps for places not yet reached before it pushes back. */
 const POSTPONE_LIMIT = 64 * 1024;
@@ -20,21 +23,36 @@ interface Place {
 }
 
 /** The output of one request with places for its subrequests' bodies. */
-export class PostponedOutput extends EventEmitter {
-  private readonly next: Writable;
+export class PostponedOutput {
+  private readonly r: HttpRequest;
+  /** The body filter that owns this output: bytes go to the filters after it. */
+  private readonly owner: BodyFilterEntry;
   private readonly places: Place[] = [];
   private held = 0;
   private ending: (() => void) | undefined;
+  /** The filters after the owner asked to wait. */
+  private downstreamBusy = false;
+  /** Writers of the request's own bytes told to wait. */
+  private readyWaiters: Array<() => void> = [];
+  /** A place's write that waits for the filters after the owner. */
+  private downstreamWaiters: Array<() => void> = [];
 
-  constructor(next: Writable) {
-    super();
-    this.next = next;
+  constructor(r: HttpRequest, owner: BodyFilterEntry) {
+    this.r = r;
+    this.owner = owner;
   }
 
-  /** The request's own bytes; false when the caller should wait for 'drain'. */
+  /** To the filters after the owner; false when they ask to wait. */
+  send(chunk: Buffer): boolean {
+    if (nextBodyFilter(this.r, this.owner, chunk, false)) return true;
+    this.downstreamBusy = true;
+    return false;
+  }
+
+  /** The request's own bytes; false when the caller should wait (whenReady). */
   write(chunk: Buffer): boolean {
     const places = this.places;
-    if (places.length === 0) return this.next.write(chunk);
+    if (places.length === 0) return this.send(chunk);
     let last = places[places.length - 1];
     if (last.sink) {
       last = { chunks: [], bytes: 0, sink: undefined, ended: true };
@@ -60,24 +78,39 @@ export class PostponedOutput extends EventEmitter {
     return this.places[0] === place;
   }
 
-  /** Where bytes of the place being written go (the sink writes them straight through). */
-  get destination(): Writable {
-    return this.next;
+  /** Whether a writer told to wait may write again. */
+  private get ready(): boolean {
+    return this.places.length ? this.held < POSTPONE_LIMIT : !this.downstreamBusy;
   }
 
-  /** Resolves when a writer told to wait may write again (or the output is gone). */
-  drained(): Promise<void> {
-    const target: EventEmitter = this.places.length ? this : this.next;
-    if (this.places.length ? this.held < POSTPONE_LIMIT : !this.next.writableNeedDrain || this.next.destroyed) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        target.off('drain', done);
-        this.next.off('close', done);
-        resolve();
-      };
-      target.on('drain', done);
-      this.next.on('close', done);
-    });
+  /** Runs `fn` when a writer told to wait may write again. */
+  whenReady(fn: () => void): void {
+    if (this.ready) fn();
+    else this.readyWaiters.push(fn);
+  }
+
+  /** Runs `fn` when the filters after the owner can take more. */
+  whenDownstreamReady(fn: () => void): void {
+    if (!this.downstreamBusy) fn();
+    else this.downstreamWaiters.push(fn);
+  }
+
+  /** The filters after the owner can take more. */
+  downstreamReady(): void {
+    this.downstreamBusy = false;
+    const waiting = this.downstreamWaiters;
+    if (waiting.length) {
+      this.downstreamWaiters = [];
+      for (const fn of waiting) fn();
+    }
+    this.wake();
+  }
+
+  private wake(): void {
+    if (this.readyWaiters.length === 0 || !this.ready) return;
+    const waiting = this.readyWaiters;
+    this.readyWaiters = [];
+    for (const fn of waiting) fn();
   }
 
   /** Holds bytes of a place not reached yet; false when over the limit. */
@@ -94,7 +127,7 @@ export class PostponedOutput extends EventEmitter {
     while (places.length) {
       const p = places[0];
       if (p.bytes) {
-        for (const c of p.chunks) this.next.write(c);
+        for (const c of p.chunks) this.send(c);
         this.held -= p.bytes;
         p.chunks = [];
         p.bytes = 0;
@@ -105,7 +138,7 @@ export class PostponedOutput extends EventEmitter {
       }
       places.shift();
     }
-    if (this.held < POSTPONE_LIMIT) this.emit('drain');
+    this.wake();
     if (places.length === 0 && this.ending) {
       const done = this.ending;
       this.ending = undefined;
@@ -139,9 +172,8 @@ class PlaceSink extends Writable {
       else this.waiting = cb;
       return;
     }
-    const next = this.out.destination;
-    if (next.write(chunk) || next.destroyed) cb();
-    else next.once('drain', () => cb());
+    if (this.out.send(chunk)) cb();
+    else this.out.whenDownstreamReady(() => cb());
   }
 
   override _final(cb: (err?: Error | null) => void): void {

@@ -64,8 +64,18 @@ export class HttpRequest {
   contentLength: number | undefined;
   lastModified: number | undefined;
   location: string | undefined;
-  /** Where body bytes go; filters may wrap it. Initially the client response. */
+  /**
+   * Where the end of the body filter chain writes (src/http/body-filter.ts):
+   * the client response, or a subrequest's sink.
+   */
   out: Writable;
+  /** The body filters this request's body goes through, as bits of their chain positions. */
+  bodyFilters = 0;
+  /** The writer of the body waits for the chain to take more (waitBodyDrain). */
+  drainHandler: (() => void) | undefined;
+  /** The sink asked to wait; its 'drain' resumes the chain. */
+  sinkWaiting = false;
+  sinkDrained: (() => void) | undefined;
   headerSent = false;
   /** Set once the response is complete (or the request was aborted). */
   finished = false;

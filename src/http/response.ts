@@ -5,6 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { absoluteLocation } from './redirect.ts';
+import { EMPTY_CHUNK, nextBodyFilter } from './body-filter.ts';
 import type { HttpRequest } from './request.ts';
 import type { HeaderFilter } from './http-conf.ts';
 import { CONN_CLOSE, CONN_NONE, UA_CHROME, UA_MSIE, UA_MSIE6, UA_SAFARI } from './request-head.ts';
@@ -49,7 +50,7 @@ function noBody(r: HttpRequest, status: number): boolean {
 
 /**
  * Runs the header filters and writes the response head. After this, body
- * bytes go to `r.out`.
+ * bytes go through sendBody/endBody.
  */
 export function sendHeader(r: HttpRequest): Promise<void> | undefined {
   if (r.headerSent) return undefined;
@@ -179,17 +180,19 @@ function setRawHead(res: ServerResponse, status: number, reason: string, head: s
   o._headerSent = false;
 }
 
-/** Writes body bytes through the body filters. */
-export function sendBody(r: HttpRequest, chunk: Buffer | string): boolean {
-  r.bodyBytesSent += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
-  return r.out.write(chunk);
+/**
+ * Writes body bytes through the body filters; false when the writer should
+ * wait (waitBodyDrain, src/http/body-filter.ts).
+ */
+export function sendBody(r: HttpRequest, chunk: Buffer): boolean {
+  r.bodyBytesSent += chunk.length;
+  return nextBodyFilter(r, undefined, chunk, false);
 }
 
-/** Ends the response body. */
-export function endBody(r: HttpRequest, chunk?: Buffer | string): void {
-  if (chunk !== undefined && chunk.length) r.bodyBytesSent += typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk.length;
-  if (chunk !== undefined) r.out.end(chunk);
-  else r.out.end();
+/** Ends the response body, with its last bytes. */
+export function endBody(r: HttpRequest, chunk?: Buffer): void {
+  if (chunk !== undefined) r.bodyBytesSent += chunk.length;
+  nextBodyFilter(r, undefined, chunk ?? EMPTY_CHUNK, true);
 }
 
 /** Sends a complete response with a small in-memory body. */

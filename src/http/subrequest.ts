@@ -17,6 +17,7 @@ import type { Writable } from 'node:stream';
 import { Phase } from './http-conf.ts';
 import { finalize, runPhases } from './phases.ts';
 import { HttpRequest } from './request.ts';
+import { endBody } from './response.ts';
 import { requestLog } from './request-log.ts';
 
 /** nginx's NGX_HTTP_MAX_SUBREQUESTS + 1: how deep subrequests may nest. */
@@ -219,7 +220,7 @@ class SubrequestResponse extends EventEmitter {
 
   /** Ends the body (a response that cannot become a tunnel, src/http/upstream/upgrade.ts). */
   end(): void {
-    if (!this.sub.r.out.writableEnded) this.sub.r.out.end();
+    if (!this.sub.r.out.writableEnded) endBody(this.sub.r);
   }
 
   writeContinue(): void {}

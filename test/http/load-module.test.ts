@@ -1,6 +1,6 @@
 /**
  * `load_module` with a module file of ours (test/modules/peer-choice-module.ts):
- * the module's directive, phase handler and per-try peer choice work in the
+ * the module's directives, phase handler, body filter and per-try peer choice work in the
  * workers (over real sockets) and again after a reload, without any engine
  * file knowing about it; `-t` reads it; a missing file, a second load and a
  * late load_module get nginx's messages (the missing file's compared with
@@ -43,6 +43,10 @@ ${HTTP_COMMON}
         location /plain/ {
             proxy_pass http://127.0.0.1:${livePort};
         }
+        location /footer/ {
+            peer_choice_footer " -- footer";
+            proxy_pass http://127.0.0.1:${livePort};
+        }
     }
 }
 `;
@@ -79,6 +83,13 @@ test('a loaded module adds a directive, a phase handler and a per-try peer choic
   const plain = await get(srv.port(8080), '/plain/y');
   assert.equal(plain.body.toString(), 'from origin A');
   assert.equal(await srv.waitForLog('choice.log', /^\/plain\/y /m), `/plain/y 200 "127.0.0.1:${origins[0].port}" "200" "-"`);
+
+  // the module's body filter appends its footer at the end of the body, which then goes out chunked
+  const footed = await get(srv.port(8080), '/footer/f');
+  assert.equal(footed.status, 200);
+  assert.equal(footed.body.toString(), 'from origin A -- footer');
+  assert.equal(footed.header('content-length'), undefined);
+  assert.equal(footed.header('transfer-encoding'), 'chunked');
 
   // after a reload the module is there again, in the new workers, with the new configuration
   srv.writeConf(conf(origins[1].port));

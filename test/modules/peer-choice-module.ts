@@ -11,13 +11,15 @@
  * - a per-try peer choice: the first try goes where proxy_pass points (the
  *   default chooser, wrapped), a try after a connect error goes to
  *   127.0.0.1:PORT, anything else gets no peer;
- * - `$peer_choice_log`: what the chooser was told and did, for the access log.
- *
- * A body filter goes here too once the explicit (chunk, eof) filter chain is
- * in place (see the issue's item 2).
+ * - `$peer_choice_log`: what the chooser was told and did, for the access log;
+ * - a header and a body filter: `peer_choice_footer TEXT;` (location) appends
+ *   TEXT to the response body at its end (so the length is dropped and the
+ *   body goes out chunked, as nginx's filters that change a body do).
  */
 import { defineSlot, inheritUnset } from '../../src/conf/context.ts';
 import { Ctx } from '../../src/conf/directive.ts';
+import { joinBodyFilter, nextBodyFilter } from '../../src/http/body-filter.ts';
+import type { BodyFilterEntry } from '../../src/http/body-filter.ts';
 import { DECLINED } from '../../src/http/http-conf.ts';
 import type { HttpModule } from '../../src/http/http-conf.ts';
 import type { HttpRequest } from '../../src/http/request.ts';
@@ -30,6 +32,26 @@ import type { ChosenPeer, PeerChooser } from '../../src/upstream/peer-chooser.ts
 import { PEER_FAILED, PEER_OK } from '../../src/upstream/round-robin.ts';
 
 const fallbackLoc = defineSlot<{ port?: number }>('peer_choice_fallback', () => ({}), inheritUnset);
+const footerLoc = defineSlot<{ text?: string }>('peer_choice_footer', () => ({}), inheritUnset);
+
+/** Per request: the footer still to append (set by the header filter when this request takes part). */
+const FOOTER_CTX = {};
+
+/** The body filter: passes chunks on, and the footer with the last one. */
+function footerBodyFilter(this: void, r: HttpRequest, chunk: Buffer, eof: boolean, self: BodyFilterEntry): boolean {
+  if (!eof) return nextBodyFilter(r, self, chunk, false);
+  const footer = Buffer.from(r.ctx.get(FOOTER_CTX) as string, 'latin1');
+  return nextBodyFilter(r, self, chunk.length ? Buffer.concat([chunk, footer]) : footer, true);
+}
+
+/** The header filter: a response with a body at a location with a footer joins the body filter. */
+function footerHeaderFilter(r: HttpRequest, self: BodyFilterEntry): void {
+  const text = r.level.get(footerLoc).text;
+  if (text === undefined || r.method === 'HEAD' || r.status === 204 || r.status === 304) return;
+  r.contentLength = undefined;
+  r.ctx.set(FOOTER_CTX, text);
+  joinBodyFilter(r, self);
+}
 
 /** Per request: the chooser's story, read by $peer_choice_log. */
 const LOG_CTX = {};
@@ -100,6 +122,11 @@ export const peerChoiceModule: HttpModule = {
       cf.get(fallbackLoc).port = port;
     },
   }, {
+    name: 'peer_choice_footer', contexts: Ctx.LOCATION, args: 1,
+    handler(cf, node) {
+      cf.get(footerLoc).text = node.args[0];
+    },
+  }, {
     name: 'peer_choice_upstream_fallback', contexts: Ctx.UPSTREAM, args: 1,
     handler(cf, node) {
       const port = portArg(node.args[0]);
@@ -112,6 +139,10 @@ export const peerChoiceModule: HttpModule = {
     get: (r) => (r.ctx.get(LOG_CTX) as string[] | undefined)?.join(' '),
   }],
   postconfiguration(http) {
-    http.addPhaseHandler('ACCESS', accessHandler);
+    // after nginx's access (100) and auth_basic (200): a module listed after them
+    http.addPhaseHandler('ACCESS', 300, accessHandler);
+    // between ssi (1300) and gzip (1500) on nginx's filter scale: gzip compresses the footer too
+    const body: BodyFilterEntry = http.addBodyFilter(1450, (r, chunk, eof) => footerBodyFilter(r, chunk, eof, body));
+    http.addHeaderFilter(1450, (r) => footerHeaderFilter(r, body));
   },
 };

@@ -116,6 +116,7 @@ export const tryFilesModule: HttpModule = {
     },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('PRECONTENT', tryFilesHandler);
+    // nginx's precontent phase: try_files 100 (mirror would be 200)
+    http.addPhaseHandler('PRECONTENT', 100, tryFilesHandler);
   },
 };

@@ -60,6 +60,7 @@ export const accessModule: HttpModule = {
     { name: 'deny', contexts: HTTP_ANY | Ctx.LMT, args: 1, handler: ruleDirective(true) },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('ACCESS', accessHandler);
+    // nginx's access phase: access (allow/deny) before auth_basic
+    http.addPhaseHandler('ACCESS', 100, accessHandler);
   },
 };

@@ -135,6 +135,7 @@ export const authBasicModule: HttpModule = {
     },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('ACCESS', authBasicHandler);
+    // after allow/deny (access 100), as nginx runs them
+    http.addPhaseHandler('ACCESS', 200, authBasicHandler);
   },
 };

@@ -344,6 +344,7 @@ export const autoindexModule: HttpModule = {
     { name: 'autoindex_exact_size', contexts: HTTP_ANY, args: 'flag', handler: flag('exactSize') },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('CONTENT', autoindexHandler);
+    // after index, before static (nginx's content phase order)
+    http.addPhaseHandler('CONTENT', 200, autoindexHandler);
   },
 };

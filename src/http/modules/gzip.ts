@@ -5,14 +5,15 @@
  * Accept-Ranges, and its body goes through a streaming raw deflate wrapped
  * in nginx's own gzip header and trailer; backpressure passes through.
  */
-import { Transform } from 'node:stream';
-import zlib from 'node:zlib';
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { flagArg, sizeArg } from '../../conf/values.ts';
+import { joinBodyFilter } from '../body-filter.ts';
+import type { BodyFilterEntry } from '../body-filter.ts';
 import type { HttpModule } from '../http-conf.ts';
+import { GZIP_BODY, GzipBody } from './gzip-body.ts';
 import { compileRegex } from '../regex.ts';
 import type { HttpRequest } from '../request.ts';
 import { parseHttpTime } from '../../core/http-time.ts';
@@ -37,10 +38,6 @@ const gzipSlot = defineSlot<GzipConf>('gzip', () => ({}), inheritUnset, {
   vary: false, httpVersion: '1.1', proxied: new Set(['off']), disable: [],
 });
 
-/** nginx's gzip header: no mtime, no extra flags, OS unix. */
-const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
-
-const RATIO = {};
 
 /** ngx_http_gzip_accept_encoding: "gzip" as a token, with a non-zero q if one is given. */
 export function acceptsGzip(ae: string): boolean {
@@ -135,7 +132,7 @@ export function typeMatches(r: HttpRequest, types: Set<string>): boolean {
   return types.has((semi >= 0 ? ct.slice(0, semi) : ct).trim().toLowerCase());
 }
 
-function gzipHeaderFilter(r: HttpRequest): void {
+function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const conf = r.level.get(gzipSlot);
   if (!conf.enable) return;
   const status = r.status || 200;
@@ -152,7 +149,9 @@ function gzipHeaderFilter(r: HttpRequest): void {
   r.setHeader('Accept-Ranges', undefined);
   weakenEtag(r);
   if (r.method === 'HEAD') return;
-  r.out = gzipStream(r, conf, length);
+  const { wbits, memLevel } = memoryFor(conf, length);
+  r.ctx.set(GZIP_BODY, new GzipBody(r, body, conf.level ?? 1, wbits, memLevel));
+  joinBodyFilter(r, body);
 }
 
 /** ngx_http_weak_etag: a strong ETag becomes weak; anything else that is not quoted goes. */
@@ -194,50 +193,11 @@ function memoryFor(conf: GzipConf, length: number | undefined): { wbits: number;
   return { wbits: Math.max(wbits, 9), memLevel };
 }
 
-function gzipStream(r: HttpRequest, conf: GzipConf, length: number | undefined): Transform {
-  const { wbits, memLevel } = memoryFor(conf, length);
-  let crc = 0;
-  let zin = 0;
-  let zout = 0;
-  let headerSent = false;
-  // body → (crc, size) → raw deflate → (gzip header and trailer) → what came before; pipes keep backpressure
-  const tap = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      crc = zlib.crc32(chunk, crc);
-      zin += chunk.length;
-      cb(null, chunk);
-    },
-  });
-  const deflate = zlib.createDeflateRaw({ level: conf.level ?? 1, windowBits: wbits, memLevel });
-  const wrap = new Transform({
-    transform(chunk: Buffer, _enc, cb) {
-      if (!headerSent) { headerSent = true; this.push(GZIP_HEADER); }
-      zout += chunk.length;
-      cb(null, chunk);
-    },
-    flush(cb) {
-      if (!headerSent) this.push(GZIP_HEADER);
-      const trailer = Buffer.allocUnsafe(8);
-      trailer.writeUInt32LE(crc >>> 0, 0);
-      trailer.writeUInt32LE(zin >>> 0, 4);
-      zout += 18;
-      r.ctx.set(RATIO, [zin, zout]);
-      cb(null, trailer);
-    },
-  });
-  const fail = () => r.res.destroy();
-  tap.on('error', fail);
-  deflate.on('error', fail);
-  wrap.on('error', fail);
-  tap.pipe(deflate).pipe(wrap).pipe(r.out);
-  return tap;
-}
-
 /** `$gzip_ratio`: original size over compressed size, two decimals rounded as nginx rounds. */
 function gzipRatio(r: HttpRequest): string | undefined {
-  const ratio = r.ctx.get(RATIO) as [number, number] | undefined;
-  if (!ratio || ratio[1] === 0) return undefined;
-  const [zin, zout] = ratio;
+  const body = r.ctx.get(GZIP_BODY) as GzipBody | undefined;
+  if (!body?.finished || body.zout === 0) return undefined;
+  const { zin, zout } = body;
   let int = Math.floor(zin / zout);
   let frac = Math.floor((zin * 100) / zout) % 100;
   if (Math.floor((zin * 1000) / zout) % 10 > 4) {
@@ -333,6 +293,9 @@ export const gzipModule: HttpModule = {
   directives,
   variables: [{ name: 'gzip_ratio', noCache: true, get: gzipRatio }],
   postconfiguration(http) {
-    http.addHeaderFilter(gzipHeaderFilter);
+    // nginx's gzip filter position: after ssi (1300) and postpone (1400), before range (1600)
+    const body = http.addBodyFilter(1500, (r, chunk, eof) => (r.ctx.get(GZIP_BODY) as GzipBody).write(chunk, eof),
+      (r) => (r.ctx.get(GZIP_BODY) as GzipBody).resume());
+    http.addHeaderFilter(1500, (r) => gzipHeaderFilter(r, body));
   },
 };

@@ -3,12 +3,13 @@
  * Values are compiled once; a level with its own add_header (or
  * add_trailer) list inherits none of the outer ones, as in nginx.
  */
-import { Transform } from 'node:stream';
 import { defineSlot } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { parseTime } from '../../conf/values.ts';
+import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
+import type { BodyFilterEntry } from '../body-filter.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -245,45 +246,34 @@ function expectTrailers(r: HttpRequest, trailers: HeaderValue[], safe: boolean):
 }
 
 /**
- * The part of nginx's chunked filter that concerns trailers: it runs after
- * the range filter, drops the length so the body is chunked, and evaluates
- * the trailers when the body ends.
+ * The part of nginx's chunked filter that concerns trailers: its header
+ * filter runs after the range filter and drops the length so the body is
+ * chunked; its body filter evaluates the trailers when the body ends.
  */
-function chunkedTrailersFilter(r: HttpRequest): void {
+function chunkedTrailersFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const expect = r.ctx.get(EXPECT_TRAILERS) as { trailers: HeaderValue[]; safe: boolean } | undefined;
   if (!expect) return;
   const status = r.status || 200;
   if (r.method === 'HEAD' || status === 204 || status === 304 || r.httpVersion === '1.0') return;
   if (!(r.level.get(coreLoc).chunkedTransferEncoding ?? true)) return;
   r.contentLength = undefined;
-  const res = r.res;
-  const sent: Array<[string, string]> = [];
-  r.ctx.set(TRAILERS, sent);
-  const pass = new Transform({
-    transform(chunk, _enc, cb) { cb(null, chunk); },
-    flush(cb) {
-      for (const t of expect.trailers) {
-        if (!expect.safe && !t.always) continue;
-        const v = t.value ? t.value.evaluate(r) : '';
-        if (v) sent.push([t.name, v]);
-      }
-      if (sent.length) res.addTrailers(sent);
-      cb();
-    },
-  });
-  pass.on('error', () => res.destroy());
-  pass.pipe(r.out);
-  r.out = pass;
+  r.ctx.set(TRAILERS, []);
+  joinBodyFilter(r, body);
 }
 
-/** Installed after the range filter, where nginx's chunked filter sits. */
-export const chunkedTrailersModule: HttpModule = {
-  name: 'ngx_http_chunked_filter_module',
-  directives: [],
-  postconfiguration(http) {
-    http.addHeaderFilter(chunkedTrailersFilter);
-  },
-};
+function chunkedTrailersBody(r: HttpRequest, chunk: Buffer, eof: boolean, self: BodyFilterEntry): boolean {
+  if (eof) {
+    const expect = r.ctx.get(EXPECT_TRAILERS) as { trailers: HeaderValue[]; safe: boolean };
+    const sent = r.ctx.get(TRAILERS) as Array<[string, string]>;
+    for (const t of expect.trailers) {
+      if (!expect.safe && !t.always) continue;
+      const v = t.value ? t.value.evaluate(r) : '';
+      if (v) sent.push([t.name, v]);
+    }
+    if (sent.length) r.res.addTrailers(sent);
+  }
+  return nextBodyFilter(r, self, chunk, eof);
+}
 
 export const headersModule: HttpModule = {
   name: 'ngx_http_headers_filter_module',
@@ -304,7 +294,11 @@ export const headersModule: HttpModule = {
     },
   ],
   postconfiguration(http) {
-    http.addHeaderFilter(headersFilter);
+    // nginx's headers filter position (see http-conf.ts)
+    http.addHeaderFilter(500, headersFilter);
+    // the trailers half of nginx's chunked filter (1800): after range, just before the head is written
+    const body: BodyFilterEntry = http.addBodyFilter(1800, (r, chunk, eof) => chunkedTrailersBody(r, chunk, eof, body));
+    http.addHeaderFilter(1800, (r) => chunkedTrailersFilter(r, body));
   },
 };
 

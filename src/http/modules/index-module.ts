@@ -122,6 +122,7 @@ export const indexModule: HttpModule = {
   ],
   postconfiguration(http) {
     // runs before the static module's handler, as nginx orders its content handlers
-    http.addPhaseHandler('CONTENT', indexHandler);
+    // nginx's content phase runs index, autoindex, static (the reverse of its module list)
+    http.addPhaseHandler('CONTENT', 100, indexHandler);
   },
 };

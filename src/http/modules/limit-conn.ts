@@ -184,7 +184,8 @@ export const limitConnModule: HttpModule = {
     { name: 'limit_conn_status', noCache: true, get: (r) => STATUS_NAMES[requestStatus.get(r) ?? 0] || undefined },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('PREACCESS', limitConnHandler);
+    // nginx's preaccess phase: realip 100, limit_req 200, limit_conn 300
+    http.addPhaseHandler('PREACCESS', 300, limitConnHandler);
   },
   initConf: checkZones,
 };

@@ -386,7 +386,8 @@ export const limitReqModule: HttpModule = {
     { name: 'limit_req_status', noCache: true, get: (r) => STATUS_NAMES[requestStatus.get(r) ?? 0] || undefined },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('PREACCESS', limitReqHandler);
+    // after realip (100), before limit_conn (300), as nginx runs them
+    http.addPhaseHandler('PREACCESS', 200, limitReqHandler);
   },
   initConf: checkZones,
 };

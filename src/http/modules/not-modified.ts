@@ -5,8 +5,9 @@
  * Also the helper that lets a header filter replace the response with one of
  * nginx's pages.
  */
-import { Writable } from 'node:stream';
-import type { HttpModule } from '../http-conf.ts';
+import { joinBodyFilter, toSink } from '../body-filter.ts';
+import type { BodyFilterEntry } from '../body-filter.ts';
+import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { specialPage } from '../special-response.ts';
 import { coreLoc } from '../core/settings.ts';
@@ -34,15 +35,17 @@ export function replaceWithPage(r: HttpRequest, status: number, keepHeaders = fa
   r.location = undefined;
   r.contentType = page ? 'text/html' : undefined;
   r.contentLength = page.length;
-  r.ctx.set(REPLACED, true);
-  const out = r.out;
-  r.out = new Writable({
-    write(_chunk, _enc, cb) { cb(); },
-    final(cb) {
-      out.end(page, 'latin1');
-      cb();
-    },
-  });
+  r.ctx.set(REPLACED, page);
+  joinBodyFilter(r, pageFilters.get(r.main)!);
+}
+
+/** The body filter of replaceWithPage, per loaded http block. */
+const pageFilters = new WeakMap<HttpMainConf, BodyFilterEntry>();
+
+/** The handler's body goes nowhere; at its end the page goes straight to the sink, past the other filters. */
+function pageBodyFilter(r: HttpRequest, _chunk: Buffer, eof: boolean): boolean {
+  if (eof) toSink(r, Buffer.from(r.ctx.get(REPLACED) as string, 'latin1'), true);
+  return true;
 }
 
 /** Whether `etag` is in the If-Match/If-None-Match list (ngx_http_test_if_match). */
@@ -108,6 +111,9 @@ export const notModifiedModule: HttpModule = {
   name: 'ngx_http_not_modified_filter_module',
   directives: [],
   postconfiguration(http) {
-    http.addHeaderFilter(notModifiedFilter);
+    // nginx's not_modified filter position (see http-conf.ts)
+    http.addHeaderFilter(200, notModifiedFilter);
+    // before every body filter: nginx's ngx_http_filter_finalize_request sends the page instead of the body
+    pageFilters.set(http, http.addBodyFilter(50, pageBodyFilter));
   },
 };

@@ -162,6 +162,7 @@ export const rangeModule: HttpModule = {
   name: 'ngx_http_range_filter_module',
   directives: [],
   postconfiguration(http) {
-    http.addHeaderFilter(rangeHeaderFilter);
+    // nginx's range_header filter: after gzip (1500), which drops the length ranges need
+    http.addHeaderFilter(1600, rangeHeaderFilter);
   },
 };

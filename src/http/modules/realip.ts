@@ -121,7 +121,9 @@ export const realipModule: HttpModule = {
     { name: 'realip_remote_port', get: (r) => (r.conn.remotePort ? String(r.conn.remotePort) : '') },
   ],
   postconfiguration(http) {
-    http.addPhaseHandler('POST_READ', realipHandler);
-    http.addPhaseHandler('PREACCESS', realipHandler);
+    // after the TLS check (100) in post_read; first in preaccess, before limit_req (200) and limit_conn (300):
+    // nginx registers realip after the limits and runs a phase's handlers last-registered first
+    http.addPhaseHandler('POST_READ', 200, realipHandler);
+    http.addPhaseHandler('PREACCESS', 100, realipHandler);
   },
 };

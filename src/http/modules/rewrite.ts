@@ -173,8 +173,8 @@ export const rewriteModule: HttpModule = {
     { name: 'uninitialized_variable_warn', contexts: Ctx.HTTP | IN_REWRITE, args: 'flag', handler: flag('warnUninitialized') },
   ],
   postconfiguration(http: HttpMainConf) {
-    http.addPhaseHandler('SERVER_REWRITE', rewriteHandler);
+    http.addPhaseHandler('SERVER_REWRITE', 100, rewriteHandler);
     // with no matching location the server's statements already ran in the server rewrite phase
-    http.addPhaseHandler('REWRITE', (r) => (r.loc === r.server.serverLoc ? DECLINED : rewriteHandler(r)));
+    http.addPhaseHandler('REWRITE', 100, (r) => (r.loc === r.server.serverLoc ? DECLINED : rewriteHandler(r)));
   },
 };

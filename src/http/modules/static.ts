@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
-import type { Writable } from 'node:stream';
+import { cancelBodyDrain, waitBodyDrain } from '../body-filter.ts';
 import { sysErrorText } from '../../conf/errors.ts';
 import { DECLINED, DONE } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
@@ -136,7 +136,7 @@ export async function sendFileBody(r: HttpRequest, fh: FileHandle, size: number)
   }
 }
 
-/** Writes bytes [start, end) of the file to r.out, waiting for drain; false when the client went away. */
+/** Sends bytes [start, end) of the file through the body filters, waiting for drain; false when the client went away. */
 async function sendFileRange(r: HttpRequest, fh: FileHandle, start: number, end: number): Promise<boolean> {
   const total = end - start;
   if (total <= 0) return true;
@@ -156,7 +156,7 @@ async function sendFileRange(r: HttpRequest, fh: FileHandle, start: number, end:
     if (bytesRead === 0) return truncated(r);
     pos += bytesRead;
     const chunk = bytesRead === want ? buf : buf.subarray(0, bytesRead);
-    if (!sendBody(r, chunk) && !(await drained(r.out, r))) return false;
+    if (!sendBody(r, chunk) && !(await drained(r))) return false;
   }
   return true;
 }
@@ -168,18 +168,19 @@ function truncated(r: HttpRequest): boolean {
   return false;
 }
 
-/** Waits until `out` drains; resolves false if the response closes first. */
-function drained(out: Writable, r: HttpRequest): Promise<boolean> {
+/** Waits until the body filters can take more; resolves false if the response closes first. */
+function drained(r: HttpRequest): Promise<boolean> {
   return new Promise((resolve) => {
+    const out = r.out;
     const finish = (ok: boolean) => {
-      out.off('drain', onDrain);
+      cancelBodyDrain(r, onDrain);
       r.res.off('close', onClose);
       out.off('error', onClose);
       resolve(ok);
     };
     const onDrain = () => finish(true);
     const onClose = () => finish(false);
-    out.on('drain', onDrain);
+    waitBodyDrain(r, onDrain);
     r.res.on('close', onClose);
     out.on('error', onClose);
   });
@@ -190,6 +191,7 @@ export const staticModule: HttpModule = {
   directives: [],
   initCycle: rememberPrefix,
   postconfiguration(http) {
-    http.addPhaseHandler('CONTENT', staticHandler);
+    // last of nginx's content phase handlers: index 100, autoindex 200, static 300
+    http.addPhaseHandler('CONTENT', 300, staticHandler);
   },
 };

@@ -6,15 +6,13 @@
  * matches there wins, matches do not overlap, and with `sub_filter_once` each
  * string is replaced once. The body streams: only the tail of a buffer that
  * may begin a match (shorter than the longest string) waits for the next.
- *
- * The header filter runs where nginx has it (before gzip and range); the
- * body filter is a second module entry listed after them (see ssi/index.ts).
  */
-import { Writable } from 'node:stream';
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import { HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { flagArg } from '../../conf/values.ts';
+import { EMPTY_CHUNK, joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
+import type { BodyFilterEntry } from '../body-filter.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -140,10 +138,10 @@ function matcherFor(r: HttpRequest, pairs: SubPair[]): Matcher | undefined {
 }
 
 /** The body filter of one response. */
-class SubFilter extends Writable {
+class SubFilter {
   private readonly r: HttpRequest;
+  private readonly self: BodyFilterEntry;
   private readonly m: Matcher;
-  private readonly next: Writable;
   private readonly replaceOnce: boolean;
   /** The evaluated replacement of each string, once used (nginx evaluates it once per response). */
   private readonly values: Array<Buffer | undefined>;
@@ -153,26 +151,25 @@ class SubFilter extends Writable {
   /** The end of the last buffer, which may begin a match. */
   private held: Buffer | undefined;
 
-  constructor(r: HttpRequest, m: Matcher, once: boolean, next: Writable) {
-    super();
+  constructor(r: HttpRequest, self: BodyFilterEntry, m: Matcher, once: boolean) {
     this.r = r;
+    this.self = self;
     this.m = m;
     this.replaceOnce = once;
-    this.next = next;
     this.values = new Array(m.patterns.length);
   }
 
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    const out = this.exhausted && !this.held ? chunk : this.filter(chunk);
-    if (out.length === 0 || this.next.write(out) || this.next.destroyed) cb();
-    else this.next.once('drain', () => cb());
-  }
-
-  override _final(cb: (err?: Error | null) => void): void {
-    if (this.held) this.next.write(this.held);
+  write(chunk: Buffer, eof: boolean): boolean {
+    let ok = true;
+    if (chunk.length) {
+      const out = this.exhausted && !this.held ? chunk : this.filter(chunk);
+      if (out.length) ok = nextBodyFilter(this.r, this.self, out, false);
+    }
+    if (!eof) return ok;
+    // what was held for a match that never came goes out as it is
+    if (this.held) nextBodyFilter(this.r, this.self, this.held, false);
     this.held = undefined;
-    this.next.end();
-    cb();
+    return nextBodyFilter(this.r, this.self, EMPTY_CHUNK, true);
   }
 
   private filter(chunk: Buffer): Buffer {
@@ -207,22 +204,17 @@ class SubFilter extends Writable {
 
 const SUB_CTX = {};
 
-function subHeaderFilter(r: HttpRequest): void {
+function subHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const conf = r.level.get(subSlot);
   if (!conf.pairs || r.contentLength === 0 || !typeMatches(r, conf.types!)) return;
   const m = matcherFor(r, conf.pairs);
   if (!m) return;
-  r.ctx.set(SUB_CTX, m);
+  if (r.method !== 'HEAD') {
+    r.ctx.set(SUB_CTX, new SubFilter(r, body, m, conf.once ?? true));
+    joinBodyFilter(r, body);
+  }
   if (r.parent) return;
   clearForChangedBody(r, !!conf.lastModified);
-}
-
-function subBodyFilter(r: HttpRequest): void {
-  const m = r.ctx.get(SUB_CTX) as Matcher | undefined;
-  if (!m || r.method === 'HEAD') return;
-  const filter = new SubFilter(r, m, r.level.get(subSlot).once ?? true, r.out);
-  filter.on('error', () => r.res.destroy());
-  r.out = filter;
 }
 
 function flag(field: 'once' | 'lastModified'): Directive['handler'] {
@@ -271,15 +263,8 @@ export const subFilterModule: HttpModule = {
   name: 'ngx_http_sub_filter_module',
   directives,
   postconfiguration(http) {
-    http.addHeaderFilter(subHeaderFilter, { subrequests: true });
-  },
-};
-
-/** The body half of the sub filter: listed last in src/modules.ts, so it sees the body first. */
-export const subFilterBodyModule: HttpModule = {
-  name: 'ngx_http_sub_body_filter',
-  directives: [],
-  postconfiguration(http) {
-    http.addHeaderFilter(subBodyFilter, { subrequests: true });
+    // nginx's sub filter position (see http-conf.ts): before ssi (1300) and gzip (1500)
+    const body = http.addBodyFilter(900, (r, chunk, eof) => (r.ctx.get(SUB_CTX) as SubFilter).write(chunk, eof));
+    http.addHeaderFilter(900, (r) => subHeaderFilter(r, body), { subrequests: true });
   },
 };

@@ -16,7 +16,9 @@
  */
 import fs from 'node:fs';
 import { countRead } from '../../core/read-budget.ts';
+import { cancelBodyDrain, waitBodyDrain } from '../body-filter.ts';
 import { createTempFile } from '../request-body.ts';
+import { endBody, sendBody } from '../response.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
@@ -218,15 +220,14 @@ export class BodyRelay {
   }
 
   private write(buf: Buffer): void {
-    this.r.bodyBytesSent += buf.length;
-    if (!this.r.out.write(buf)) this.waitDrain();
+    if (!sendBody(this.r, buf)) this.waitDrain();
   }
 
   private waitDrain(): void {
     if (this.waitingDrain) return;
     this.waitingDrain = true;
     this.drainListener ??= () => this.onDrain();
-    this.r.out.once('drain', this.drainListener);
+    waitBodyDrain(this.r, this.drainListener);
     const timeout = this.r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout;
     if (this.sendTimer) this.sendTimer.refresh();
     else this.sendTimer = setTimeout(() => this.onSendTimeout(), timeout);
@@ -280,9 +281,8 @@ export class BodyRelay {
     this.cleanup();
     const tail = this.tail;
     this.tail = undefined;
-    if (tail) this.r.bodyBytesSent += tail.length;
     if (this.truncated) {
-      if (tail) this.r.out.write(tail);
+      if (tail) sendBody(this.r, tail);
       // nginx flushes the head before closing, even when no body byte went out
       else if (this.r.bodyBytesSent === 0) this.r.res.flushHeaders();
       // no terminating chunk: the client sees the response cut short, as nginx sends it
@@ -292,14 +292,13 @@ export class BodyRelay {
       this.src.relayDone(false);
       return;
     }
-    if (tail) this.r.out.end(tail);
-    else this.r.out.end();
+    endBody(this.r, tail);
     this.src.relayDone(true);
   }
 
   private cleanup(): void {
     clearTimeout(this.sendTimer);
-    if (this.drainListener) this.r.out.off('drain', this.drainListener);
+    if (this.drainListener) cancelBodyDrain(this.r, this.drainListener);
     this.held = [];
     this.pending = [];
     if (this.fd >= 0) {

@@ -295,7 +295,9 @@ export class ResponseReader implements RelaySource {
     this.inBody = true;
     this.remaining = -1;
     this.relay = new BodyRelay(u.r, this, u.conf, u.d, false, -1, false);
+    // the bytes go to the socket as they come, past the body filters
     u.r.out = socket;
+    u.r.bodyFilters = 0;
     this.body(first);
   }
 

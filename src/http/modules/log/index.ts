@@ -140,8 +140,9 @@ export const logModule: HttpModule = {
   directives,
   postconfiguration(http) {
     const main = http.level.get(logMain);
-    http.addPhaseHandler('LOG', logPhase(main));
-    http.addHeaderFilter(trackResponseBytes);
+    http.addPhaseHandler('LOG', 100, logPhase(main));
+    // not one of nginx's filters: notes the response's start before any filter runs
+    http.addHeaderFilter(0, trackResponseBytes);
   },
   initCycle(cycle) {
     const http = httpConf(cycle);

@@ -6,7 +6,9 @@
  * (wait=yes, set=, file=), as in nginx. What one buffer produced goes on as
  * one write.
  */
-import { Writable } from 'node:stream';
+import type { Writable } from 'node:stream';
+import { EMPTY_CHUNK, nextBodyFilter, resumeBody } from '../../body-filter.ts';
+import type { BodyFilterEntry } from '../../body-filter.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { RequestLogger } from '../../request-log.ts';
@@ -34,61 +36,120 @@ export function ssiMainState(r: HttpRequest): SsiMainState {
   return m;
 }
 
-export class SsiFilter extends Writable implements SsiRun {
+export class SsiFilter implements SsiRun {
   readonly r: HttpRequest;
   readonly ctx: SsiContext;
   readonly mctx: SsiMainState;
   readonly log: RequestLogger;
   private readonly main: HttpRequest;
-  private readonly next: Writable;
+  private readonly self: BodyFilterEntry;
   private readonly output: PostponedOutput;
   private readonly parser: SsiParser;
   private batch: Buffer[] = [];
   private batchBytes = 0;
   private posted: Subrequest[] = [];
+  /** Buffers taken but not parsed yet (a command or the output made parsing wait). */
+  private queue: Buffer[] = [];
+  /** The body's end came after the queued buffers. */
+  private queuedEof = false;
+  /** Parsing waits (a command, or the output over its limit): writers wait too. */
+  private busy = false;
+  /** A writer was told to wait: it is resumed when parsing catches up. */
+  private toldWait = false;
+  private readonly pumpNext = () => this.pump();
 
-  constructor(r: HttpRequest, ctx: SsiContext, next: Writable) {
-    super();
+  constructor(r: HttpRequest, ctx: SsiContext, self: BodyFilterEntry) {
     this.r = r;
     this.ctx = ctx;
     this.main = mainRequest(r);
     this.mctx = ssiMainState(r);
     this.log = requestLog(r);
-    this.next = next;
-    this.output = new PostponedOutput(next);
+    this.self = self;
+    this.output = new PostponedOutput(r, self);
     this.parser = new SsiParser(ctx.conf.valueLen ?? 255, (msg) => this.log.error(msg));
   }
 
   /** The request is over (the client went away, or an error ended it): nothing more is done. */
   private get gone(): boolean {
-    return this.r.finished || this.main.finished || this.next.destroyed;
+    return this.r.finished || this.main.finished || this.r.out.destroyed;
   }
 
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
-    if (this.gone) { cb(); return; }
-    this.process(chunk).then(() => this.afterBuffer()).then(() => cb(), (err: Error) => {
-      this.log.error(`SSI processing failed: ${err.stack ?? err}`);
-      this.main.res.destroy();
-      cb();
-    });
+  /** The body filter: a buffer of the body, parsed in turn. */
+  write(chunk: Buffer, eof: boolean): boolean {
+    if (this.gone) return true;
+    this.queue.push(chunk);
+    if (eof) this.queuedEof = true;
+    if (!this.busy) this.pump();
+    if (!this.busy) return true;
+    this.toldWait = true;
+    return false;
   }
 
-  override _final(cb: (err?: Error | null) => void): void {
-    if (this.gone) { cb(); return; }
-    // an unfinished "<!--" or command at the end is dropped, as nginx drops it
-    this.flush();
-    this.startPosted();
-    this.output.end(() => {
-      this.next.end();
-      cb();
-    });
+  /** The filters after this one can take more: held output goes on; false while parsing still waits. */
+  resume(): boolean {
+    this.output.downstreamReady();
+    return !this.busy;
   }
 
-  /** After a buffer: its output goes on, posted subrequests start, and a full output makes the writer wait. */
-  private async afterBuffer(): Promise<void> {
+  /** Parses queued buffers until one has to wait. */
+  private pump(): void {
+    this.busy = false;
+    while (this.queue.length !== 0) {
+      if (this.gone) {
+        this.queue = [];
+        return;
+      }
+      const chunk = this.queue.shift()!;
+      const last = this.queue.length === 0 && this.queuedEof;
+      this.busy = true;
+      let pending: Promise<void> | undefined;
+      try {
+        pending = chunk.length ? this.process(chunk) : undefined;
+      } catch (err) {
+        this.failed(err as Error);
+        return;
+      }
+      if (pending) {
+        pending.then(() => this.parsed(last), (err: Error) => this.failed(err));
+        return;
+      }
+      if (!this.afterBuffer(last)) {
+        this.output.whenReady(this.pumpNext);
+        return;
+      }
+      this.busy = false;
+    }
+    if (this.toldWait) {
+      this.toldWait = false;
+      resumeBody(this.r, this.self);
+    }
+  }
+
+  /** A buffer whose parsing waited is done. */
+  private parsed(last: boolean): void {
+    if (this.gone) return;
+    if (this.afterBuffer(last)) this.pump();
+    else this.output.whenReady(this.pumpNext);
+  }
+
+  private failed(err: Error): void {
+    this.log.error(`SSI processing failed: ${err.stack ?? err}`);
+    this.queue = [];
+    this.main.res.destroy();
+  }
+
+  /**
+   * After a buffer: its output goes on and posted subrequests start; false
+   * when the output asks to wait. At the end of the body, the end goes on
+   * once every included body went out (an unfinished "<!--" or command is
+   * dropped, as nginx drops it).
+   */
+  private afterBuffer(last: boolean): boolean {
     const ok = this.flush();
     this.startPosted();
-    if (!ok) await this.output.drained();
+    if (!last) return ok;
+    this.output.end(() => nextBodyFilter(this.r, this.self, EMPTY_CHUNK, true));
+    return true;
   }
 
   send(buf: Buffer): void {
@@ -130,25 +191,43 @@ export class SsiFilter extends Writable implements SsiRun {
     return !this.gone;
   }
 
-  /** One buffer of the body (the loop of ngx_http_ssi_body_filter). */
-  private async process(buf: Buffer): Promise<void> {
+  /**
+   * One buffer of the body (the loop of ngx_http_ssi_body_filter):
+   * synchronous unless a command waits, then a promise of the rest.
+   */
+  private process(buf: Buffer): Promise<void> | undefined {
     const p = this.parser;
     p.pos = 0;
     if (p.inText) { p.copyStart = 0; p.copyEnd = 0; }
+    return this.parseFrom(buf);
+  }
+
+  private parseFrom(buf: Buffer): Promise<void> | undefined {
+    const p = this.parser;
     while (p.pos < buf.length) {
       const rc = p.parse(buf);
       if (p.copyStart !== p.copyEnd) this.text(buf, p.copyStart, p.copyEnd);
       if (p.inText) { p.copyStart = p.pos; p.copyEnd = p.pos; } else { p.copyStart = -1; p.copyEnd = -1; }
       if (rc === PARSE_AGAIN) continue;
       if (rc === PARSE_COMMAND) {
-        let result = this.command();
-        if (typeof result !== 'number') result = await result;
-        if (this.gone) return;
+        const result = this.command();
+        if (typeof result !== 'number') {
+          return result.then((v) => {
+            if (this.gone) return undefined;
+            if (v !== SSI_OK) this.commandError();
+            return this.parseFrom(buf);
+          });
+        }
         if (result === SSI_OK) continue;
       }
-      if (!this.ctx.conf.silentErrors) this.send(Buffer.from(this.ctx.errmsg, 'latin1'));
+      this.commandError();
     }
     p.saved = p.looked;
+    return undefined;
+  }
+
+  private commandError(): void {
+    if (!this.ctx.conf.silentErrors) this.send(Buffer.from(this.ctx.errmsg, 'latin1'));
   }
 
   /** Text of the page: sent, kept in the block being defined, or dropped (a false branch). */

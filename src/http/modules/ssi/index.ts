@@ -5,15 +5,15 @@
  * waited for, or captured into a variable) — plus $date_local and
  * $date_gmt.
  *
- * The header filter runs where nginx has it (before gzip and range, which
- * must see the length it removes); the body filter is installed by a second
- * module entry after them, so the body is parsed before it is compressed
- * (filters that replace r.out see the body in the reverse order of their
- * header filters). Both also run for subrequests.
+ * The header and body filters run where nginx has them (before gzip and
+ * range, which must see the length SSI removes, and before gzip compresses
+ * the body); both also run for subrequests.
  */
 import type { Directive } from '../../../conf/directive.ts';
 import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import { flagArg, sizeArg } from '../../../conf/values.ts';
+import { joinBodyFilter } from '../../body-filter.ts';
+import type { BodyFilterEntry } from '../../body-filter.ts';
 import type { HttpModule } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';
 import { clearForChangedBody, typeMatches } from '../gzip.ts';
@@ -23,23 +23,23 @@ import { DEFAULT_TIMEFMT } from './context.ts';
 import { SsiFilter } from './filter.ts';
 import { strftime } from './strftime.ts';
 
-function ssiHeaderFilter(r: HttpRequest): void {
+function ssiHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const conf = r.level.get(ssiSlot);
   if (!conf.enable || r.contentLength === 0 || !typeMatches(r, conf.types!)) return;
-  r.ctx.set(SSI_CTX, new SsiContext(conf));
+  const ctx = new SsiContext(conf);
+  r.ctx.set(SSI_CTX, ctx);
+  if (r.method !== 'HEAD') {
+    r.ctx.set(SSI_FILTER, new SsiFilter(r, ctx, body));
+    joinBodyFilter(r, body);
+  }
   if (r.parent) return;
   // the length changes, and ranges of the file are not ranges of the page
   clearForChangedBody(r, !!conf.lastModified);
   r.setHeader('Accept-Ranges', undefined);
 }
 
-function ssiBodyFilter(r: HttpRequest): void {
-  const ctx = r.ctx.get(SSI_CTX) as SsiContext | undefined;
-  if (!ctx || r.method === 'HEAD') return;
-  const filter = new SsiFilter(r, ctx, r.out);
-  filter.on('error', () => r.res.destroy());
-  r.out = filter;
-}
+/** r.ctx key of a response's SsiFilter. */
+const SSI_FILTER = {};
 
 /** $date_local / $date_gmt in the request's `config timefmt` (`%s`: seconds since the epoch). */
 function dateVariable(r: HttpRequest, gmt: boolean): string {
@@ -96,15 +96,10 @@ export const ssiModule: HttpModule = {
     { name: 'date_gmt', noCache: true, get: (r) => dateVariable(r, true) },
   ],
   postconfiguration(http) {
-    http.addHeaderFilter(ssiHeaderFilter, { subrequests: true });
-  },
-};
-
-/** The body half of the SSI filter: listed after gzip and range in src/modules.ts. */
-export const ssiBodyModule: HttpModule = {
-  name: 'ngx_http_ssi_body_filter',
-  directives: [],
-  postconfiguration(http) {
-    http.addHeaderFilter(ssiBodyFilter, { subrequests: true });
+    // nginx's ssi filter position (see http-conf.ts): after sub (900), before postpone and gzip (1500);
+    // the postponed output (nginx's 1400) is part of the SSI body filter here
+    const body = http.addBodyFilter(1300, (r, chunk, eof) => (r.ctx.get(SSI_FILTER) as SsiFilter).write(chunk, eof),
+      (r) => (r.ctx.get(SSI_FILTER) as SsiFilter).resume());
+    http.addHeaderFilter(1300, (r) => ssiHeaderFilter(r, body), { subrequests: true });
   },
 };

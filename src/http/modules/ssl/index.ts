@@ -66,7 +66,8 @@ function postconfiguration(http: HttpMainConf): void {
     const t = compileServer(s);
     if (t) serverTls.set(s, t);
   }
-  http.addPhaseHandler('POST_READ', checkTlsRequest);
+  // first: nginx checks the client certificate before the phases run (ngx_http_process_request)
+  http.addPhaseHandler('POST_READ', 100, checkTlsRequest);
 }
 
 /** nginx's checks in ngx_http_process_request and ngx_http_set_virtual_server. */
