@@ -312,9 +312,10 @@ export class HeadReader {
   /** The empty line arrived: nginx's ngx_http_process_request_header checks. */
   private headersDone(b: Buffer, end: number): number {
     const head = this.head;
-    if (head.host === '' && this.hostHeader === undefined) {
+    if (this.hostHeader === undefined) {
       // no host: the server named "" is the one for requests without Host
-      this.selectServer('');
+      if (head.host === '') this.selectServer('');
+      // nginx asks HTTP/1.1 for the header even when an absolute URI named the host
       if (head.version > 1000) return this.fail(400, 'client sent HTTP/1.1 request without "Host" header', b, 0, 0);
     }
     if (head.contentLength === -2) return this.fail(400, 'client sent invalid "Content-Length" header', b, 0, 0);
