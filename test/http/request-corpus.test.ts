@@ -13,7 +13,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
-import { accessByAddress, bounded, comparable, exchange, outcome, RecordingOrigin } from './request-corpus-kit.ts';
+import { accessByAddress, bounded, caseAddress, comparable, exchange, outcome, RecordingOrigin } from './request-corpus-kit.ts';
 import type { ClientExchange, Outcome } from './request-corpus-kit.ts';
 import { corpusCases } from './request-corpus-cases.ts';
 
@@ -62,7 +62,12 @@ before(async () => {
   const run = (srv: RunningServer | undefined, c: (typeof cases)[number]): Promise<ClientExchange | undefined> =>
     srv ? exchange(srv.port(8080), c) : Promise.resolve(undefined);
   const seen = await bounded(cases, CONCURRENCY, (c) => Promise.all([run(gh, c), run(ng, c)]));
-  // every connection is closed, so every access-log line is written
+  // a last request, logged after the lines of the connections that closed before it
+  const last = { name: 'last', parts: 'GET /corpus-end HTTP/1.0\r\n\r\n', from: caseAddress(cases.length) };
+  for (const srv of servers) {
+    await exchange(srv.port(8080), last);
+    await srv.waitForLog('access.log', /"GET \/corpus-end HTTP\/1\.0"$/m);
+  }
   const ghAccess = accessByAddress(gh);
   const ngAccess = ng ? accessByAddress(ng) : undefined;
   cases.forEach((c, i) => {
