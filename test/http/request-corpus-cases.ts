@@ -269,6 +269,7 @@ export const corpus: Record<string, Array<[string, string | string[], string?]>>
     ['five large header lines', get('/b', H + [1, 2, 3, 4, 5].map((i) => `X-L${i}: ${x(1500)}\r\n`).join(''))],
     ['many short lines past the buffers', get('/b', H + Array.from({ length: 400 }, (_, i) => `X-S${i}: ${x(20)}\r\n`).join(''))],
   ],
+  // whether the server reads the parts apart is up to the kernel; the answer must be the same either way
   'split writes': [
     ['after the first byte', ['G', 'ET /s HTTP/1.1\r\nHost: localhost\r\n\r\n']],
     ['inside the version', ['GET /s HT', 'TP/1.1\r\nHost: localhost\r\n\r\n']],
