@@ -316,7 +316,8 @@ export class HttpConnection {
     if (this.active !== r || this.phase === DETACHED) return;
     this.responseDone = true;
     this.clearTimer();
-    if (!keepalive || this.closing || this.clientEnded || this.keepaliveDisabled) {
+    // a client that half-closed still gets answers to the requests it sent before (nginx reads its buffer first)
+    if (!keepalive || this.closing || (this.clientEnded && this.pending === undefined) || this.keepaliveDisabled) {
       this.close(r);
       return;
     }
@@ -345,7 +346,13 @@ export class HttpConnection {
     this.setTimer(core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout, T_KEEPALIVE);
     if (this.socket.isPaused()) this.socket.resume();
     this.pump();
+    // the client half-closed before: once what it sent is read, its end is seen (after the finished request is logged)
+    if (this.clientEnded) setImmediate(this.endOfInput);
   }
+
+  private endOfInput = (): void => {
+    if (this.phase === READ_HEAD || (this.phase === READ_BODY && this.pending === undefined)) this.onEnd();
+  };
 
   /** Closes after a response: with lingering_close as nginx decides, else at once. */
   private close(r: HttpRequest | undefined): void {

@@ -64,6 +64,8 @@ function specialName(b: Buffer, start: number, len: number): string | undefined 
 }
 
 const MAX_ERROR_STR = 2048 - 300;
+/** nginx's NGX_MAX_OFF_T_VALUE, as 19 digits (compared as a string with another 19 digits). */
+const MAX_OFF_T = '9223372036854775807';
 
 /** Readers not in use: a connection takes one when a head starts arriving and gives it back once the head is read. */
 const spareReaders: HeadReader[] = [];
@@ -190,7 +192,8 @@ export class HeadReader {
   private lineEnd(b: Buffer, from: number): number {
     const lf = b.indexOf(10, from);
     let e = lf < 0 ? b.length : lf;
-    if (e > from && b[e - 1] === 13) e--;
+    // nginx's request_end stops at the first of the CRs before LF
+    while (e > from && b[e - 1] === 13) e--;
     return e;
   }
 
@@ -216,7 +219,10 @@ export class HeadReader {
   }
 
   private tooLongUri(b: Buffer, end: number): number {
-    return this.fail(414, 'client sent too long URI', b, this.rl.start, end);
+    // $request is what filled nginx's buffer: a large one the line moved to, or the one it began in
+    const { largeSize, largeCount } = this.settings;
+    const held = this.cap - this.used < largeSize && this.large < largeCount ? largeSize : this.cap - this.used;
+    return this.fail(414, 'client sent too long URI', b, this.rl.start, Math.min(end, this.rl.start + held));
   }
 
   private tooLongHeader(b: Buffer, start: number, end: number): number {
@@ -301,7 +307,8 @@ export class HeadReader {
     seen.set(name, line);
     if (name === 'content-length') {
       const v = b.toString('latin1', h.valueStart, h.valueEnd);
-      head.contentLength = /^\d{1,19}$/.test(v) ? Number(v) : -2;
+      // ngx_atoof: digits only, at most NGX_MAX_OFF_T_VALUE
+      head.contentLength = /^\d{1,19}$/.test(v) && (v.length < 19 || v <= MAX_OFF_T) ? Number(v) : -2;
     } else if (name === 'transfer-encoding') {
       this.teValue = b.toString('latin1', h.valueStart, h.valueEnd);
       head.chunked = this.teValue.toLowerCase() === 'chunked';
@@ -312,9 +319,10 @@ export class HeadReader {
   /** The empty line arrived: nginx's ngx_http_process_request_header checks. */
   private headersDone(b: Buffer, end: number): number {
     const head = this.head;
-    if (head.host === '' && this.hostHeader === undefined) {
+    if (this.hostHeader === undefined) {
       // no host: the server named "" is the one for requests without Host
-      this.selectServer('');
+      if (head.host === '') this.selectServer('');
+      // nginx asks HTTP/1.1 for the header even when an absolute URI named the host
       if (head.version > 1000) return this.fail(400, 'client sent HTTP/1.1 request without "Host" header', b, 0, 0);
     }
     if (head.contentLength === -2) return this.fail(400, 'client sent invalid "Content-Length" header', b, 0, 0);

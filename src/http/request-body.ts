@@ -274,7 +274,8 @@ class BodyCollector implements BodyConsumer {
   }
 
   bodyError(status: number): void {
-    this.resolve(status === 408 || status === 499 ? terminate(this.r, status) : status);
+    // a client gone while its body is read is logged as nginx's reader answers it: 400 (nothing can be sent)
+    this.resolve(status === 408 || status === 499 ? terminate(this.r, status === 499 ? 400 : status) : status);
   }
 }
 

@@ -47,6 +47,8 @@ export function bytesSent(r: HttpRequest): number {
   if (sent !== undefined) return sent;
   // unfinished (aborted, or still being sent): what reached the socket since the previous response
   const socket = r.conn.socket;
+  // an HTTP/0.9 answer has no head and goes to the socket directly: every byte since the previous response
+  if (r.http09) return Math.max(0, socket.bytesWritten - (previousEnd.get(socket) ?? 0));
   if (!r.res.headersSent || r.res.socket !== socket) return 0;
   return Math.max(0, (socket.bytesWritten ?? 0) - (previousEnd.get(socket) ?? 0));
 }

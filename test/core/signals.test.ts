@@ -112,12 +112,14 @@ test('USR1 reopens the error log in the master and every worker', async (t) => {
   t.after(() => srv.stop());
   fs.renameSync(srv.path('error.log'), srv.path('error.log.1'));
   srv.signal('USR1');
-  // "reopening logs" is written before the reopen (as nginx does), by the master and both workers
-  await srv.waitForLog('error.log.1', /(reopening logs$[^]*){3}/m);
+  // "reopening logs" is written before the reopen (as nginx does), by the master and both workers;
+  // the master's "signal 10 (SIGUSR1) received, reopening logs" also ends so, and is not one of the three
+  const threeReopens = /(: reopening logs$[^]*){3}/m;
+  await srv.waitForLog('error.log.1', threeReopens);
   assert.equal(fs.existsSync(srv.path('error.log')), true);
   // a second USR1 is logged by every thread in the new file
   srv.signal('USR1');
-  await srv.waitForLog('error.log', /(reopening logs$[^]*){3}/m);
+  await srv.waitForLog('error.log', threeReopens);
   const fresh = srv.logLines('error.log');
   const threads = new Set(fresh.filter((l) => /: reopening logs$/.test(l)).map((l) => /#(\d+):/.exec(l)![1]));
   assert.equal(threads.size, 3, fresh.join('\n'));

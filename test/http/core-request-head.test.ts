@@ -71,6 +71,8 @@ const cases: Array<[string, string, number]> = [
   ['absolute URI', 'GET http://Abc.Example:81/p?q HTTP/1.0\r\nHost: other\r\n\r\n', 200],
   ['absolute URI without path', 'GET http://abc.example HTTP/1.0\r\n\r\n', 200],
   ['absolute URI with args only', 'GET http://abc.example?x=1 HTTP/1.0\r\n\r\n', 200],
+  ['absolute URI in HTTP/1.1 without Host', 'GET http://other.test/abs HTTP/1.1\r\n\r\n', 400],
+  ['absolute URI in HTTP/1.1 with Host', 'GET http://other.test/abs HTTP/1.1\r\nHost: x\r\n\r\n', 200],
   ['absolute URI with userinfo', 'GET http://u@abc.example/ HTTP/1.0\r\n\r\n', 400],
   ['absolute URI bad port', 'GET http://abc.example:1:2/ HTTP/1.0\r\n\r\n', 400],
   ['Host with trailing dot and port', 'GET / HTTP/1.0\r\nHost: WWW.Example.COM.:8080\r\n\r\n', 200],
@@ -126,7 +128,9 @@ test('an HTTP/0.9 request is answered without a head and logged', async () => {
 test('the log lines nginx writes for refused heads', async () => {
   await same(pair(), 'GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n');
   await same(pair(), 'get / HTTP/1.0\r\n\r\n');
+  await same(pair(), 'GET http://other.test/abs HTTP/1.1\r\n\r\n');
   const lines = pair().gh.logLines().join('\n');
   assert.match(lines, /\[info\] .*client sent duplicate host header: "Host: b", previous value: "Host: a" while reading client request headers, client: 127\.0\.0\.1, server: localhost, request: "GET \/ HTTP\/1\.0"/);
   assert.match(lines, /\[info\] .*client sent invalid method while reading client request line, client: 127\.0\.0\.1, server: localhost, request: "get \/ HTTP\/1\.0"/);
+  assert.match(lines, /\[info\] .*client sent HTTP\/1\.1 request without "Host" header while reading client request headers, client: 127\.0\.0\.1, server: localhost, request: "GET http:\/\/other\.test\/abs HTTP\/1\.1"$/m);
 });

@@ -147,7 +147,8 @@ function quotedUri(r: HttpRequest): boolean {
  */
 export function upstreamUri(r: HttpRequest, targetUri: string, location: string, dynamic: boolean): string {
   if (dynamic && targetUri) return targetUri;
-  if (!targetUri && !r.internal) return r.requestUri;
+  // `http://host?args` has no path to pass as it came: nginx sends the parsed one (`/?args`)
+  if (!targetUri && !r.internal && !r.head.emptyPath) return r.requestUri;
   const validLocation = (r as { validLocation?: boolean }).validLocation !== false;
   const locLen = validLocation && targetUri ? Math.min(location.length, r.uri.length) : 0;
   let rest = r.uri.slice(locLen);
