@@ -11,6 +11,7 @@
  * memory); an entry whose count drops to zero is removed.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { MergedConf } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
@@ -102,7 +103,7 @@ function limitConnHandler(r: HttpRequest): number {
       const v = t.values(slot);
       if (t.f64[v] >= limit.conn) {
         t.unlock();
-        requestLog(r).log(conf.logLevel!, `limiting connections${conf.dryRun ? ', dry run,' : ''} by zone "${limit.zone.name}"`);
+        requestLog(r).log(conf.logLevel, `limiting connections${conf.dryRun ? ', dry run,' : ''} by zone "${limit.zone.name}"`);
         return reject(r, conf, held);
       }
       t.f64[v]++;
@@ -119,14 +120,14 @@ function limitConnHandler(r: HttpRequest): number {
   return DECLINED;
 }
 
-function reject(r: HttpRequest, conf: LimitConnConf, held: Held | undefined): number {
+function reject(r: HttpRequest, conf: MergedConf<typeof limitConnSlot>, held: Held | undefined): number {
   if (held) releaseAll(held);
   if (conf.dryRun) {
     requestStatus.set(r, REJECTED_DRY_RUN);
     return DECLINED;
   }
   requestStatus.set(r, REJECTED);
-  return conf.status!;
+  return conf.status;
 }
 
 function limitConnZoneDirective(cf: ConfContext, node: ConfNode): undefined {

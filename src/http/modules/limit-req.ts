@@ -241,7 +241,7 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
 
   if (rc === R_BUSY || rc === R_ERROR) {
     if (rc === R_BUSY) {
-      requestLog(r).log(conf.logLevel!, `limiting requests${conf.dryRun ? ', dry run' : ''}, excess: ${excessText(excess)} by zone "${limit.zone.name}"`);
+      requestLog(r).log(conf.logLevel, `limiting requests${conf.dryRun ? ', dry run' : ''}, excess: ${excessText(excess)} by zone "${limit.zone.name}"`);
     }
     release(limits, held, n);
     if (conf.dryRun) {
@@ -249,7 +249,7 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
       return DECLINED;
     }
     requestStatus.set(r, REJECTED);
-    return conf.status!;
+    return conf.status;
   }
 
   if (rc === R_AGAIN) excess = 0;
@@ -259,7 +259,7 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
     return DECLINED;
   }
   // delaying is logged one level below limiting (info stays info)
-  const level = conf.logLevel === LogLevel.info ? LogLevel.info : conf.logLevel! + 1;
+  const level = conf.logLevel === LogLevel.info ? LogLevel.info : conf.logLevel + 1;
   requestLog(r).log(level, `delaying request${conf.dryRun ? ', dry run' : ''}, excess: ${excessText(foundExcess)}, by zone "${delayLimit!.zone.name}"`);
   if (conf.dryRun) {
     requestStatus.set(r, DELAYED_DRY_RUN);

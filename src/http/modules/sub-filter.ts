@@ -15,6 +15,7 @@ import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import { HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { flagArg } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -35,9 +36,8 @@ interface SubConf {
   lastModified?: boolean;
 }
 
-const subSlot = defineSlot<SubConf>('sub_filter', () => ({}), inheritUnset, {
-  types: new Set(['text/html']), once: true, lastModified: false,
-});
+const SUB_DEFAULTS = { types: new Set(['text/html']), once: true, lastModified: false } satisfies SubConf;
+const subSlot = defineSlot<SubConf, typeof SUB_DEFAULTS>('sub_filter', () => ({}), inheritUnset, SUB_DEFAULTS);
 
 const LOWER = new Uint8Array(256).map((_, c) => (c >= 0x41 && c <= 0x5a ? c | 0x20 : c));
 
@@ -209,29 +209,20 @@ const SUB_CTX = {};
 
 function subHeaderFilter(r: HttpRequest): void {
   const conf = r.level.get(subSlot);
-  if (!conf.pairs || r.contentLength === 0 || !typeMatches(r, conf.types!)) return;
+  if (!conf.pairs || r.contentLength === 0 || !typeMatches(r, conf.types)) return;
   const m = matcherFor(r, conf.pairs);
   if (!m) return;
   r.ctx.set(SUB_CTX, m);
   if (r.parent) return;
-  clearForChangedBody(r, !!conf.lastModified);
+  clearForChangedBody(r, conf.lastModified);
 }
 
 function subBodyFilter(r: HttpRequest): void {
   const m = r.ctx.get(SUB_CTX) as Matcher | undefined;
   if (!m || r.method === 'HEAD') return;
-  const filter = new SubFilter(r, m, r.level.get(subSlot).once ?? true, r.out);
+  const filter = new SubFilter(r, m, r.level.get(subSlot).once, r.out);
   filter.on('error', () => r.res.destroy());
   r.out = filter;
-}
-
-function flag(field: 'once' | 'lastModified'): Directive['handler'] {
-  return (cf, node) => {
-    const c = cf.get(subSlot);
-    if (c[field] !== undefined) return 'is duplicate';
-    c[field] = flagArg(cf, node.args[0]);
-    return undefined;
-  };
 }
 
 const directives: Directive[] = [
@@ -263,8 +254,8 @@ const directives: Directive[] = [
       return undefined;
     },
   },
-  { name: 'sub_filter_once', contexts: HTTP_ANY, args: 'flag', handler: flag('once') },
-  { name: 'sub_filter_last_modified', contexts: HTTP_ANY, args: 'flag', handler: flag('lastModified') },
+  { name: 'sub_filter_once', contexts: HTTP_ANY, args: 'flag', handler: setting(subSlot, 'once', flagArg) },
+  { name: 'sub_filter_last_modified', contexts: HTTP_ANY, args: 'flag', handler: setting(subSlot, 'lastModified', flagArg) },
 ];
 
 export const subFilterModule: HttpModule = {

@@ -28,7 +28,7 @@ import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue, VariableDef, VarValue } from '../variables.ts';
-import { CORE_LOC_DEFAULTS, coreLoc } from './core/settings.ts';
+import { coreLoc } from './core/settings.ts';
 import { httpConf } from './core/structure.ts';
 
 /** Every upstream group of an `http {}` block, explicit and implicit (nginx's umcf->upstreams). */
@@ -85,7 +85,7 @@ function initGroups(http: HttpMainConf): void {
       if (!g.zone) throw new ConfError(`resolving names at run time requires upstream "${g.name}" in ${g.file}:${g.line} to be in shared memory`);
       const core = http.level.get(coreLoc);
       g.resolverArgs ??= core.resolverArgs;
-      g.resolverTimeout ??= core.resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout;
+      g.resolverTimeout ??= core.resolverTimeout;
       if (!g.resolverArgs?.length) throw new ConfError(`no resolver defined to resolve names at run time in upstream "${g.name}" in ${g.file}:${g.line}`);
       for (const s of g.servers) {
         if (s.resolve) s.resolve.memory = sharedZone(`upstream-resolved:${g.name}:${s.resolve.host}`, ANSWER_MEMORY);

@@ -88,6 +88,7 @@ export const CORE_LOC_DEFAULTS = {
   keepaliveRequests: 1000,
   keepaliveTime: 3_600_000,
   keepaliveDisable: ['msie6'],
+  clientBodyInFileOnly: 'off',
   clientMaxBodySize: 1024 * 1024,
   clientBodyBufferSize: 16 * 1024,
   clientBodyTimeout: 60_000,

@@ -7,7 +7,7 @@ import { HTTP_ANY } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
 import type { HttpRequest } from '../../request.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from './settings.ts';
+import { coreLoc } from './settings.ts';
 
 /** What nginx knows without any `types` block (ngx_http_core_default_types). */
 const DEFAULT_TYPES = new Map([['html', 'text/html'], ['gif', 'image/gif'], ['jpg', 'image/jpeg']]);
@@ -31,7 +31,7 @@ export function contentTypeFor(r: HttpRequest, uri = r.uri): string {
     const t = types.get(ext) ?? types.get(ext.toLowerCase());
     if (t !== undefined) return t;
   }
-  return core.defaultType ?? CORE_LOC_DEFAULTS.defaultType;
+  return core.defaultType;
 }
 
 export const typesDirectives: Directive[] = [

@@ -19,7 +19,7 @@ import { countRead } from '../../../core/read-budget.ts';
 import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { coreLoc } from '../core/settings.ts';
 
 /** What the relay needs from the upstream side. */
 export interface RelaySource {
@@ -227,7 +227,7 @@ export class BodyRelay {
     this.waitingDrain = true;
     this.drainListener ??= () => this.onDrain();
     this.r.out.once('drain', this.drainListener);
-    const timeout = this.r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout;
+    const timeout = this.r.level.get(coreLoc).sendTimeout;
     if (this.sendTimer) this.sendTimer.refresh();
     else this.sendTimer = setTimeout(() => this.onSendTimeout(), timeout);
     if (!this.buffering && !this.paused) {

@@ -46,7 +46,7 @@ export function resolveTarget(r: HttpRequest, t: ResolvedTarget, conf: ProxyLocC
     requestLog(r).error(`no resolver defined to resolve ${host}`);
     return 502;
   }
-  const timeout = r.level.get(coreLoc).resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout;
+  const timeout = r.level.get(coreLoc).resolverTimeout;
   return resolveName(r, resolver.resolve(host, timeout), host, port);
 }
 

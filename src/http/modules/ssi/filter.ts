@@ -56,7 +56,7 @@ export class SsiFilter extends Writable implements SsiRun {
     this.log = requestLog(r);
     this.next = next;
     this.output = new PostponedOutput(next);
-    this.parser = new SsiParser(ctx.conf.valueLen ?? 255, (msg) => this.log.error(msg));
+    this.parser = new SsiParser(ctx.conf.valueLen, (msg) => this.log.error(msg));
   }
 
   /** The request is over (the client went away, or an error ended it): nothing more is done. */

@@ -9,7 +9,7 @@ import { requestLog } from '../../request-log.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { createSubrequest, parseUnsafeUri } from '../../subrequest.ts';
 import type { Subrequest } from '../../subrequest.ts';
-import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
+import { coreLoc } from '../core/settings.ts';
 import { SSI_ERROR, SSI_OK } from './context.ts';
 import type { SsiBlock, SsiParams, SsiRun } from './context.ts';
 import { ADD_PREFIX, evaluate } from './evaluate.ts';
@@ -132,7 +132,7 @@ class MemorySink extends Writable {
     if (this.tooBig) { cb(); return; }
     const sr = this.sub!.r;
     // subrequest_output_buffer_size of the location that answers
-    const limit = sr.level.get(coreLoc).subrequestOutputBufferSize ?? CORE_LOC_DEFAULTS.subrequestOutputBufferSize;
+    const limit = sr.level.get(coreLoc).subrequestOutputBufferSize;
     const declared = sr.contentLength;
     if (this.bytes === 0 && declared !== undefined && declared > limit) return this.fail(`too big subrequest response: ${declared}`, cb);
     if (this.bytes + chunk.length > limit) return this.fail('too big subrequest response', cb);

@@ -17,7 +17,7 @@ import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
 import type { AddressConf, ServerConf } from '../../http-conf.ts';
 import { HttpRequest } from '../../request.ts';
 import { selectServer } from '../../virtual-server.ts';
-import { coreSrv, CORE_SRV_DEFAULTS } from '../core/settings.ts';
+import { coreSrv } from '../core/settings.ts';
 import { alertRecord, ALERT_INTERNAL_ERROR, ALERT_UNRECOGNIZED_NAME, MAX_HELLO_BYTES, readClientHello } from '../../../tls/client-hello.ts';
 import type { ClientHello } from '../../../tls/client-hello.ts';
 import type { ServerTls } from '../../../tls/server-tls.ts';
@@ -37,7 +37,7 @@ export const handshakeServerName = new WeakMap<HttpConnection, string>();
 export function secureAccept(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
   const addr = server.addr;
   // nginx waits for the first bytes (and the handshake) as long as for a request head
-  const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
+  const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout;
   socket.setTimeout(timeout, () => socket.destroy());
   if (!addr.ssl) return acceptCleartext(server, conn, socket);
   let buffered: Buffer = Buffer.alloc(0);
