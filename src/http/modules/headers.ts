@@ -9,6 +9,7 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { parseTime } from '../../conf/values.ts';
+import { listOf } from '../../conf/setters.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -86,6 +87,7 @@ function parseExpires(text: string, modified: boolean): Expires | string {
 
 function expiresDirective(cf: ConfContext, node: ConfNode): string | undefined {
   const c = cf.get(headersSlot);
+  // hand-written: expires stores one of two fields (a parsed value, or one with variables)
   if (Object.hasOwn(c, 'expires') && (c.expires !== undefined || c.expiresValue !== undefined)) return 'is duplicate';
   let modified = false;
   let arg = node.args[0];
@@ -115,19 +117,16 @@ function headerKind(name: string): HeaderKind {
 }
 
 function addDirective(field: 'headers' | 'trailers') {
-  return (cf: ConfContext, node: ConfNode): string | undefined => {
-    const c = cf.get(headersSlot);
+  return listOf(headersSlot, field, (cf, node) => {
     const [name, text, flag] = node.args;
     if (flag !== undefined && flag !== 'always') throw cf.error(`invalid parameter "${flag}"`);
-    if (!Object.hasOwn(c, field) || c[field] === undefined) c[field] = [];
-    c[field].push({
+    return {
       name,
       kind: field === 'headers' ? headerKind(name) : 'add',
       value: text === '' ? undefined : compileComplex(cf, httpMainOf(cf).variables, text),
       always: flag === 'always',
-    });
-    return undefined;
-  };
+    };
+  });
 }
 
 /** Time of day `secs` (local time) next: today if still ahead, else tomorrow (ngx_next_time). */
