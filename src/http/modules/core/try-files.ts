@@ -7,6 +7,7 @@
  */
 import fs from 'node:fs';
 import { defineSlot } from '../../../conf/context.ts';
+import { unique } from '../../../conf/setters.ts';
 import { Ctx } from '../../../conf/directive.ts';
 import { sysErrorText } from '../../../conf/errors.ts';
 import { DECLINED, DONE, httpMainOf } from '../../http-conf.ts';
@@ -94,9 +95,7 @@ export const tryFilesModule: HttpModule = {
   directives: [
     {
       name: 'try_files', contexts: Ctx.SERVER | Ctx.LOCATION, args: [2, Infinity],
-      handler(cf, node) {
-        const c = cf.get(tryFilesSlot);
-        if (c.files) return 'is duplicate';
+      handler: unique(tryFilesSlot, 'files', (cf, node, c) => {
         const vars = httpMainOf(cf).variables;
         const args = node.args;
         const last = args[args.length - 1];
@@ -112,7 +111,7 @@ export const tryFilesModule: HttpModule = {
           c.fallback = compileComplex(cf, vars, last);
         }
         return undefined;
-      },
+      }),
     },
   ],
   postconfiguration(http) {

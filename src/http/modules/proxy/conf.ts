@@ -5,6 +5,7 @@
  * the hidden header set, the default proxy_redirect).
  */
 import { defineSlot } from '../../../conf/context.ts';
+import type { MergedConf } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../variables.ts';
 import type { CertCacheConf } from './cert-cache.ts';
 import type { HeaderPlan } from './request-head.ts';
@@ -167,4 +168,7 @@ function mergeProxy(parent: ProxyLocConf, child: ProxyLocConf): void {
   }
 }
 
-export const proxyLoc = defineSlot<ProxyLocConf>('proxy_loc', () => ({}), mergeProxy, PROXY_DEFAULTS);
+export const proxyLoc = defineSlot<ProxyLocConf, typeof PROXY_DEFAULTS>('proxy_loc', () => ({}), mergeProxy, PROXY_DEFAULTS);
+
+/** A location's merged configuration, as run time reads it (every field with a default present). */
+export type ProxyLoc = MergedConf<typeof proxyLoc>;

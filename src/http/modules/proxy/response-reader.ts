@@ -75,7 +75,7 @@ export class ResponseReader implements RelaySource {
     if (this.inBody) { this.bodyRead(chunk); return; }
     if (this.complete) return;
     const b = this.buf = this.buf ? Buffer.concat([this.buf, chunk]) : chunk;
-    const limit = this.u.conf.bufferSize!;
+    const limit = this.u.conf.bufferSize;
     let end = headEnd(b);
     if (end < 0) {
       // HTTP/0.9 shows in the first bytes: enough of them to fail the status line parse
@@ -151,7 +151,7 @@ export class ResponseReader implements RelaySource {
       return;
     }
     const xar = indexOf(head.headers, 'x-accel-redirect');
-    if (xar >= 0 && !(u.conf.ignoreHeaders! & IGN['X-Accel-Redirect'])) {
+    if (xar >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Redirect'])) {
       this.accelRedirect(head, head.headers.values[xar]);
       return;
     }
@@ -171,9 +171,9 @@ export class ResponseReader implements RelaySource {
     else if (head.chunked) this.decoder = new ChunkedDecoder(u.conf.passTrailers === true);
     else this.remaining = head.contentLength;
     if (this.remaining === 0) this.keepalive = !head.connectionClose;
-    let buffering = u.conf.buffering!;
+    let buffering = u.conf.buffering;
     const xab = indexOf(head.headers, 'x-accel-buffering');
-    if (xab >= 0 && !(u.conf.ignoreHeaders! & IGN['X-Accel-Buffering'])) {
+    if (xab >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Buffering'])) {
       const v = head.headers.values[xab].toLowerCase();
       if (v === 'no') buffering = false;
       else if (v === 'yes') buffering = true;

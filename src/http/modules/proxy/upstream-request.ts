@@ -21,7 +21,7 @@ import { requestLog, UPSTREAM_CONTEXT } from '../../request-log.ts';
 import { terminate } from '../../request-body.ts';
 import { newState } from '../upstream.ts';
 import type { UpstreamRecord, UpstreamState } from '../upstream.ts';
-import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import type { DerivedConf, ProxyLoc } from './conf.ts';
 import { FT } from './conf.ts';
 import { unwatchClient, watchClient } from './client-watch.ts';
 import type { ClientWatcher } from './client-watch.ts';
@@ -46,7 +46,7 @@ const ACTIONS = ['', 'connecting to upstream', 'sending request to upstream', 'r
 
 export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatcher {
   readonly r: HttpRequest;
-  readonly conf: ProxyLocConf;
+  readonly conf: ProxyLoc;
   readonly d: DerivedConf;
   /** The request head; proxy_cache (cache.ts) may clear conditional fields or add a revalidation's. */
   head: string;
@@ -75,7 +75,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   /** Set once the connection became a tunnel (101). */
   tunnel: Tunnel | undefined;
 
-  constructor(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, opts: {
+  constructor(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, opts: {
     head: string; sender: BodySender; group: UpstreamGroup | undefined; picker: RoundRobinPicker;
     tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
   }) {
@@ -91,7 +91,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     this.uri = opts.uri;
     this.record = opts.record;
     this.isHead = opts.method === 'HEAD';
-    const limit = conf.nextUpstreamTries ?? 0;
+    const limit = conf.nextUpstreamTries;
     if (limit && this.picker.tries > limit) this.picker.tries = limit;
     if (r.req.socket) watchClient(r.req.socket, this);
   }
@@ -147,7 +147,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
       return;
     }
     const conn = UpstreamConnection.open(peer, {
-      timeoutMs: this.conf.connectTimeout!,
+      timeoutMs: this.conf.connectTimeout,
       tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
       keepAlive: this.conf.socketKeepalive,
       ...(this.conf.bind ? localBinding(this.r, this.conf.bind) : undefined),
@@ -171,7 +171,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
     this.phase = SENDING;
     this.requestSent = true;
     this.reader = new ResponseReader(this);
-    conn.setTimeout(this.conf.sendTimeout!);
+    conn.setTimeout(this.conf.sendTimeout);
     const s = conn.socket;
     if (this.sender === NO_BODY) {
       // nothing to write after the head: no cork, one write
@@ -189,7 +189,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   bodySent(): void {
     this.requestBodySent = true;
     if (this.phase === SENDING) this.phase = READING;
-    if (this.conn && this.phase === READING) this.conn.setTimeout(this.conf.readTimeout!);
+    if (this.conn && this.phase === READING) this.conn.setTimeout(this.conf.readTimeout);
   }
 
   bodyFailed(status: number): void {
@@ -270,7 +270,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
 
   private retryState(): RetryState {
     return {
-      tries: this.picker.tries, mask: this.conf.nextUpstream!, timeoutMs: this.conf.nextUpstreamTimeout!,
+      tries: this.picker.tries, mask: this.conf.nextUpstream, timeoutMs: this.conf.nextUpstreamTimeout,
       elapsedMs: performance.now() - this.firstStart, requestSent: this.requestSent,
       replayable: this.sender.replayable, method: this.r.method,
     };
@@ -336,7 +336,7 @@ export class UpstreamRequest implements ConnectionUser, BodyTarget, ClientWatche
   resumeUpstream(): void {
     const c = this.conn;
     if (!c) return;
-    c.setTimeout(this.conf.readTimeout!);
+    c.setTimeout(this.conf.readTimeout);
     c.socket.resume();
   }
 
