@@ -67,7 +67,7 @@ export function unique<R>(target: Target<R>, field: keyof R, apply: (cf: ConfCon
 type ItemOf<L> = L extends readonly (infer I)[] ? I : never;
 
 /**
- * A list directive (proxy_set_header, error_log, gzip_disable…): each line
+ * A list directive (add_header, proxy_set_header, error_log…): each line
  * adds its item to this level's list. Because the list is created by the
  * level's own first line, the usual merge (inheritUnset) gives a level with
  * its own list none of the parent's: nginx's rule for these directives.
