@@ -13,20 +13,39 @@ import { applyBlock } from './registry.ts';
  * A typed piece of one module's configuration, created lazily on each level
  * where it is used and merged from parent to child level (nginx's
  * create_*_conf / merge_*_conf).
+ *
+ * `Raw` is what directives write (fields unset until a directive sets them);
+ * `Merged` is what run-time code reads once the http (or stream) block has
+ * been merged: the fields that have defaults are then always present.
  */
-export interface ConfSlot<T> {
+export interface ConfSlot<Raw, Merged = Raw> {
   readonly name: string;
-  create(): T;
+  create(): Raw;
   /** Fills what `child` left unset from `parent`. */
-  merge?(parent: T, child: T): void;
+  merge?(parent: Raw, child: Raw): void;
   /** Values for what is still unset at the top level (nginx's defaults). */
-  readonly defaults?: Partial<T>;
+  readonly defaults?: Partial<Raw>;
+  /** Type only, never set: the merged configuration's type, for Level.get. */
+  readonly merged?: Merged;
 }
+
+/** `Raw` with every field named in `Defaults` present (what a merge with defaults leaves). */
+export type Complete<Raw, Defaults> = Raw & { [K in keyof Defaults & keyof Raw]-?: Exclude<Raw[K], undefined> };
+
+/** The configuration run-time code reads from a slot: `MergedConf<typeof coreLoc>`. */
+export type MergedConf<S> = S extends ConfSlot<unknown, infer M> ? M : never;
 
 const allSlots: ConfSlot<unknown>[] = [];
 
-export function defineSlot<T>(name: string, create: () => T, merge?: (parent: T, child: T) => void, defaults?: Partial<T>): ConfSlot<T> {
-  const s: ConfSlot<T> = { name, create, merge, defaults };
+/**
+ * Declares a slot. `Defaults` (the type of `defaults`, e.g.
+ * `defineSlot<CoreLocConf, typeof CORE_LOC_DEFAULTS>`) names the fields that
+ * merged configuration always has; a slot without defaults reads as written.
+ */
+export function defineSlot<Raw, Defaults extends Partial<Raw> = Record<never, never>>(
+  name: string, create: () => Raw, merge?: (parent: Raw, child: Raw) => void, defaults?: Defaults,
+): ConfSlot<Raw, Complete<Raw, Defaults>> {
+  const s: ConfSlot<Raw, Complete<Raw, Defaults>> = { name, create, merge, defaults };
   allSlots.push(s as ConfSlot<unknown>);
   return s;
 }
@@ -51,8 +70,18 @@ export class Level {
     this.parent = parent;
   }
 
-  get<T>(slot: ConfSlot<T>): T {
-    let c = this.confs.get(slot as ConfSlot<unknown>) as T | undefined;
+  /**
+   * The slot's configuration as run time reads it: merged, so every field
+   * with a default is present (read after the block's merge; during reading
+   * directives use ConfContext.get).
+   */
+  get<R, M>(slot: ConfSlot<R, M>): M {
+    return this.raw(slot) as unknown as M;
+  }
+
+  /** The slot's configuration as directives write it (fields unset until set), created on first use. */
+  raw<R, M>(slot: ConfSlot<R, M>): R {
+    let c = this.confs.get(slot as ConfSlot<unknown>) as R | undefined;
     if (c === undefined) {
       c = slot.create();
       this.confs.set(slot as ConfSlot<unknown>, c);
@@ -66,7 +95,7 @@ export class Level {
 
   /** Fills unset values of every slot that has defaults (done once, on the top level of a block kind). */
   applyDefaults(): void {
-    for (const s of allSlots) if (s.defaults) inheritUnset(s.defaults as object, this.get(s) as object);
+    for (const s of allSlots) if (s.defaults) inheritUnset(s.defaults as object, this.raw(s) as object);
   }
 
   /** Merges every slot that has a merge function from `parent` into this level. */
@@ -74,7 +103,7 @@ export class Level {
     for (const s of allSlots) {
       if (!s.merge) continue;
       if (!parent.has(s) && !this.has(s)) continue;
-      s.merge(parent.get(s), this.get(s));
+      s.merge(parent.raw(s), this.raw(s));
     }
   }
 }
@@ -146,15 +175,16 @@ export class ConfContext {
     return this.error(`invalid value "${value}" in "${this.node?.name}" directive${extra}`);
   }
 
-  get<T>(slot: ConfSlot<T>): T {
-    return this.level.get(slot);
+  /** The slot on the current level, as directives write it. */
+  get<R, M>(slot: ConfSlot<R, M>): R {
+    return this.level.raw(slot);
   }
 
   /** The slot on the enclosing level of kind `kind` (e.g. 'main', 'http', 'server'). */
-  at<T>(kind: string, slot: ConfSlot<T>): T {
+  at<R, M>(kind: string, slot: ConfSlot<R, M>): R {
     const l = this.levels[kind];
     if (!l) throw this.error(`internal: no "${kind}" level for "${this.node?.name}"`);
-    return l.get(slot);
+    return l.raw(slot);
   }
 
   /**

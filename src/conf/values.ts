@@ -11,7 +11,12 @@
  *   bufsArg     N size              "name" directive invalid value     (ngx_conf_set_bufs_slot)
  *   enumArg     one of a list       invalid value "x"                  (no directive name)
  *   bitmaskArgs several of a list   invalid value "x"; a repeat warns  duplicate value "x"
- *   setOnce     a second time       "name" directive is duplicate      (`once` checks before parsing, as nginx)
+ *   choiceOf    one of a list       invalid value "x" in "name" directive, it must be "a" or "b"
+ *   countArg    digits              invalid value "x" in "name" directive
+ *   stringArg, prefixPathArg, confPathArg: no error of their own
+ *
+ * "is duplicate" belongs to the setters that store these values
+ * (src/conf/setters.ts).
  *
  * All end with ` in file:line` (the directive's `;`). nginx's words differ
  * by directive outside these slots (e.g. `invalid number "x"` for
@@ -178,23 +183,33 @@ export function bitmaskArgs<T extends string>(cf: ConfContext, args: string[], v
   return out;
 }
 
-/** nginx's `"name" directive is duplicate`, for handlers that check themselves. */
-export function duplicate(cf: ConfContext): Error {
-  return cf.error(`"${cf.node?.name}" directive is duplicate`);
-}
+/** A string as written (ngx_conf_set_str_slot). */
+export const stringArg = (_cf: ConfContext, value: string): string => value;
 
-/** Sets `obj[key]` once; a second time is nginx's `"name" directive is duplicate`. */
-export function setOnce<T extends object, K extends keyof T>(cf: ConfContext, obj: T, key: K, value: T[K]): void {
-  if (obj[key] !== undefined) throw duplicate(cf);
-  obj[key] = value;
+/** A path under the prefix (ngx_conf_set_path_slot's first argument: temp paths, pid, logs). */
+export const prefixPathArg = (cf: ConfContext, value: string): string => cf.prefixPath(value);
+
+/** A path under the configuration directory (certificates, user files: ngx_conf_full_name with conf_prefix). */
+export const confPathArg = (cf: ConfContext, value: string): string => cf.confPath(value);
+
+/** enumArg as a parser for src/conf/setters.ts: `setting(slot, 'format', enumOf(['html', 'json']))`. */
+export function enumOf<const T extends string>(values: readonly T[]): (cf: ConfContext, value: string) => T {
+  return (cf, value) => enumArg(cf, value, values);
 }
 
 /**
- * setOnce that parses only when the value is still unset: nginx reports
- * "is duplicate" before looking at the value, e.g.
- * `once(cf, conf, 'timeout', () => msecArg(cf, node.args[0]))`.
+ * One of `values`, refused with the words nginx's flag slot uses
+ * (`invalid value "x" in "name" directive, it must be "a" or "b"`).
  */
-export function once<T extends object, K extends keyof T>(cf: ConfContext, obj: T, key: K, parse: () => T[K]): void {
-  if (obj[key] !== undefined) throw duplicate(cf);
-  obj[key] = parse();
+export function choiceOf<const T extends string>(values: readonly T[]): (cf: ConfContext, value: string) => T {
+  return (cf, value) => {
+    if ((values as readonly string[]).includes(value)) return value as T;
+    throw cf.error(`invalid value "${value}" in "${cf.node?.name}" directive, it must be ${values.map((x) => `"${x}"`).join(' or ')}`);
+  };
+}
+
+/** Decimal digits, refused as `invalid value "x" in "name" directive` (no overflow check). */
+export function countArg(cf: ConfContext, value: string): number {
+  if (!/^\d+$/.test(value)) throw cf.error(`invalid value "${value}" in "${cf.node?.name}" directive`);
+  return Number(value);
 }

@@ -22,13 +22,13 @@ export function setSecureAccept(fn: SecureAccept): void {
 
 function headSettings(server: ServerConf): HeadSettings {
   const s = server.level.get(coreSrv);
-  const large = s.largeHeaderBuffers ?? CORE_SRV_DEFAULTS.largeHeaderBuffers;
+  const large = s.largeHeaderBuffers;
   return {
     largeCount: large.count,
     largeSize: large.size,
-    ignoreInvalid: s.ignoreInvalidHeaders ?? CORE_SRV_DEFAULTS.ignoreInvalidHeaders,
-    underscores: s.underscoresInHeaders ?? CORE_SRV_DEFAULTS.underscoresInHeaders,
-    maxHeaders: s.maxHeaders ?? CORE_SRV_DEFAULTS.maxHeaders,
+    ignoreInvalid: s.ignoreInvalidHeaders,
+    underscores: s.underscoresInHeaders,
+    maxHeaders: s.maxHeaders,
   };
 }
 
@@ -50,15 +50,15 @@ export class AddressServer {
     const def = addr.defaultServer.level.get(coreSrv);
     const settings = new Map<ServerConf, HeadSettings>();
     for (const s of [addr.defaultServer, ...addr.servers]) settings.set(s, headSettings(s));
-    const bufferSize = def.clientHeaderBufferSize ?? CORE_SRV_DEFAULTS.clientHeaderBufferSize;
+    const bufferSize = def.clientHeaderBufferSize;
     this.headContext = {
       defaultServer: addr.defaultServer,
       bufferSize,
-      mergeSlashes: def.mergeSlashes ?? CORE_SRV_DEFAULTS.mergeSlashes,
+      mergeSlashes: def.mergeSlashes,
       select: (host) => selectServer(addr, host),
       settings: (s) => settings.get(s) ?? headSettings(s),
     };
-    this.headerTimeout = def.clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
+    this.headerTimeout = def.clientHeaderTimeout;
     this.secure = addr.ssl || wantsHttp2(addr, addr.defaultServer);
   }
 

@@ -256,7 +256,7 @@ export class HttpConnection {
   requestStarted(r: HttpRequest): void {
     this.active = r;
     this.sentMark = this.socket.bytesWritten;
-    const send = r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout;
+    const send = r.level.get(coreLoc).sendTimeout;
     this.setTimer(send, T_SEND);
     r.res.once('finish', this.onFinish);
   }
@@ -326,7 +326,7 @@ export class HttpConnection {
       return;
     }
     // the body nobody read is read and thrown away before the next request (ngx_http_discard_request_body)
-    this.lingerTimeout = r.level.get(coreLoc).lingeringTimeout ?? CORE_LOC_DEFAULTS.lingeringTimeout;
+    this.lingerTimeout = r.level.get(coreLoc).lingeringTimeout;
     this.setTimer(this.lingerTimeout, T_LINGER);
     if (this.socket.isPaused()) this.socket.resume();
   }
@@ -343,7 +343,7 @@ export class HttpConnection {
     this.nextPipelined = this.pending !== undefined;
     this.phase = READ_HEAD;
     const core = r.level.get(coreLoc);
-    this.setTimer(core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout, T_KEEPALIVE);
+    this.setTimer(core.keepaliveTimeout, T_KEEPALIVE);
     if (this.socket.isPaused()) this.socket.resume();
     this.pump();
     // the client half-closed before: once what it sent is read, its end is seen (after the finished request is logged)
@@ -465,7 +465,7 @@ export class HttpConnection {
           return;
         }
         this.sentMark = written;
-        this.setTimer(r.level.get(coreLoc).sendTimeout ?? CORE_LOC_DEFAULTS.sendTimeout, T_SEND);
+        this.setTimer(r.level.get(coreLoc).sendTimeout, T_SEND);
         return;
       }
       default:

@@ -48,9 +48,9 @@ class Http2Connection {
     this.session = session;
     this.conn = conn;
     const core = named.level.get(coreLoc);
-    this.idleTimeout = core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout;
-    this.maxRequests = core.keepaliveRequests ?? CORE_LOC_DEFAULTS.keepaliveRequests;
-    this.maxTime = core.keepaliveTime ?? CORE_LOC_DEFAULTS.keepaliveTime;
+    this.idleTimeout = core.keepaliveTimeout;
+    this.maxRequests = core.keepaliveRequests;
+    this.maxTime = core.keepaliveTime;
     this.idle();
   }
 
@@ -102,8 +102,8 @@ export function serveHttp2(server: HttpAddressServer, conn: HttpConnection, sock
   const h2 = named.level.get(http2Srv);
   const session = http2.performServerHandshake(socket, {
     settings: {
-      maxConcurrentStreams: h2.maxConcurrentStreams ?? HTTP2_DEFAULTS.maxConcurrentStreams,
-      initialWindowSize: h2.bodyPrereadSize ?? HTTP2_DEFAULTS.bodyPrereadSize,
+      maxConcurrentStreams: h2.maxConcurrentStreams,
+      initialWindowSize: h2.bodyPrereadSize,
     },
     maxHeaderListPairs: 4096,
     maxSessionMemory: MAX_SESSION_MEMORY_MB,

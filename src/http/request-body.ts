@@ -131,9 +131,9 @@ class BodyReader {
     this.r = r;
     this.consumer = consumer;
     const core = r.level.get(coreLoc);
-    this.max = core.clientMaxBodySize ?? CORE_LOC_DEFAULTS.clientMaxBodySize;
+    this.max = core.clientMaxBodySize;
     this.chunked = isChunked(r);
-    const timeout = core.clientBodyTimeout ?? CORE_LOC_DEFAULTS.clientBodyTimeout;
+    const timeout = core.clientBodyTimeout;
     const req = r.req;
     if (req.readableEnded) {
       // nothing left to read
@@ -227,11 +227,11 @@ class BodyCollector implements BodyConsumer {
     this.r = r;
     this.resolve = resolve;
     const core = r.level.get(coreLoc);
-    const size = core.clientBodyBufferSize ?? CORE_LOC_DEFAULTS.clientBodyBufferSize;
+    const size = core.clientBodyBufferSize;
     const declared = Number(r.req.headers['content-length'] ?? -1);
     // nginx sizes its buffer to the whole body when it is under 1.25 × client_body_buffer_size
     this.limit = !isChunked(r) && declared >= 0 && declared < size + (size >> 2) ? declared : size;
-    const only = core.clientBodyInFileOnly ?? 'off';
+    const only = core.clientBodyInFileOnly;
     this.inFile = only !== 'off';
   }
 

@@ -34,10 +34,10 @@ function keepAlive(r: HttpRequest): boolean {
   if (head.error || r.conn.closing || r.conn.keepaliveDisabled) return false;
   if (head.connection === CONN_CLOSE || (head.connection === CONN_NONE && head.version <= 1000)) return false;
   const core = r.level.get(coreLoc);
-  if ((core.keepaliveTimeout ?? CORE_LOC_DEFAULTS.keepaliveTimeout) === 0) return false;
-  if (r.conn.requests >= (core.keepaliveRequests ?? CORE_LOC_DEFAULTS.keepaliveRequests)) return false;
-  if (Date.now() - r.conn.startMs > (core.keepaliveTime ?? CORE_LOC_DEFAULTS.keepaliveTime)) return false;
-  const disable = core.keepaliveDisable ?? CORE_LOC_DEFAULTS.keepaliveDisable;
+  if (core.keepaliveTimeout === 0) return false;
+  if (r.conn.requests >= core.keepaliveRequests) return false;
+  if (Date.now() - r.conn.startMs > core.keepaliveTime) return false;
+  const disable = core.keepaliveDisable;
   // MSIE may wait a while after a POST answered on a keepalive connection; Safari may send a POST to a closed one
   if (disable.length && ((r.method === 'POST' && disable.includes('msie6') && head.userAgent & UA_MSIE6)
     || (disable.includes('safari') && head.userAgent & UA_SAFARI))) return false;
@@ -126,7 +126,7 @@ function writeHead(r: HttpRequest): void {
     }
   }
   const chunked = r.contentLength === undefined && !bodyless && r.httpVersion !== '1.0'
-    && (core.chunkedTransferEncoding ?? true);
+    && core.chunkedTransferEncoding;
   // without a length or chunking, the end of the body is the end of the connection
   const keep = keepAlive(r) && (r.contentLength !== undefined || bodyless || chunked);
   r.keepalive = keep;
@@ -220,8 +220,8 @@ export async function sendSpecialResponse(r: HttpRequest, status: number): Promi
     await sendSimple(r, 200, page, 'text/html');
     return;
   }
-  const padding = (core.msiePadding ?? true) && (ua & (UA_MSIE | UA_CHROME)) !== 0 && r.head.version >= 1000;
-  const page = specialPage(status, core.serverTokens ?? 'on', padding);
+  const padding = core.msiePadding && (ua & (UA_MSIE | UA_CHROME)) !== 0 && r.head.version >= 1000;
+  const page = specialPage(status, core.serverTokens, padding);
   // nginx keeps the headers set so far (WWW-Authenticate, Content-Range) and drops only these
   r.setHeader('ETag', undefined);
   r.setHeader('Accept-Ranges', undefined);

@@ -15,7 +15,8 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError, sysErrorText } from '../../conf/errors.ts';
-import { enumArg, flagArg, msecArg, numberArg, offsetArg, once, parseNumber, parseSize } from '../../conf/values.ts';
+import { enumOf, flagArg, msecArg, numberArg, offsetArg, parseNumber, parseSize, stringArg } from '../../conf/values.ts';
+import { setting, unique } from '../../conf/setters.ts';
 import { Cycle } from '../cycle.ts';
 import { isModuleScript, loadModuleFile } from '../load-module.ts';
 import type { CycleModule } from '../cycle.ts';
@@ -191,47 +192,35 @@ function builtIn(cf: ConfContext, name: string): boolean {
   return false;
 }
 
-function str(key: 'pid' | 'lockFile' | 'workingDirectory'): Directive['handler'] {
-  return (cf, n) => { once(cf, cf.get(coreConf), key, () => n.args[0]); };
-}
-
-function flag(key: 'daemon' | 'masterProcess' | 'pcreJit'): Directive['handler'] {
-  return (cf, n) => { once(cf, cf.get(coreConf), key, () => flagArg(cf, n.args[0])); };
-}
-
 function events(cf: ConfContext): EventsConf {
   return cf.get(coreConf).events as EventsConf;
 }
 
 const directives: Directive[] = [
-  { name: 'daemon', contexts: Ctx.MAIN, args: 'flag', handler: flag('daemon') },
-  { name: 'master_process', contexts: Ctx.MAIN, args: 'flag', handler: flag('masterProcess') },
+  { name: 'daemon', contexts: Ctx.MAIN, args: 'flag', handler: setting(coreConf, 'daemon', flagArg) },
+  { name: 'master_process', contexts: Ctx.MAIN, args: 'flag', handler: setting(coreConf, 'masterProcess', flagArg) },
   {
     name: 'timer_resolution', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { once(cf, cf.get(coreConf), 'timerResolution', () => msecArg(cf, n.args[0])); },
+    handler: setting(coreConf, 'timerResolution', msecArg),
   },
-  { name: 'pid', contexts: Ctx.MAIN, args: 1, handler: str('pid') },
-  { name: 'lock_file', contexts: Ctx.MAIN, args: 1, handler: str('lockFile') },
+  { name: 'pid', contexts: Ctx.MAIN, args: 1, handler: setting(coreConf, 'pid', stringArg) },
+  { name: 'lock_file', contexts: Ctx.MAIN, args: 1, handler: setting(coreConf, 'lockFile', stringArg) },
   {
     name: 'worker_processes', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) {
-      const c = cf.get(coreConf);
-      if (c.workerProcesses !== undefined) return 'is duplicate';
+    handler: unique(coreConf, 'workerProcesses', (_cf, n, c) => {
       const v = n.args[0];
       const count = v === 'auto' ? os.availableParallelism() : parseNumber(v);
       if (Number.isNaN(count)) return 'invalid value';
       c.workerProcesses = count;
-    },
+    }),
   },
   {
     name: 'debug_points', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { once(cf, cf.get(coreConf), 'debugPoints', () => enumArg(cf, n.args[0], ['stop', 'abort'])); },
+    handler: setting(coreConf, 'debugPoints', enumOf(['stop', 'abort'])),
   },
   {
     name: 'user', contexts: Ctx.MAIN, args: [1, 2],
-    handler(cf, n) {
-      const c = cf.get(coreConf);
-      if (c.user !== undefined) return 'is duplicate';
+    handler: unique(coreConf, 'user', (cf, n, c) => {
       if (process.geteuid?.() !== 0) {
         cf.warn('the "user" directive makes sense only if the master process runs with super-user privileges, ignored');
         return;
@@ -241,7 +230,7 @@ const directives: Directive[] = [
       c.user = user;
       if (!inSystemFile('/etc/group', group)) throw cf.error(`getgrnam("${group}") failed`);
       c.group = group;
-    },
+    }),
   },
   {
     name: 'worker_priority', contexts: Ctx.MAIN, args: 1,
@@ -257,9 +246,7 @@ const directives: Directive[] = [
   },
   {
     name: 'worker_cpu_affinity', contexts: Ctx.MAIN, args: [1, Infinity],
-    handler(cf, n) {
-      const c = cf.get(coreConf);
-      if (c.workerCpuAffinity) return 'is duplicate';
+    handler: unique(coreConf, 'workerCpuAffinity', (cf, n, c) => {
       const masks = n.args[0] === 'auto' ? n.args.slice(1) : n.args;
       if (n.args[0] === 'auto' && n.args.length > 2) throw cf.error('invalid number of arguments in "worker_cpu_affinity" directive');
       for (const mask of masks) {
@@ -269,21 +256,21 @@ const directives: Directive[] = [
         if (bad !== undefined) throw cf.error(`invalid character "${bad}" in "worker_cpu_affinity"`);
       }
       c.workerCpuAffinity = n.args;
-    },
+    }),
   },
   {
     name: 'worker_rlimit_nofile', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { once(cf, cf.get(coreConf), 'workerRlimitNofile', () => numberArg(cf, n.args[0])); },
+    handler: setting(coreConf, 'workerRlimitNofile', numberArg),
   },
   {
     name: 'worker_rlimit_core', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { once(cf, cf.get(coreConf), 'workerRlimitCore', () => offsetArg(cf, n.args[0])); },
+    handler: setting(coreConf, 'workerRlimitCore', offsetArg),
   },
   {
     name: 'worker_shutdown_timeout', contexts: Ctx.MAIN, args: 1,
-    handler(cf, n) { once(cf, cf.get(coreConf), 'workerShutdownTimeout', () => msecArg(cf, n.args[0])); },
+    handler: setting(coreConf, 'workerShutdownTimeout', msecArg),
   },
-  { name: 'working_directory', contexts: Ctx.MAIN, args: 1, handler: str('workingDirectory') },
+  { name: 'working_directory', contexts: Ctx.MAIN, args: 1, handler: setting(coreConf, 'workingDirectory', stringArg) },
   {
     name: 'env', contexts: Ctx.MAIN, args: 1,
     handler(cf, n) {
@@ -310,49 +297,43 @@ const directives: Directive[] = [
     name: 'error_log', contexts: Ctx.MAIN, args: [1, Infinity],
     handler(cf, n) { cf.get(coreConf).errorLogs.push(parseErrorLog(cf, n.args)); },
   },
-  { name: 'pcre_jit', contexts: Ctx.MAIN, args: 'flag', handler: flag('pcreJit') },
+  { name: 'pcre_jit', contexts: Ctx.MAIN, args: 'flag', handler: setting(coreConf, 'pcreJit', flagArg) },
   { name: 'ssl_engine', contexts: Ctx.MAIN, args: 1, handler() { /* accepted; Node's OpenSSL picks engines itself */ } },
   { name: 'thread_pool', contexts: Ctx.MAIN, args: [2, 3], handler() { /* accepted: no thread pools */ } },
 
   {
     name: 'events', contexts: Ctx.MAIN, args: 0, block: true,
-    handler(cf, n) {
-      const c = cf.get(coreConf);
-      if (c.events) return 'is duplicate';
+    handler: unique(coreConf, 'events', (cf, n, c) => {
       c.events = {};
       cf.block(n.children ?? [], Ctx.EVENTS, cf.level, 'events');
-    },
+    }),
   },
   {
     name: 'worker_connections', contexts: Ctx.EVENTS, args: 1,
-    handler(cf, n) {
-      const e = events(cf);
-      if (e.workerConnections !== undefined) return 'is duplicate';
+    handler: unique(events, 'workerConnections', (cf, n, e) => {
       const v = parseNumber(n.args[0]);
       if (Number.isNaN(v)) throw cf.error(`invalid number "${n.args[0]}"`);
       e.workerConnections = v;
-    },
+    }),
   },
   {
     name: 'use', contexts: Ctx.EVENTS, args: 1,
-    handler(cf, n) {
-      const e = events(cf);
-      if (e.use !== undefined) return 'is duplicate';
+    handler: unique(events, 'use', (cf, n, e) => {
       if (!EVENT_METHODS.includes(n.args[0])) throw cf.error(`invalid event type "${n.args[0]}"`);
       e.use = n.args[0];
-    },
+    }),
   },
   {
     name: 'multi_accept', contexts: Ctx.EVENTS, args: 'flag',
-    handler(cf, n) { once(cf, events(cf), 'multiAccept', () => flagArg(cf, n.args[0])); },
+    handler: setting(events, 'multiAccept', flagArg),
   },
   {
     name: 'accept_mutex', contexts: Ctx.EVENTS, args: 'flag',
-    handler(cf, n) { once(cf, events(cf), 'acceptMutex', () => flagArg(cf, n.args[0])); },
+    handler: setting(events, 'acceptMutex', flagArg),
   },
   {
     name: 'accept_mutex_delay', contexts: Ctx.EVENTS, args: 1,
-    handler(cf, n) { once(cf, events(cf), 'acceptMutexDelay', () => msecArg(cf, n.args[0])); },
+    handler: setting(events, 'acceptMutexDelay', msecArg),
   },
   {
     name: 'debug_connection', contexts: Ctx.EVENTS, args: 1,
@@ -361,11 +342,11 @@ const directives: Directive[] = [
   },
   {
     name: 'epoll_events', contexts: Ctx.EVENTS, args: 1,
-    handler(cf, n) { once(cf, events(cf), 'epollEvents', () => numberArg(cf, n.args[0])); },
+    handler: setting(events, 'epollEvents', numberArg),
   },
   {
     name: 'worker_aio_requests', contexts: Ctx.EVENTS, args: 1,
-    handler(cf, n) { once(cf, events(cf), 'workerAioRequests', () => numberArg(cf, n.args[0])); },
+    handler: setting(events, 'workerAioRequests', numberArg),
   },
 ];
 

@@ -4,12 +4,14 @@
  * set once per level, inherited downward when unset. Defaults are nginx's.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
-import type { ConfContext } from '../../conf/context.ts';
+import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
-import { flagArg, parseSize, parseTime } from '../../conf/values.ts';
+import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, prefixPathArg, sizeArg } from '../../conf/values.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
+import { listOf, setting, unique } from '../../conf/setters.ts';
+import type { Parse } from '../../conf/setters.ts';
 import { compileDocRoot } from './root.ts';
 import type { DocRoot } from './root.ts';
 
@@ -86,6 +88,7 @@ export const CORE_LOC_DEFAULTS = {
   keepaliveRequests: 1000,
   keepaliveTime: 3_600_000,
   keepaliveDisable: ['msie6'],
+  clientBodyInFileOnly: 'off',
   clientMaxBodySize: 1024 * 1024,
   clientBodyBufferSize: 16 * 1024,
   clientBodyTimeout: 60_000,
@@ -114,7 +117,7 @@ export const CORE_LOC_DEFAULTS = {
   subrequestOutputBufferSize: 4096,
 } as const satisfies CoreLocConf;
 
-export const coreLoc = defineSlot<CoreLocConf>('http_core_loc', () => ({}), inheritUnset, CORE_LOC_DEFAULTS);
+export const coreLoc = defineSlot<CoreLocConf, typeof CORE_LOC_DEFAULTS>('http_core_loc', () => ({}), inheritUnset, CORE_LOC_DEFAULTS);
 
 export const CORE_SRV_DEFAULTS = {
   clientHeaderBufferSize: 1024,
@@ -127,53 +130,15 @@ export const CORE_SRV_DEFAULTS = {
   connectionPoolSize: 512,
 } as const satisfies CoreSrvConf;
 
-export const coreSrv = defineSlot<CoreSrvConf>('http_core_srv', () => ({}), inheritUnset, CORE_SRV_DEFAULTS);
-
-type Parse<T> = (cf: ConfContext, v: string) => T;
-
-const size: Parse<number> = (cf, v) => {
-  const n = parseSize(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
-};
-const time: Parse<number> = (cf, v) => {
-  const n = parseTime(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
-};
-const flag: Parse<boolean> = flagArg;
-const count: Parse<number> = (cf, v) => {
-  if (!/^\d+$/.test(v)) throw cf.error(`invalid value "${v}" in "${cf.node?.name}" directive`);
-  return Number(v);
-};
-function oneOf<T extends string>(...values: T[]): Parse<T> {
-  return (cf, v) => {
-    if (!values.includes(v as T)) throw cf.error(`invalid value "${v}" in "${cf.node?.name}" directive, it must be ${values.map((x) => `"${x}"`).join(' or ')}`);
-    return v as T;
-  };
-}
+export const coreSrv = defineSlot<CoreSrvConf, typeof CORE_SRV_DEFAULTS>('http_core_srv', () => ({}), inheritUnset, CORE_SRV_DEFAULTS);
 
 /** A single-valued location setting: `name value;`, duplicate on the same level is an error. */
 function loc<K extends keyof CoreLocConf>(name: string, field: K, parse: Parse<CoreLocConf[K]>, contexts = HTTP_ANY): Directive {
-  return {
-    name, contexts, args: 1,
-    handler(cf, node) {
-      const c = cf.get(coreLoc);
-      if (c[field] !== undefined) return 'is duplicate';
-      c[field] = parse(cf, node.args[0]);
-    },
-  };
+  return { name, contexts, args: 1, handler: setting(coreLoc, field, parse) };
 }
 
 function srv<K extends keyof CoreSrvConf>(name: string, field: K, parse: Parse<CoreSrvConf[K]>): Directive {
-  return {
-    name, contexts: Ctx.HTTP | Ctx.SERVER, args: 1,
-    handler(cf, node) {
-      const c = cf.get(coreSrv);
-      if (c[field] !== undefined) return 'is duplicate';
-      c[field] = parse(cf, node.args[0]);
-    },
-  };
+  return { name, contexts: Ctx.HTTP | Ctx.SERVER, args: 1, handler: setting(coreSrv, field, parse) };
 }
 
 /** Accepted for compatibility; has no effect here (documented in docs/directives.md). */
@@ -181,6 +146,7 @@ function accepted(name: string, args: Directive['args'], contexts = HTTP_ANY): D
   return { name, contexts, args, handler: () => undefined };
 }
 
+/** Hand-written: root and alias share one field, and each names the other in its duplicate message. */
 function rootOrAlias(isAlias: boolean): Directive['handler'] {
   return (cf, node) => {
     const c = cf.get(coreLoc);
@@ -198,60 +164,49 @@ export const httpSettingsDirectives: Directive[] = [
   loc('default_type', 'defaultType', (_cf, v) => v),
   {
     name: 'keepalive_timeout', contexts: HTTP_ANY, args: [1, 2],
-    handler(cf, node) {
-      const c = cf.get(coreLoc);
-      if (c.keepaliveTimeout !== undefined) return 'is duplicate';
-      c.keepaliveTimeout = time(cf, node.args[0]);
-      if (node.args[1] !== undefined) c.keepaliveHeader = time(cf, node.args[1]) / 1000;
-    },
+    handler: unique(coreLoc, 'keepaliveTimeout', (cf, node, c) => {
+      c.keepaliveTimeout = msecArg(cf, node.args[0]);
+      if (node.args[1] !== undefined) c.keepaliveHeader = msecArg(cf, node.args[1]) / 1000;
+    }),
   },
-  loc('keepalive_requests', 'keepaliveRequests', count),
-  loc('keepalive_time', 'keepaliveTime', time),
+  loc('keepalive_requests', 'keepaliveRequests', countArg),
+  loc('keepalive_time', 'keepaliveTime', msecArg),
   {
     name: 'keepalive_disable', contexts: HTTP_ANY, args: [1, 2],
-    handler(cf, node) {
-      const c = cf.get(coreLoc);
-      if (c.keepaliveDisable !== undefined) return 'is duplicate';
-      for (const v of node.args) {
+    handler: setting(coreLoc, 'keepaliveDisable', (cf, _v, args) => {
+      for (const v of args) {
         if (v !== 'none' && v !== 'msie6' && v !== 'safari') throw cf.error(`invalid value "${v}" in "keepalive_disable" directive`);
       }
-      c.keepaliveDisable = node.args.filter((v) => v !== 'none');
-    },
+      return args.filter((v) => v !== 'none');
+    }),
   },
-  loc('client_max_body_size', 'clientMaxBodySize', size),
-  loc('client_body_buffer_size', 'clientBodyBufferSize', size),
-  loc('client_body_timeout', 'clientBodyTimeout', time),
-  {
-    name: 'client_body_temp_path', contexts: HTTP_ANY, args: [1, 4],
-    handler(cf, node) {
-      const c = cf.get(coreLoc);
-      if (c.clientBodyTempPath !== undefined) return 'is duplicate';
-      c.clientBodyTempPath = cf.prefixPath(node.args[0]);
-    },
-  },
-  loc('client_body_in_file_only', 'clientBodyInFileOnly', oneOf('on', 'off', 'clean')),
+  loc('client_max_body_size', 'clientMaxBodySize', sizeArg),
+  loc('client_body_buffer_size', 'clientBodyBufferSize', sizeArg),
+  loc('client_body_timeout', 'clientBodyTimeout', msecArg),
+  { name: 'client_body_temp_path', contexts: HTTP_ANY, args: [1, 4], handler: setting(coreLoc, 'clientBodyTempPath', prefixPathArg) },
+  loc('client_body_in_file_only', 'clientBodyInFileOnly', choiceOf(['on', 'off', 'clean'])),
   accepted('client_body_in_single_buffer', 'flag'),
-  loc('send_timeout', 'sendTimeout', time),
-  loc('server_tokens', 'serverTokens', oneOf('on', 'off', 'build')),
-  loc('absolute_redirect', 'absoluteRedirect', flag),
-  loc('port_in_redirect', 'portInRedirect', flag),
-  loc('server_name_in_redirect', 'serverNameInRedirect', flag),
-  loc('log_not_found', 'logNotFound', flag),
+  loc('send_timeout', 'sendTimeout', msecArg),
+  loc('server_tokens', 'serverTokens', choiceOf(['on', 'off', 'build'])),
+  loc('absolute_redirect', 'absoluteRedirect', flagArg),
+  loc('port_in_redirect', 'portInRedirect', flagArg),
+  loc('server_name_in_redirect', 'serverNameInRedirect', flagArg),
+  loc('log_not_found', 'logNotFound', flagArg),
   accepted('log_subrequest', 'flag'),
-  loc('subrequest_output_buffer_size', 'subrequestOutputBufferSize', size),
-  loc('msie_padding', 'msiePadding', flag),
-  loc('msie_refresh', 'msieRefresh', flag),
-  loc('recursive_error_pages', 'recursiveErrorPages', flag),
-  loc('chunked_transfer_encoding', 'chunkedTransferEncoding', flag),
-  loc('etag', 'etag', flag),
-  loc('if_modified_since', 'ifModifiedSince', oneOf('off', 'exact', 'before')),
-  loc('satisfy', 'satisfy', oneOf('all', 'any')),
-  loc('auth_delay', 'authDelay', time),
-  loc('max_ranges', 'maxRanges', count),
-  loc('limit_rate', 'limitRate', size),
-  loc('limit_rate_after', 'limitRateAfter', size),
-  loc('sendfile', 'sendfile', flag, HTTP_ANY | Ctx.LIF),
-  loc('tcp_nodelay', 'tcpNodelay', flag),
+  loc('subrequest_output_buffer_size', 'subrequestOutputBufferSize', sizeArg),
+  loc('msie_padding', 'msiePadding', flagArg),
+  loc('msie_refresh', 'msieRefresh', flagArg),
+  loc('recursive_error_pages', 'recursiveErrorPages', flagArg),
+  loc('chunked_transfer_encoding', 'chunkedTransferEncoding', flagArg),
+  loc('etag', 'etag', flagArg),
+  loc('if_modified_since', 'ifModifiedSince', choiceOf(['off', 'exact', 'before'])),
+  loc('satisfy', 'satisfy', choiceOf(['all', 'any'])),
+  loc('auth_delay', 'authDelay', msecArg),
+  loc('max_ranges', 'maxRanges', countArg),
+  loc('limit_rate', 'limitRate', sizeArg),
+  loc('limit_rate_after', 'limitRateAfter', sizeArg),
+  loc('sendfile', 'sendfile', flagArg, HTTP_ANY | Ctx.LIF),
+  loc('tcp_nodelay', 'tcpNodelay', flagArg),
   accepted('tcp_nopush', 'flag'),
   accepted('sendfile_max_chunk', 1),
   accepted('aio', 1),
@@ -273,50 +228,39 @@ export const httpSettingsDirectives: Directive[] = [
   accepted('types_hash_max_size', 1),
   accepted('types_hash_bucket_size', 1),
   accepted('request_pool_size', 1, Ctx.HTTP | Ctx.SERVER),
-  srv('connection_pool_size', 'connectionPoolSize', size),
+  srv('connection_pool_size', 'connectionPoolSize', sizeArg),
   accepted('reset_timedout_connection', 'flag'),
-  loc('lingering_close', 'lingeringClose', oneOf('on', 'off', 'always')),
-  loc('lingering_time', 'lingeringTime', time),
-  loc('lingering_timeout', 'lingeringTimeout', time),
+  loc('lingering_close', 'lingeringClose', choiceOf(['on', 'off', 'always'])),
+  loc('lingering_time', 'lingeringTime', msecArg),
+  loc('lingering_timeout', 'lingeringTimeout', msecArg),
   {
     name: 'resolver', contexts: HTTP_ANY, args: [1, Infinity],
-    handler(cf, node) {
-      const c = cf.get(coreLoc);
-      if (c.resolver !== undefined) return 'is duplicate';
+    handler: unique(coreLoc, 'resolver', (_cf, node, c) => {
       c.resolver = node.args.filter((a) => !a.includes('='));
       c.resolverArgs = node.args;
-    },
+    }),
   },
-  loc('resolver_timeout', 'resolverTimeout', time),
+  loc('resolver_timeout', 'resolverTimeout', msecArg),
   {
     name: 'error_log', contexts: HTTP_ANY, args: [1, 2],
-    handler(cf, node) {
-      const c = cf.get(coreLoc);
-      // several error_log lines on one level all apply; a level with its own replaces the parent's
-      if (!Object.hasOwn(c, 'errorLogs') || c.errorLogs === undefined) c.errorLogs = [];
-      c.errorLogs.push(parseErrorLog(cf, node.args));
-    },
+    // several error_log lines on one level all apply; a level with its own replaces the parent's
+    handler: listOf(coreLoc, 'errorLogs', (cf, node) => parseErrorLog(cf, node.args)),
   },
-  srv('client_header_buffer_size', 'clientHeaderBufferSize', size),
+  srv('client_header_buffer_size', 'clientHeaderBufferSize', sizeArg),
   {
     name: 'large_client_header_buffers', contexts: Ctx.HTTP | Ctx.SERVER, args: 2,
-    handler(cf, node) {
-      const c = cf.get(coreSrv);
-      if (c.largeHeaderBuffers !== undefined) return 'is duplicate';
-      c.largeHeaderBuffers = { count: count(cf, node.args[0]), size: size(cf, node.args[1]) };
-    },
+    handler: setting(coreSrv, 'largeHeaderBuffers', (cf, _v, args) => ({ count: countArg(cf, args[0]), size: sizeArg(cf, args[1]) })),
   },
-  srv('client_header_timeout', 'clientHeaderTimeout', time),
-  srv('ignore_invalid_headers', 'ignoreInvalidHeaders', flag),
-  srv('merge_slashes', 'mergeSlashes', flag),
-  srv('underscores_in_headers', 'underscoresInHeaders', flag),
-  srv('max_headers', 'maxHeaders', count),
+  srv('client_header_timeout', 'clientHeaderTimeout', msecArg),
+  srv('ignore_invalid_headers', 'ignoreInvalidHeaders', flagArg),
+  srv('merge_slashes', 'mergeSlashes', flagArg),
+  srv('underscores_in_headers', 'underscoresInHeaders', flagArg),
+  srv('max_headers', 'maxHeaders', countArg),
 ];
 
 /** nginx's merge-time check of a server's settings; the message of its error, if any. */
-export function checkServerSettings(c: CoreSrvConf): string | undefined {
-  const large = c.largeHeaderBuffers ?? CORE_SRV_DEFAULTS.largeHeaderBuffers;
-  if (large.size < (c.connectionPoolSize ?? CORE_SRV_DEFAULTS.connectionPoolSize)) {
+export function checkServerSettings(c: MergedConf<typeof coreSrv>): string | undefined {
+  if (c.largeHeaderBuffers.size < c.connectionPoolSize) {
     return 'the "large_client_header_buffers" size must be equal to or greater than "connection_pool_size"';
   }
   return undefined;

@@ -17,6 +17,7 @@ import type { ListenSpec } from '../../core/cycle.ts';
 import { HttpMainConf, httpMainOf, isHttpModule } from '../http-conf.ts';
 import type { HttpModule, ListenConf, LocationConf, LocationMatch, ServerConf } from '../http-conf.ts';
 import { checkNesting, indexLocations } from '../location.ts';
+import { unique } from '../../conf/setters.ts';
 import { errorPageDirectives, sendErrorPage } from './error-page.ts';
 import { compileHttpRegex } from '../regex.ts';
 import { checkServerSettings, coreSrv } from './settings.ts';
@@ -122,6 +123,7 @@ const KNOWN_METHODS = new Set([
 
 function readLimitExcept(cf: ConfContext, node: ConfNode): string | void {
   const loc = cf.data.location as LocationConf;
+  // hand-written: the block belongs to the location itself, not to a module's slot
   if (loc.limitExcept) return 'is duplicate';
   const methods = new Set<string>();
   for (const m of node.args) {
@@ -234,9 +236,7 @@ function readServerNames(cf: ConfContext, node: ConfNode): void {
 const directives: Directive[] = [
   {
     name: 'http', contexts: Ctx.MAIN, args: 0, block: true,
-    handler(cf, node) {
-      const slot = cf.get(httpSlot);
-      if (slot.conf) return 'is duplicate';
+    handler: unique(httpSlot, 'conf', (cf, node, slot) => {
       const level = new Level(cf.level);
       const modules = cf.registry.modules.filter(isHttpModule) as HttpModule[];
       const http = new HttpMainConf(level, modules);
@@ -257,7 +257,7 @@ const directives: Directive[] = [
       http.errorPage = sendErrorPage;
       for (const m of modules) m.postconfiguration?.(http);
       slot.conf = http;
-    },
+    }),
   },
   { name: 'server', contexts: Ctx.HTTP, args: 0, block: true, handler: readServer },
   { name: 'location', contexts: Ctx.SERVER | Ctx.LOCATION, args: [1, 2], block: true, handler: readLocation },

@@ -16,6 +16,7 @@ import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue } from '../../core/variables.ts';
+import { unique } from '../../conf/setters.ts';
 import { ADD_URI_TO_ALIAS, aliasLength, documentRoot } from './root.ts';
 
 interface TryFile {
@@ -94,9 +95,7 @@ export const tryFilesModule: HttpModule = {
   directives: [
     {
       name: 'try_files', contexts: Ctx.SERVER | Ctx.LOCATION, args: [2, Infinity],
-      handler(cf, node) {
-        const c = cf.get(tryFilesSlot);
-        if (c.files) return 'is duplicate';
+      handler: unique(tryFilesSlot, 'files', (cf, node, c) => {
         const vars = httpMainOf(cf).variables;
         const args = node.args;
         const last = args[args.length - 1];
@@ -112,7 +111,7 @@ export const tryFilesModule: HttpModule = {
           c.fallback = compileComplex(cf, vars, last);
         }
         return undefined;
-      },
+      }),
     },
   ],
   postconfiguration(http) {

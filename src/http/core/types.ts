@@ -31,7 +31,7 @@ export function contentTypeFor(r: HttpRequest, uri = r.uri): string {
     const t = types.get(ext) ?? types.get(ext.toLowerCase());
     if (t !== undefined) return t;
   }
-  return core.defaultType ?? CORE_LOC_DEFAULTS.defaultType;
+  return core.defaultType;
 }
 
 export const typesDirectives: Directive[] = [

@@ -9,7 +9,8 @@ import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
-import { flagArg, parseSize, parseTime } from '../../conf/values.ts';
+import { flagArg, msecArg, sizeArg } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import type { HttpModule } from '../http-conf.ts';
 
 export interface Http2SrvConf {
@@ -31,32 +32,15 @@ export const HTTP2_DEFAULTS = {
   recvTimeout: 30_000,
 } as const satisfies Http2SrvConf;
 
-export const http2Srv = defineSlot<Http2SrvConf>('http_v2_srv', () => ({}), inheritUnset, HTTP2_DEFAULTS);
+export const http2Srv = defineSlot<Http2SrvConf, typeof HTTP2_DEFAULTS>('http_v2_srv', () => ({}), inheritUnset, HTTP2_DEFAULTS);
 
-function setting<K extends keyof Http2SrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => Http2SrvConf[K], contexts = Ctx.HTTP | Ctx.SERVER): Directive {
-  return {
-    name, contexts, args: 1,
-    handler(cf, node) {
-      const c = cf.get(http2Srv);
-      if (c[field] !== undefined) return 'is duplicate';
-      c[field] = parse(cf, node.args[0]);
-    },
-  };
+function row<K extends keyof Http2SrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => Http2SrvConf[K], contexts = Ctx.HTTP | Ctx.SERVER): Directive {
+  return { name, contexts, args: 1, handler: setting(http2Srv, field, parse) };
 }
 
 const number = (cf: ConfContext, v: string): number => {
   if (!/^\d+$/.test(v)) throw cf.error(`invalid number "${v}"`);
   return Number(v);
-};
-const size = (cf: ConfContext, v: string): number => {
-  const n = parseSize(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
-};
-const time = (cf: ConfContext, v: string): number => {
-  const n = parseTime(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
 };
 
 /** Directives nginx still accepts but that do nothing (obsolete or server push). */
@@ -67,14 +51,14 @@ function ignored(name: string, contexts = HTTP_ANY): Directive {
 export const http2Module: HttpModule = {
   name: 'ngx_http_v2_module',
   directives: [
-    setting('http2', 'enable', (cf, v) => flagArg(cf, v)),
-    setting('http2_max_concurrent_streams', 'maxConcurrentStreams', number),
-    setting('http2_chunk_size', 'chunkSize', size, HTTP_ANY),
-    setting('http2_body_preread_size', 'bodyPrereadSize', size),
-    setting('http2_recv_timeout', 'recvTimeout', time),
-    setting('http2_idle_timeout', 'idleTimeout', time),
-    setting('http2_max_field_size', 'maxFieldSize', size),
-    setting('http2_max_header_size', 'maxHeaderSize', size),
+    row('http2', 'enable', flagArg),
+    row('http2_max_concurrent_streams', 'maxConcurrentStreams', number),
+    row('http2_chunk_size', 'chunkSize', sizeArg, HTTP_ANY),
+    row('http2_body_preread_size', 'bodyPrereadSize', sizeArg),
+    row('http2_recv_timeout', 'recvTimeout', msecArg),
+    row('http2_idle_timeout', 'idleTimeout', msecArg),
+    row('http2_max_field_size', 'maxFieldSize', sizeArg),
+    row('http2_max_header_size', 'maxHeaderSize', sizeArg),
     ignored('http2_recv_buffer_size', Ctx.HTTP),
     ignored('http2_max_requests', Ctx.HTTP | Ctx.SERVER),
     ignored('http2_push'),

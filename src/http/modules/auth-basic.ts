@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { defineSlot } from '../../conf/context.ts';
+import { setting } from '../../conf/setters.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import { sysErrorText } from '../../conf/errors.ts';
 import { verifyPassword } from '../../core/crypt.ts';
@@ -114,24 +115,15 @@ export const authBasicModule: HttpModule = {
   directives: [
     {
       name: 'auth_basic', contexts: HTTP_ANY | Ctx.LMT, args: 1,
-      handler(cf, node) {
-        const c = cf.get(authBasicSlot);
-        if (Object.hasOwn(c, 'realm') && c.realm !== undefined) return 'is duplicate';
-        c.realm = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
-        return undefined;
-      },
+      handler: setting(authBasicSlot, 'realm', (cf, v) => compileComplex(cf, httpMainOf(cf).variables, v)),
     },
     {
       name: 'auth_basic_user_file', contexts: HTTP_ANY | Ctx.LMT, args: 1,
-      handler(cf, node) {
-        const c = cf.get(authBasicSlot);
-        if (Object.hasOwn(c, 'userFile') && c.userFile !== undefined) return 'is duplicate';
-        let value = node.args[0];
+      handler: setting(authBasicSlot, 'userFile', (cf, value) => {
         // a constant relative path is resolved now; one with variables per request
         if (!value.includes('$') && !path.isAbsolute(value)) value = cf.paths.confPrefix + value;
-        c.userFile = { value: compileComplex(cf, httpMainOf(cf).variables, value), confPrefix: cf.paths.confPrefix };
-        return undefined;
-      },
+        return { value: compileComplex(cf, httpMainOf(cf).variables, value), confPrefix: cf.paths.confPrefix };
+      }),
     },
   ],
   postconfiguration(http) {

@@ -14,11 +14,11 @@
  */
 import fs from 'node:fs';
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
-import type { ConfContext } from '../../conf/context.ts';
+import type { MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import { sysErrorText } from '../../conf/errors.ts';
-import type { ConfNode } from '../../conf/parser.ts';
-import { enumArg, flagArg } from '../../conf/values.ts';
+import { enumOf, flagArg } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { DECLINED, DONE } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -36,8 +36,8 @@ interface AutoindexConf {
   exactSize?: boolean;
 }
 
-const autoindexSlot = defineSlot<AutoindexConf>('autoindex', () => ({}), inheritUnset,
-  { enable: false, format: 'html', localtime: false, exactSize: true });
+const AUTOINDEX_DEFAULTS = { enable: false, format: 'html', localtime: false, exactSize: true } as const satisfies AutoindexConf;
+const autoindexSlot = defineSlot<AutoindexConf, typeof AUTOINDEX_DEFAULTS>('autoindex', () => ({}), inheritUnset, AUTOINDEX_DEFAULTS);
 
 interface Entry {
   /** The name's bytes as a byte string. */
@@ -180,7 +180,7 @@ function sizeColumn(e: Entry, exact: boolean): string {
   return String(size).padStart(6) + scale;
 }
 
-function htmlListing(r: HttpRequest, entries: Entry[], conf: AutoindexConf): string {
+function htmlListing(r: HttpRequest, entries: Entry[], conf: MergedConf<typeof autoindexSlot>): string {
   const utf8 = /;\s*charset=utf-8$/i.test(r.contentType ?? '');
   const uri = escapeHtml(r.uri);
   // autoindex_localtime shifts by the current offset from UTC, as nginx does
@@ -189,7 +189,7 @@ function htmlListing(r: HttpRequest, entries: Entry[], conf: AutoindexConf): str
   for (const e of entries) {
     const t = new Date((e.mtime + shift) * 1000);
     const date = `${pad2(t.getUTCDate())}-${MONTHS[t.getUTCMonth()]}-${t.getUTCFullYear()} ${pad2(t.getUTCHours())}:${pad2(t.getUTCMinutes())}`;
-    out += `<a href="${escapeUriComponent(e.name)}${e.dir ? '/' : ''}">${htmlName(e, utf8)} ${date} ${sizeColumn(e, conf.exactSize ?? true)}\r\n`;
+    out += `<a href="${escapeUriComponent(e.name)}${e.dir ? '/' : ''}">${htmlName(e, utf8)} ${date} ${sizeColumn(e, conf.exactSize)}\r\n`;
   }
   return out + '</pre><hr></body>\r\n</html>\r\n';
 }
@@ -273,11 +273,11 @@ function autoindexHandler(r: HttpRequest): number | Promise<number> {
   return listDirectory(r, conf);
 }
 
-async function listDirectory(r: HttpRequest, conf: AutoindexConf): Promise<number> {
+async function listDirectory(r: HttpRequest, conf: MergedConf<typeof autoindexSlot>): Promise<number> {
 
   let path = mapUriToPath(r).path;
   if (path.length > 1 && path.endsWith('/')) path = path.slice(0, -1);
-  let format = conf.format ?? 'html';
+  let format: Format = conf.format;
   let callback: string | undefined;
   if (format === 'jsonp') {
     callback = jsonpCallback(r);
@@ -318,30 +318,16 @@ async function listDirectory(r: HttpRequest, conf: AutoindexConf): Promise<numbe
   return DONE;
 }
 
-function flag(key: 'enable' | 'localtime' | 'exactSize') {
-  return (cf: ConfContext, node: ConfNode): string | undefined => {
-    const conf = cf.get(autoindexSlot);
-    if (conf[key] !== undefined) return 'is duplicate';
-    conf[key] = flagArg(cf, node.args[0]);
-    return undefined;
-  };
-}
-
 export const autoindexModule: HttpModule = {
   name: 'ngx_http_autoindex_module',
   directives: [
-    { name: 'autoindex', contexts: HTTP_ANY, args: 'flag', handler: flag('enable') },
+    { name: 'autoindex', contexts: HTTP_ANY, args: 'flag', handler: setting(autoindexSlot, 'enable', flagArg) },
     {
       name: 'autoindex_format', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.LOCATION, args: 1,
-      handler(cf, node) {
-        const conf = cf.get(autoindexSlot);
-        if (conf.format !== undefined) return 'is duplicate';
-        conf.format = enumArg(cf, node.args[0], ['html', 'json', 'jsonp', 'xml'] as const);
-        return undefined;
-      },
+      handler: setting(autoindexSlot, 'format', enumOf(['html', 'json', 'jsonp', 'xml'])),
     },
-    { name: 'autoindex_localtime', contexts: HTTP_ANY, args: 'flag', handler: flag('localtime') },
-    { name: 'autoindex_exact_size', contexts: HTTP_ANY, args: 'flag', handler: flag('exactSize') },
+    { name: 'autoindex_localtime', contexts: HTTP_ANY, args: 'flag', handler: setting(autoindexSlot, 'localtime', flagArg) },
+    { name: 'autoindex_exact_size', contexts: HTTP_ANY, args: 'flag', handler: setting(autoindexSlot, 'exactSize', flagArg) },
   ],
   postconfiguration(http) {
     // after index, before static (nginx's content phase order)

@@ -9,7 +9,7 @@
 import { Ctx } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { fullName } from '../../conf/parser.ts';
-import { duplicate } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { Cycle } from '../../core/cycle.ts';
 import type { serveAdmin, serveStatus } from '../../gateway/admin/http-adapter.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
@@ -33,19 +33,11 @@ export const gatewayModule: HttpModule = {
   directives: [
     {
       name: 'gateway_config', contexts: Ctx.HTTP, args: 1,
-      handler(cf, node) {
-        const m = mainOf(Cycle.of(cf));
-        if (m.config !== undefined) throw duplicate(cf);
-        m.config = fullName(cf.paths.prefix, node.args[0]);
-      },
+      handler: setting<GatewayMain, 'config'>((cf) => mainOf(Cycle.of(cf)), 'config', (cf, value) => fullName(cf.paths.prefix, value)),
     },
     {
       name: 'gateway_store', contexts: Ctx.HTTP, args: 1,
-      handler(cf, node) {
-        const m = mainOf(Cycle.of(cf));
-        if (m.store !== undefined) throw duplicate(cf);
-        m.store = fullName(cf.paths.prefix, node.args[0]);
-      },
+      handler: setting<GatewayMain, 'store'>((cf) => mainOf(Cycle.of(cf)), 'store', (cf, value) => fullName(cf.paths.prefix, value)),
     },
     {
       name: 'gateway_admin', contexts: Ctx.LOCATION, args: 0,

@@ -6,12 +6,14 @@
  * in nginx's own gzip header and trailer; backpressure passes through.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { MergedConf } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { flagArg, sizeArg } from '../../conf/values.ts';
 import { joinBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
+import { setting } from '../../conf/setters.ts';
 import type { HttpModule } from '../http-conf.ts';
 import { GZIP_BODY, GzipBody } from './gzip-body.ts';
 import { compileRegex } from '../regex.ts';
@@ -33,10 +35,14 @@ interface GzipConf {
   buffers?: { count: number; size: number };
 }
 
-const gzipSlot = defineSlot<GzipConf>('gzip', () => ({}), inheritUnset, {
+const GZIP_DEFAULTS = {
   enable: false, level: 1, wbits: 15, memLevel: 8, minLength: 20, types: new Set(['text/html']),
   vary: false, httpVersion: '1.1', proxied: new Set(['off']), disable: [],
-});
+} satisfies GzipConf;
+
+const gzipSlot = defineSlot<GzipConf, typeof GZIP_DEFAULTS>('gzip', () => ({}), inheritUnset, GZIP_DEFAULTS);
+/** The merged configuration run time reads. */
+type Gzip = MergedConf<typeof gzipSlot>;
 
 
 /** ngx_http_gzip_accept_encoding: "gzip" as a token, with a non-zero q if one is given. */
@@ -88,14 +94,14 @@ function isMsie6(ua: string): boolean {
 }
 
 /** ngx_http_gzip_ok: the client asked for gzip and gzip_http_version/proxied/disable allow it. */
-function gzipOk(r: HttpRequest, conf: GzipConf): boolean {
+function gzipOk(r: HttpRequest, conf: Gzip): boolean {
   const ae = r.header('accept-encoding');
   if (ae === undefined || !acceptsGzip(ae)) return false;
   const ua = r.header('user-agent') ?? '';
-  const disable = conf.disable ?? [];
+  const disable = conf.disable;
   if (disable.includes('msie6') && isMsie6(ua)) return false;
   if (conf.httpVersion === '1.1' && r.httpVersion === '1.0') return false;
-  if (r.header('via') !== undefined && !proxiedOk(r, conf.proxied ?? new Set(['off']))) return false;
+  if (r.header('via') !== undefined && !proxiedOk(r, conf.proxied)) return false;
   if (r.header('user-agent') !== undefined) {
     for (const d of disable) if (d !== 'msie6' && d.test(ua)) return false;
   }
@@ -138,8 +144,8 @@ function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const status = r.status || 200;
   if (status !== 200 && status !== 403 && status !== 404) return;
   if (r.getHeader('content-encoding')) return;
-  if (r.contentLength !== undefined && r.contentLength < (conf.minLength ?? 20)) return;
-  if (!typeMatches(r, conf.types!)) return;
+  if (r.contentLength !== undefined && r.contentLength < conf.minLength) return;
+  if (!typeMatches(r, conf.types)) return;
   // the Vary line goes right after Connection, where nginx writes it
   if (conf.vary) r.headersOut.unshift({ name: 'Vary', value: 'Accept-Encoding' });
   if (!gzipOk(r, conf)) return;
@@ -182,9 +188,9 @@ export function clearForChangedBody(r: HttpRequest, keepLastModified: boolean): 
 }
 
 /** Small known lengths get a smaller window and hash, as ngx_http_gzip_filter_memory does. */
-function memoryFor(conf: GzipConf, length: number | undefined): { wbits: number; memLevel: number } {
-  let wbits = conf.wbits ?? 15;
-  let memLevel = conf.memLevel ?? 8;
+function memoryFor(conf: Gzip, length: number | undefined): { wbits: number; memLevel: number } {
+  let wbits = conf.wbits;
+  let memLevel = conf.memLevel;
   if (length !== undefined && length > 0) {
     while (length < (1 << (wbits - 1)) - 262) { wbits--; memLevel--; }
     if (memLevel < 1) memLevel = 1;
@@ -207,33 +213,24 @@ function gzipRatio(r: HttpRequest): string | undefined {
   return `${int}.${String(frac).padStart(2, '0')}`;
 }
 
-function set<K extends keyof GzipConf>(field: K, parse: (cf: ConfContext, args: string[]) => GzipConf[K]): Directive['handler'] {
-  return (cf, node) => {
-    const c = cf.get(gzipSlot);
-    if (c[field] !== undefined) return 'is duplicate';
-    c[field] = parse(cf, node.args);
-    return undefined;
-  };
-}
-
 const PROXIED = new Set(['off', 'expired', 'no-cache', 'no-store', 'private', 'no_last_modified', 'no_etag', 'auth', 'any']);
 
 const directives: Directive[] = [
-  { name: 'gzip', contexts: HTTP_ANY | Ctx.LIF, args: 'flag', handler: set('enable', (cf, a) => flagArg(cf, a[0])) },
+  { name: 'gzip', contexts: HTTP_ANY | Ctx.LIF, args: 'flag', handler: setting(gzipSlot, 'enable', flagArg) },
   {
     name: 'gzip_buffers', contexts: HTTP_ANY, args: 2,
-    handler: set('buffers', (cf, a) => {
+    handler: setting(gzipSlot, 'buffers', (cf, _v, a) => {
       if (!/^\d+$/.test(a[0])) throw cf.error(`invalid value "${a[0]}"`);
       return { count: Number(a[0]), size: sizeArg(cf, a[1]) };
     }),
   },
   {
     name: 'gzip_types', contexts: HTTP_ANY, args: [1, Infinity],
-    handler: set('types', (_cf, a) => new Set(['text/html', ...a.map((t) => t.toLowerCase())])),
+    handler: setting(gzipSlot, 'types', (_cf, _v, a) => new Set(['text/html', ...a.map((t) => t.toLowerCase())])),
   },
   {
     name: 'gzip_comp_level', contexts: HTTP_ANY, args: 1,
-    handler: set('level', (cf, a) => {
+    handler: setting(gzipSlot, 'level', (cf, _v, a) => {
       const n = /^\d+$/.test(a[0]) ? Number(a[0]) : NaN;
       if (Number.isNaN(n)) throw cf.error(`invalid number "${a[0]}"`);
       if (n < 1 || n > 9) throw cf.error('"gzip_comp_level" directive value must be between 1 and 9');
@@ -242,7 +239,7 @@ const directives: Directive[] = [
   },
   {
     name: 'gzip_window', contexts: HTTP_ANY, args: 1,
-    handler: set('wbits', (cf, a) => {
+    handler: setting(gzipSlot, 'wbits', (cf, _v, a) => {
       const size = sizeArg(cf, a[0]);
       const bits = Math.log2(size);
       if (!Number.isInteger(bits) || bits < 9 || bits > 15) throw cf.error('"gzip_window" directive must be 512, 1k, 2k, 4k, 8k, 16k, or 32k');
@@ -251,25 +248,25 @@ const directives: Directive[] = [
   },
   {
     name: 'gzip_hash', contexts: HTTP_ANY, args: 1,
-    handler: set('memLevel', (cf, a) => {
+    handler: setting(gzipSlot, 'memLevel', (cf, _v, a) => {
       const size = sizeArg(cf, a[0]);
       const bits = Math.log2(size);
       if (!Number.isInteger(bits) || bits < 9 || bits > 17) throw cf.error('"gzip_hash" directive must be 512, 1k, 2k, 4k, 8k, 16k, 32k, 64k, or 128k');
       return bits - 8;
     }),
   },
-  { name: 'gzip_min_length', contexts: HTTP_ANY, args: 1, handler: set('minLength', (cf, a) => sizeArg(cf, a[0])) },
-  { name: 'gzip_vary', contexts: HTTP_ANY, args: 'flag', handler: set('vary', (cf, a) => flagArg(cf, a[0])) },
+  { name: 'gzip_min_length', contexts: HTTP_ANY, args: 1, handler: setting(gzipSlot, 'minLength', sizeArg) },
+  { name: 'gzip_vary', contexts: HTTP_ANY, args: 'flag', handler: setting(gzipSlot, 'vary', flagArg) },
   {
     name: 'gzip_http_version', contexts: HTTP_ANY, args: 1,
-    handler: set('httpVersion', (cf, a) => {
+    handler: setting(gzipSlot, 'httpVersion', (cf, _v, a) => {
       if (a[0] !== '1.0' && a[0] !== '1.1') throw cf.error(`invalid value "${a[0]}" in "gzip_http_version" directive, it must be "1.0" or "1.1"`);
       return a[0];
     }),
   },
   {
     name: 'gzip_proxied', contexts: HTTP_ANY, args: [1, Infinity],
-    handler: set('proxied', (cf, a) => {
+    handler: setting(gzipSlot, 'proxied', (cf, _v, a) => {
       for (const v of a) if (!PROXIED.has(v)) throw cf.error(`invalid value "${v}" in "gzip_proxied" directive`);
       return new Set(a);
     }),

@@ -10,6 +10,7 @@ import type { ConfNode } from '../../conf/parser.ts';
 import { parseTime } from '../../conf/values.ts';
 import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
+import { listOf } from '../../conf/setters.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -87,6 +88,7 @@ function parseExpires(text: string, modified: boolean): Expires | string {
 
 function expiresDirective(cf: ConfContext, node: ConfNode): string | undefined {
   const c = cf.get(headersSlot);
+  // hand-written: expires stores one of two fields (a parsed value, or one with variables)
   if (Object.hasOwn(c, 'expires') && (c.expires !== undefined || c.expiresValue !== undefined)) return 'is duplicate';
   let modified = false;
   let arg = node.args[0];
@@ -116,19 +118,16 @@ function headerKind(name: string): HeaderKind {
 }
 
 function addDirective(field: 'headers' | 'trailers') {
-  return (cf: ConfContext, node: ConfNode): string | undefined => {
-    const c = cf.get(headersSlot);
+  return listOf(headersSlot, field, (cf, node) => {
     const [name, text, flag] = node.args;
     if (flag !== undefined && flag !== 'always') throw cf.error(`invalid parameter "${flag}"`);
-    if (!Object.hasOwn(c, field) || c[field] === undefined) c[field] = [];
-    c[field].push({
+    return {
       name,
       kind: field === 'headers' ? headerKind(name) : 'add',
       value: text === '' ? undefined : compileComplex(cf, httpMainOf(cf).variables, text),
       always: flag === 'always',
-    });
-    return undefined;
-  };
+    };
+  });
 }
 
 /** Time of day `secs` (local time) next: today if still ahead, else tomorrow (ngx_next_time). */

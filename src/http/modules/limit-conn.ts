@@ -11,11 +11,13 @@
  * memory); an entry whose count drops to zero is removed.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { MergedConf } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { enumArg, flagArg, once, parseNumber } from '../../conf/values.ts';
+import { enumArg, flagArg, parseNumber } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import type { Cycle } from '../../core/cycle.ts';
 import { LogLevel, mainErrorLog } from '../../core/error-log.ts';
 import { bindZoneKey, declareZone, definedZones, sharedTable, zoneParam } from '../../core/shared-zone.ts';
@@ -48,8 +50,8 @@ interface LimitConnConf {
   dryRun?: boolean;
 }
 
-const limitConnSlot = defineSlot<LimitConnConf>('limit_conn', () => ({}), inheritUnset,
-  { logLevel: LogLevel.error, status: 503, dryRun: false });
+const LIMIT_CONN_DEFAULTS = { logLevel: LogLevel.error, status: 503, dryRun: false } satisfies LimitConnConf;
+const limitConnSlot = defineSlot<LimitConnConf, typeof LIMIT_CONN_DEFAULTS>('limit_conn', () => ({}), inheritUnset, LIMIT_CONN_DEFAULTS);
 
 // $limit_conn_status (nginx keeps it on the main request: an internal redirect does not count again)
 const PASSED = 1, REJECTED = 2, REJECTED_DRY_RUN = 3;
@@ -101,7 +103,7 @@ function limitConnHandler(r: HttpRequest): number {
       const v = t.values(slot);
       if (t.f64[v] >= limit.conn) {
         t.unlock();
-        requestLog(r).log(conf.logLevel!, `limiting connections${conf.dryRun ? ', dry run,' : ''} by zone "${limit.zone.name}"`);
+        requestLog(r).log(conf.logLevel, `limiting connections${conf.dryRun ? ', dry run,' : ''} by zone "${limit.zone.name}"`);
         return reject(r, conf, held);
       }
       t.f64[v]++;
@@ -118,14 +120,14 @@ function limitConnHandler(r: HttpRequest): number {
   return DECLINED;
 }
 
-function reject(r: HttpRequest, conf: LimitConnConf, held: Held | undefined): number {
+function reject(r: HttpRequest, conf: MergedConf<typeof limitConnSlot>, held: Held | undefined): number {
   if (held) releaseAll(held);
   if (conf.dryRun) {
     requestStatus.set(r, REJECTED_DRY_RUN);
     return DECLINED;
   }
   requestStatus.set(r, REJECTED);
-  return conf.status!;
+  return conf.status;
 }
 
 function limitConnZoneDirective(cf: ConfContext, node: ConfNode): undefined {
@@ -146,6 +148,7 @@ function limitConnDirective(cf: ConfContext, node: ConfNode): string | undefined
   const conf = cf.get(limitConnSlot);
   const zone = declareZone<ConnZone>(cf, node.args[0], 0, TAG);
   if (!Object.hasOwn(conf, 'limits') || conf.limits === undefined) conf.limits = [];
+  // hand-written: a list where only the same zone twice on one level is a duplicate
   if (conf.limits.some((l) => l.zone === zone)) return 'is duplicate';
   const n = parseNumber(node.args[1]);
   if (!(n > 0)) throw cf.error(`invalid number of connections "${node.args[1]}"`);
@@ -169,15 +172,15 @@ export const limitConnModule: HttpModule = {
     { name: 'limit_conn', contexts: HTTP_ANY, args: 2, handler: limitConnDirective },
     {
       name: 'limit_conn_log_level', contexts: HTTP_ANY, args: 1,
-      handler: (cf, node) => once(cf, cf.get(limitConnSlot), 'logLevel', () => LogLevel[enumArg(cf, node.args[0], LIMIT_LOG_LEVELS)]),
+      handler: setting(limitConnSlot, 'logLevel', (cf, v) => LogLevel[enumArg(cf, v, LIMIT_LOG_LEVELS)]),
     },
     {
       name: 'limit_conn_status', contexts: HTTP_ANY, args: 1,
-      handler: (cf, node) => once(cf, cf.get(limitConnSlot), 'status', () => statusArg(cf, node.args[0])),
+      handler: setting(limitConnSlot, 'status', statusArg),
     },
     {
       name: 'limit_conn_dry_run', contexts: HTTP_ANY, args: 'flag',
-      handler: (cf, node) => once(cf, cf.get(limitConnSlot), 'dryRun', () => flagArg(cf, node.args[0])),
+      handler: setting(limitConnSlot, 'dryRun', flagArg),
     },
   ],
   variables: [

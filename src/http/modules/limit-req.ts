@@ -22,7 +22,8 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { enumArg, flagArg, numberArg, once, parseNumber } from '../../conf/values.ts';
+import { enumArg, flagArg, numberArg, parseNumber } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { LogLevel, mainErrorLog } from '../../core/error-log.ts';
 import { bindZoneKey, declareZone, definedZones, monotonicMs, sharedTable, zoneParam } from '../../core/shared-zone.ts';
 import type { SharedTable, ZoneDecl } from '../../core/shared-zone.ts';
@@ -58,8 +59,8 @@ interface LimitReqConf {
   dryRun?: boolean;
 }
 
-const limitReqSlot = defineSlot<LimitReqConf>('limit_req', () => ({}), inheritUnset,
-  { logLevel: LogLevel.error, status: 503, dryRun: false });
+const LIMIT_REQ_DEFAULTS = { logLevel: LogLevel.error, status: 503, dryRun: false } satisfies LimitReqConf;
+const limitReqSlot = defineSlot<LimitReqConf, typeof LIMIT_REQ_DEFAULTS>('limit_req', () => ({}), inheritUnset, LIMIT_REQ_DEFAULTS);
 
 /** The allowed `limit_req_log_level` / `limit_conn_log_level` values. */
 export const LIMIT_LOG_LEVELS = ['info', 'notice', 'warn', 'error'] as const;
@@ -240,7 +241,7 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
 
   if (rc === R_BUSY || rc === R_ERROR) {
     if (rc === R_BUSY) {
-      requestLog(r).log(conf.logLevel!, `limiting requests${conf.dryRun ? ', dry run' : ''}, excess: ${excessText(excess)} by zone "${limit.zone.name}"`);
+      requestLog(r).log(conf.logLevel, `limiting requests${conf.dryRun ? ', dry run' : ''}, excess: ${excessText(excess)} by zone "${limit.zone.name}"`);
     }
     release(limits, held, n);
     if (conf.dryRun) {
@@ -248,7 +249,7 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
       return DECLINED;
     }
     requestStatus.set(r, REJECTED);
-    return conf.status!;
+    return conf.status;
   }
 
   if (rc === R_AGAIN) excess = 0;
@@ -258,7 +259,7 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
     return DECLINED;
   }
   // delaying is logged one level below limiting (info stays info)
-  const level = conf.logLevel === LogLevel.info ? LogLevel.info : conf.logLevel! + 1;
+  const level = conf.logLevel === LogLevel.info ? LogLevel.info : conf.logLevel + 1;
   requestLog(r).log(level, `delaying request${conf.dryRun ? ', dry run' : ''}, excess: ${excessText(foundExcess)}, by zone "${delayLimit!.zone.name}"`);
   if (conf.dryRun) {
     requestStatus.set(r, DELAYED_DRY_RUN);
@@ -351,6 +352,7 @@ function limitReqDirective(cf: ConfContext, node: ConfNode): string | undefined 
   }
   if (!zone) throw cf.error(`"${node.name}" must have "zone" parameter`);
   if (!Object.hasOwn(conf, 'limits') || conf.limits === undefined) conf.limits = [];
+  // hand-written: a list where only the same zone twice on one level is a duplicate
   if (conf.limits.some((l) => l.zone === zone)) return 'is duplicate';
   conf.limits.push({ zone, burst: burst * 1000, delay: delay * 1000 });
   return undefined;
@@ -371,15 +373,15 @@ export const limitReqModule: HttpModule = {
     { name: 'limit_req', contexts: HTTP_ANY, args: [1, 3], handler: limitReqDirective },
     {
       name: 'limit_req_log_level', contexts: HTTP_ANY, args: 1,
-      handler: (cf, node) => once(cf, cf.get(limitReqSlot), 'logLevel', () => LogLevel[enumArg(cf, node.args[0], LIMIT_LOG_LEVELS)]),
+      handler: setting(limitReqSlot, 'logLevel', (cf, v) => LogLevel[enumArg(cf, v, LIMIT_LOG_LEVELS)]),
     },
     {
       name: 'limit_req_status', contexts: HTTP_ANY, args: 1,
-      handler: (cf, node) => once(cf, cf.get(limitReqSlot), 'status', () => statusArg(cf, node.args[0])),
+      handler: setting(limitReqSlot, 'status', statusArg),
     },
     {
       name: 'limit_req_dry_run', contexts: HTTP_ANY, args: 'flag',
-      handler: (cf, node) => once(cf, cf.get(limitReqSlot), 'dryRun', () => flagArg(cf, node.args[0])),
+      handler: setting(limitReqSlot, 'dryRun', flagArg),
     },
   ],
   variables: [

@@ -27,7 +27,7 @@ export function bodyReplaced(r: HttpRequest): boolean {
 export function replaceWithPage(r: HttpRequest, status: number, keepHeaders = false): void {
   const core = r.level.get(coreLoc);
   const ua = r.header('user-agent') ?? '';
-  const page = specialPage(status, core.serverTokens ?? 'on', (core.msiePadding ?? true) && ua.includes('MSIE ')) ?? '';
+  const page = specialPage(status, core.serverTokens, core.msiePadding && ua.includes('MSIE ')) ?? '';
   if (!keepHeaders) r.headersOut.length = 0;
   else r.setHeader('ETag', undefined);
   r.status = status;

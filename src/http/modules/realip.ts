@@ -16,6 +16,7 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { flagArg } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { resolveHostSync } from '../../upstream/address.ts';
 import { DECLINED } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
@@ -32,11 +33,13 @@ interface RealipConf {
   recursive?: boolean;
 }
 
-const realipSlot = defineSlot<RealipConf>('realip', () => ({}), (parent, child) => {
+const REALIP_DEFAULTS = { header: 'X-Real-IP', recursive: false } satisfies RealipConf;
+
+const realipSlot = defineSlot<RealipConf, typeof REALIP_DEFAULTS>('realip', () => ({}), (parent, child) => {
   child.from ??= parent.from;
   child.header ??= parent.header;
   child.recursive ??= parent.recursive;
-});
+}, REALIP_DEFAULTS);
 
 /** Whether realip already ran for this request (or the request it is a subrequest of). */
 function applied(r: HttpRequest): boolean {
@@ -48,7 +51,7 @@ function applied(r: HttpRequest): boolean {
 function realipHandler(r: HttpRequest): number {
   const conf = r.level.get(realipSlot);
   if (!conf.from || applied(r)) return DECLINED;
-  const header = conf.header ?? 'X-Real-IP';
+  const header = conf.header;
   let values: string[];
   if (header === 'X-Forwarded-For') {
     values = headerValues(r, 'x-forwarded-for');
@@ -62,7 +65,7 @@ function realipHandler(r: HttpRequest): number {
   }
   if (values.length === 0) return DECLINED;
   const client = clientAddrOf(r.conn.remoteAddress, r.conn.remotePort);
-  if (forwardedAddr(client, values, conf.from, conf.recursive ?? false) === FWD_DECLINED) return DECLINED;
+  if (forwardedAddr(client, values, conf.from, conf.recursive) === FWD_DECLINED) return DECLINED;
   if (header === 'proxy_protocol') client.port = r.conn.proxyProtocol!.srcPort;
   r.realAddress = { text: addrText(client.addr!), port: client.port };
   return DECLINED;
@@ -92,28 +95,17 @@ function setRealIpFrom(cf: ConfContext, node: ConfNode): undefined {
   return undefined;
 }
 
-function realIpHeader(cf: ConfContext, node: ConfNode): string | undefined {
-  const conf = cf.get(realipSlot);
-  if (conf.header !== undefined) return 'is duplicate';
-  const value = node.args[0];
-  // these three are matched as written; any other name is a header, caseless
-  conf.header = value === 'X-Real-IP' || value === 'X-Forwarded-For' || value === 'proxy_protocol' ? value : value.toLowerCase();
-  return undefined;
-}
-
-function realIpRecursive(cf: ConfContext, node: ConfNode): string | undefined {
-  const conf = cf.get(realipSlot);
-  if (conf.recursive !== undefined) return 'is duplicate';
-  conf.recursive = flagArg(cf, node.args[0]);
-  return undefined;
+/** real_ip_header's value: these three are matched as written; any other name is a header, caseless. */
+function headerName(_cf: ConfContext, value: string): string {
+  return value === 'X-Real-IP' || value === 'X-Forwarded-For' || value === 'proxy_protocol' ? value : value.toLowerCase();
 }
 
 export const realipModule: HttpModule = {
   name: 'ngx_http_realip_module',
   directives: [
     { name: 'set_real_ip_from', contexts: HTTP_ANY, args: 1, handler: setRealIpFrom },
-    { name: 'real_ip_header', contexts: HTTP_ANY, args: 1, handler: realIpHeader },
-    { name: 'real_ip_recursive', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.LOCATION, args: 'flag', handler: realIpRecursive },
+    { name: 'real_ip_header', contexts: HTTP_ANY, args: 1, handler: setting(realipSlot, 'header', headerName) },
+    { name: 'real_ip_recursive', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.LOCATION, args: 'flag', handler: setting(realipSlot, 'recursive', flagArg) },
   ],
   variables: [
     // the connection's own address and port, whatever realip found

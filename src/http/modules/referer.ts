@@ -17,6 +17,7 @@ import { Ctx } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { numberArg } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule, ServerConf } from '../http-conf.ts';
 import { compileRegex } from '../regex.ts';
@@ -208,22 +209,13 @@ function completeRules(http: HttpMainConf): void {
   rulesOf.delete(http);
 }
 
-function hashSize(key: 'hashMaxSize' | 'hashBucketSize') {
-  return (cf: ConfContext, node: ConfNode): string | undefined => {
-    const conf = cf.get(refererSlot);
-    if (conf[key] !== undefined) return 'is duplicate';
-    // nginx sizes its hash tables with these; a JavaScript Map needs no tuning
-    conf[key] = numberArg(cf, node.args[0]);
-    return undefined;
-  };
-}
-
 export const refererModule: HttpModule = {
   name: 'ngx_http_referer_module',
   directives: [
     { name: 'valid_referers', contexts: Ctx.SERVER | Ctx.LOCATION, args: [1, Infinity], handler: validReferers },
-    { name: 'referer_hash_max_size', contexts: Ctx.SERVER | Ctx.LOCATION, args: 1, handler: hashSize('hashMaxSize') },
-    { name: 'referer_hash_bucket_size', contexts: Ctx.SERVER | Ctx.LOCATION, args: 1, handler: hashSize('hashBucketSize') },
+    // nginx sizes its hash tables with these; a JavaScript Map needs no tuning
+    { name: 'referer_hash_max_size', contexts: Ctx.SERVER | Ctx.LOCATION, args: 1, handler: setting(refererSlot, 'hashMaxSize', numberArg) },
+    { name: 'referer_hash_bucket_size', contexts: Ctx.SERVER | Ctx.LOCATION, args: 1, handler: setting(refererSlot, 'hashBucketSize', numberArg) },
   ],
   variables: [{ name: 'invalid_referer', get: invalidReferer, changeable: true }],
   postconfiguration: completeRules,

@@ -21,6 +21,7 @@ import { sendSimple } from '../response.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue, VariableRegistry } from '../../core/variables.ts';
 import { flagArg } from '../../conf/values.ts';
+import { setting } from '../../conf/setters.ts';
 import { enterAnonymous } from '../location.ts';
 import { readAnonymousLocation } from '../core/structure.ts';
 import { contentTypeFor } from '../core/types.ts';
@@ -148,14 +149,6 @@ function readIf(cf: ConfContext, node: ConfNode): string | void {
   });
 }
 
-function flag(field: 'log' | 'warnUninitialized') {
-  return (cf: ConfContext, node: ConfNode): string | void => {
-    const c = cf.get(rewriteConf);
-    if (c[field] !== undefined) return 'is duplicate';
-    c[field] = flagArg(cf, node.args[0]);
-  };
-}
-
 const IN_REWRITE = Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF;
 
 export const rewriteModule: HttpModule = {
@@ -169,8 +162,8 @@ export const rewriteModule: HttpModule = {
     { name: 'break', contexts: IN_REWRITE, args: 0, handler(cf) { program(cf).push(breakCode); } },
     { name: 'if', contexts: Ctx.SERVER | Ctx.LOCATION, args: [1, Infinity], block: true, handler: readIf },
     { name: 'set', contexts: IN_REWRITE, args: 2, handler: readSet },
-    { name: 'rewrite_log', contexts: Ctx.HTTP | IN_REWRITE, args: 'flag', handler: flag('log') },
-    { name: 'uninitialized_variable_warn', contexts: Ctx.HTTP | IN_REWRITE, args: 'flag', handler: flag('warnUninitialized') },
+    { name: 'rewrite_log', contexts: Ctx.HTTP | IN_REWRITE, args: 'flag', handler: setting(rewriteConf, 'log', flagArg) },
+    { name: 'uninitialized_variable_warn', contexts: Ctx.HTTP | IN_REWRITE, args: 'flag', handler: setting(rewriteConf, 'warnUninitialized', flagArg) },
   ],
   postconfiguration(http: HttpMainConf) {
     http.addPhaseHandler('SERVER_REWRITE', 100, rewriteHandler);

@@ -98,7 +98,7 @@ async function staticHandler(r: HttpRequest): Promise<number> {
     r.status = 200;
     r.contentLength = stat.size;
     r.lastModified = mtime * 1000;
-    if (core.etag ?? true) r.addHeader('ETag', fileEtag(mtime, stat.size));
+    if (core.etag) r.addHeader('ETag', fileEtag(mtime, stat.size));
     r.contentType = contentTypeFor(r);
     allowRanges(r);
     await sendHeader(r);

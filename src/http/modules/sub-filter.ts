@@ -13,6 +13,7 @@ import type { Directive } from '../../conf/directive.ts';
 import { flagArg } from '../../conf/values.ts';
 import { EMPTY_CHUNK, joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
+import { setting } from '../../conf/setters.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -33,9 +34,8 @@ interface SubConf {
   lastModified?: boolean;
 }
 
-const subSlot = defineSlot<SubConf>('sub_filter', () => ({}), inheritUnset, {
-  types: new Set(['text/html']), once: true, lastModified: false,
-});
+const SUB_DEFAULTS = { types: new Set(['text/html']), once: true, lastModified: false } satisfies SubConf;
+const subSlot = defineSlot<SubConf, typeof SUB_DEFAULTS>('sub_filter', () => ({}), inheritUnset, SUB_DEFAULTS);
 
 const LOWER = new Uint8Array(256).map((_, c) => (c >= 0x41 && c <= 0x5a ? c | 0x20 : c));
 
@@ -206,24 +206,15 @@ const SUB_CTX = {};
 
 function subHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const conf = r.level.get(subSlot);
-  if (!conf.pairs || r.contentLength === 0 || !typeMatches(r, conf.types!)) return;
+  if (!conf.pairs || r.contentLength === 0 || !typeMatches(r, conf.types)) return;
   const m = matcherFor(r, conf.pairs);
   if (!m) return;
   if (r.method !== 'HEAD') {
-    r.ctx.set(SUB_CTX, new SubFilter(r, body, m, conf.once ?? true));
+    r.ctx.set(SUB_CTX, new SubFilter(r, body, m, conf.once));
     joinBodyFilter(r, body);
   }
   if (r.parent) return;
-  clearForChangedBody(r, !!conf.lastModified);
-}
-
-function flag(field: 'once' | 'lastModified'): Directive['handler'] {
-  return (cf, node) => {
-    const c = cf.get(subSlot);
-    if (c[field] !== undefined) return 'is duplicate';
-    c[field] = flagArg(cf, node.args[0]);
-    return undefined;
-  };
+  clearForChangedBody(r, conf.lastModified);
 }
 
 const directives: Directive[] = [
@@ -255,8 +246,8 @@ const directives: Directive[] = [
       return undefined;
     },
   },
-  { name: 'sub_filter_once', contexts: HTTP_ANY, args: 'flag', handler: flag('once') },
-  { name: 'sub_filter_last_modified', contexts: HTTP_ANY, args: 'flag', handler: flag('lastModified') },
+  { name: 'sub_filter_once', contexts: HTTP_ANY, args: 'flag', handler: setting(subSlot, 'once', flagArg) },
+  { name: 'sub_filter_last_modified', contexts: HTTP_ANY, args: 'flag', handler: setting(subSlot, 'lastModified', flagArg) },
 ];
 
 export const subFilterModule: HttpModule = {

@@ -5,6 +5,7 @@
  * configuration and fills from its `*_buffer_size`, `*_next_upstream`,
  * `*_read_timeout`... directives. The engine reads only these fields.
  */
+import type { Complete } from '../../conf/context.ts';
 import type { ComplexValue } from '../../core/variables.ts';
 import type { CertCacheConf } from './cert-cache.ts';
 
@@ -86,6 +87,29 @@ export interface UpstreamConf {
   limitRate?: number | ComplexValue;
   ssl?: SslConf;
 }
+
+/** nginx's defaults for the engine's fields (ngx_pagesize is 4096 here); a protocol's defaults include these. */
+export const UPSTREAM_DEFAULTS = {
+  ignoreHeaders: 0,
+  interceptErrors: false,
+  buffering: true,
+  requestBuffering: true,
+  bufferSize: 4096,
+  buffers: { num: 8, size: 4096 },
+  maxTempFileSize: 1024 * 1024 * 1024,
+  connectTimeout: 60_000,
+  readTimeout: 60_000,
+  sendTimeout: 60_000,
+  nextUpstream: FT.ERROR | FT.TIMEOUT,
+  nextUpstreamTries: 0,
+  nextUpstreamTimeout: 0,
+  ignoreClientAbort: false,
+  passTrailers: false,
+  socketKeepalive: false,
+} as const satisfies UpstreamConf;
+
+/** What the engine reads: a location's merged configuration, every field with a default present. */
+export type UpstreamLoc = Complete<UpstreamConf, typeof UPSTREAM_DEFAULTS>;
 
 /** Values the engine needs computed once per location from the merged configuration. */
 export interface UpstreamDerived {

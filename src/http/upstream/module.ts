@@ -10,7 +10,8 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
-import { parseSize, parseTime } from '../../conf/values.ts';
+import { msecArg, parseSize, parseTime } from '../../conf/values.ts';
+import { setting, unique } from '../../conf/setters.ts';
 import { parseServerParams } from '../../upstream/server-params.ts';
 import { sharedZone } from '../../core/shared.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
@@ -87,7 +88,7 @@ function initGroups(http: HttpMainConf): void {
       if (!g.zone) throw new ConfError(`resolving names at run time requires upstream "${g.name}" in ${g.file}:${g.line} to be in shared memory`);
       const core = http.level.get(coreLoc);
       g.resolverArgs ??= core.resolverArgs;
-      g.resolverTimeout ??= core.resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout;
+      g.resolverTimeout ??= core.resolverTimeout;
       if (!g.resolverArgs?.length) throw new ConfError(`no resolver defined to resolve names at run time in upstream "${g.name}" in ${g.file}:${g.line}`);
       for (const s of g.servers) {
         if (s.resolve) s.resolve.memory = sharedZone(`upstream-resolved:${g.name}:${s.resolve.host}`, ANSWER_MEMORY);
@@ -132,6 +133,9 @@ function serverDirective(cf: ConfContext, node: { args: string[] }): string | vo
   group.servers.push({ name: a[0], addrs, weight, maxFails, failTimeout, maxConns, backup, down });
 }
 
+/** The group whose `upstream {}` block is being read. */
+const upstreamGroup = (cf: ConfContext): UpstreamGroup => cf.data.upstreamGroup as UpstreamGroup;
+
 function keepaliveSetting(field: 'requests' | 'timeMs' | 'timeoutMs', parse: 'count' | 'time'): Directive['handler'] {
   return (cf, node) => {
     const g = cf.data.upstreamGroup as UpstreamGroup & { kaSet?: Set<string> };
@@ -139,6 +143,7 @@ function keepaliveSetting(field: 'requests' | 'timeMs' | 'timeoutMs', parse: 'co
     const n = parse === 'count' ? (/^\d+$/.test(v) ? Number(v) : NaN) : parseTime(v);
     if (Number.isNaN(n)) return `invalid value`;
     const ka = (g.keepalive ??= { ...KEEPALIVE_DEFAULTS, max: 0 });
+    // hand-written: the value is checked before the duplicate, and the fields live in a shared object
     g.kaSet ??= new Set();
     if (g.kaSet.has(field)) return 'is duplicate';
     g.kaSet.add(field);
@@ -186,6 +191,7 @@ const directives: Directive[] = [
     name: 'keepalive', contexts: Ctx.UPSTREAM, args: 1,
     handler(cf, node) {
       const g = cf.data.upstreamGroup as UpstreamGroup;
+      // hand-written: the keepalive_* settings may have made the object first (with max 0, "unset")
       if (g.keepalive?.max) return 'is duplicate';
       const n = /^\d+$/.test(node.args[0]) ? Number(node.args[0]) : 0;
       if (n === 0) throw cf.error(`invalid value "${node.args[0]}" in "keepalive" directive`);
@@ -210,23 +216,15 @@ const directives: Directive[] = [
   {
     // nginx 1.27.3+: the resolver of this upstream's `resolve` servers
     name: 'resolver', contexts: Ctx.UPSTREAM, args: [1, Infinity],
-    handler(cf, node) {
-      const g = cf.data.upstreamGroup as UpstreamGroup;
-      if (g.resolverArgs) return 'is duplicate';
+    handler: unique(upstreamGroup, 'resolverArgs', (_cf, node, g) => {
       const conf = parseResolverArgs(node.args, parseTime);
       if (typeof conf === 'string') return conf;
       g.resolverArgs = node.args;
-    },
+    }),
   },
   {
     name: 'resolver_timeout', contexts: Ctx.UPSTREAM, args: 1,
-    handler(cf, node) {
-      const g = cf.data.upstreamGroup as UpstreamGroup;
-      if (g.resolverTimeout !== undefined) return 'is duplicate';
-      const ms = parseTime(node.args[0]);
-      if (Number.isNaN(ms)) return 'invalid value';
-      g.resolverTimeout = ms;
-    },
+    handler: setting(upstreamGroup, 'resolverTimeout', msecArg),
   },
   { name: 'ip_hash', contexts: Ctx.UPSTREAM, args: 0, handler: balancerDirective('ip_hash') },
   { name: 'hash', contexts: Ctx.UPSTREAM, args: [1, 2], handler: balancerDirective('hash') },

@@ -10,7 +10,7 @@
  * UpstreamRequest, which is where nginx calls it too (init_request). The
  * engine then sends that head and body on every try.
  */
-import type { UpstreamConf, UpstreamDerived } from './conf.ts';
+import type { UpstreamDerived, UpstreamLoc } from './conf.ts';
 import type { HeaderList } from './module.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
 
@@ -43,7 +43,7 @@ export interface BodyTee {
  * it in ngx_http_upstream_cache_*). Every hook may be called for requests of
  * locations without a cache and must then do nothing.
  */
-export interface UpstreamCache<C extends UpstreamConf, D extends UpstreamDerived> {
+export interface UpstreamCache<C extends UpstreamLoc, D extends UpstreamDerived> {
   /** Before the first try: true when the response was served (or the request finalized) from the cache. */
   lookup(u: UpstreamRequest<C, D>): boolean;
   /** The exchange failed with `rc` before a head went out: true when a stale response was sent instead. */
@@ -56,7 +56,7 @@ export interface UpstreamCache<C extends UpstreamConf, D extends UpstreamDerived
   writer(u: UpstreamRequest<C, D>, head: UpstreamHead, raw: string): BodyTee | undefined;
 }
 
-export interface UpstreamProtocol<C extends UpstreamConf = UpstreamConf, D extends UpstreamDerived = UpstreamDerived> {
+export interface UpstreamProtocol<C extends UpstreamLoc = UpstreamLoc, D extends UpstreamDerived = UpstreamDerived> {
   /**
    * nginx's process_header: the response head from `buf`, every byte read on
    * this try so far. Undefined while the head is incomplete, or when it is

@@ -33,9 +33,9 @@ export interface RelaySource {
 
 /** The relay's settings, taken from the location (ProxyLocConf and DerivedConf fields). */
 export interface RelayConf {
-  bufferSize?: number;
-  buffers?: { num: number; size: number };
-  maxTempFileSize?: number;
+  bufferSize: number;
+  buffers: { num: number; size: number };
+  maxTempFileSize: number;
 }
 
 export interface RelayDerived {
@@ -91,9 +91,9 @@ export class BodyRelay {
     this.r = r;
     this.src = src;
     this.buffering = buffering;
-    this.bufferSize = c.bufferSize!;
-    this.bufs = c.buffers!;
-    this.maxTempFileSize = c.maxTempFileSize!;
+    this.bufferSize = c.bufferSize;
+    this.bufs = c.buffers;
+    this.maxTempFileSize = c.maxTempFileSize;
     this.d = d;
     this.length = length;
     this.chunked = chunked;

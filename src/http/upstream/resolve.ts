@@ -53,7 +53,7 @@ export function resolveTarget(r: HttpRequest, t: UpstreamTarget): Placement | nu
     requestLog(r).error(`no resolver defined to resolve ${host}`);
     return 502;
   }
-  const timeout = r.level.get(coreLoc).resolverTimeout ?? CORE_LOC_DEFAULTS.resolverTimeout;
+  const timeout = r.level.get(coreLoc).resolverTimeout;
   return resolveName(r, resolver.resolve(host, timeout), host, port);
 }
 

@@ -111,7 +111,7 @@ export class ResponseReader implements RelaySource {
       return;
     }
     const xar = indexOf(head.headers, 'x-accel-redirect');
-    if (xar >= 0 && !(u.conf.ignoreHeaders! & IGN['X-Accel-Redirect'])) {
+    if (xar >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Redirect'])) {
       this.accelRedirect(head, head.headers.values[xar]);
       return;
     }
@@ -131,9 +131,9 @@ export class ResponseReader implements RelaySource {
     else if (head.chunked) this.decoder = new ChunkedDecoder(u.conf.passTrailers === true);
     else this.remaining = head.contentLength;
     if (this.remaining === 0) this.keepalive = !head.connectionClose;
-    let buffering = u.conf.buffering!;
+    let buffering = u.conf.buffering;
     const xab = indexOf(head.headers, 'x-accel-buffering');
-    if (xab >= 0 && !(u.conf.ignoreHeaders! & IGN['X-Accel-Buffering'])) {
+    if (xab >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Buffering'])) {
       const v = head.headers.values[xab].toLowerCase();
       if (v === 'no') buffering = false;
       else if (v === 'yes') buffering = true;

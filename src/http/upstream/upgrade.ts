@@ -20,7 +20,7 @@ class Tunnel {
     this.u = u;
     this.client = client;
     this.upstream = upstream;
-    this.timer = setTimeout(this.onIdle, u.conf.readTimeout!);
+    this.timer = setTimeout(this.onIdle, u.conf.readTimeout);
     upstream.setTimeout(0);
     client.setTimeout(0);
     client.on('data', this.fromClient);

@@ -14,7 +14,7 @@ import { UpstreamConnection } from '../../upstream/connection.ts';
 import type { ConnectionUser } from '../../upstream/connection.ts';
 import type { UpstreamGroup } from '../../upstream/group.ts';
 import type { PeerChooser } from '../../upstream/peer-chooser.ts';
-import { PEER_FAILED, PEER_NEXT, PEER_OK } from '../../upstream/round-robin.ts';
+import { PEER_FAILED, PEER_NEXT, PEER_OK, RoundRobinPicker } from '../../upstream/round-robin.ts';
 import { DONE } from '../http-conf.ts';
 import { finalize } from '../phases.ts';
 import type { HttpRequest } from '../request.ts';
@@ -22,8 +22,8 @@ import { requestLog, UPSTREAM_CONTEXT } from '../request-log.ts';
 import { terminate } from '../request-body.ts';
 import { newState } from './module.ts';
 import type { UpstreamRecord, UpstreamState } from './module.ts';
+import type { UpstreamDerived, UpstreamLoc } from './conf.ts';
 import { FT } from './conf.ts';
-import type { UpstreamConf, UpstreamDerived } from './conf.ts';
 import { unwatchClient, watchClient } from './client-watch.ts';
 import type { ClientWatcher } from './client-watch.ts';
 import { failureStatus, mayRetry, NEXT_STATUS } from './next-upstream.ts';
@@ -45,7 +45,7 @@ const DONE_STATE = 4;
 
 const ACTIONS = ['', 'connecting to upstream', 'sending request to upstream', 'reading response header from upstream', ''];
 
-export class UpstreamRequest<C extends UpstreamConf = UpstreamConf, D extends UpstreamDerived = UpstreamDerived>
+export class UpstreamRequest<C extends UpstreamLoc = UpstreamLoc, D extends UpstreamDerived = UpstreamDerived>
 implements ConnectionUser, BodyTarget, ClientWatcher {
   readonly r: HttpRequest;
   readonly conf: C;
@@ -158,7 +158,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
       return;
     }
     const conn = UpstreamConnection.open(peer, {
-      timeoutMs: this.conf.connectTimeout!,
+      timeoutMs: this.conf.connectTimeout,
       tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
       keepAlive: this.conf.socketKeepalive,
       ...(this.conf.bind ? localBinding(this.r, this.conf.bind) : undefined),
@@ -182,7 +182,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
     this.phase = SENDING;
     this.requestSent = true;
     this.reader = new ResponseReader(this);
-    conn.setTimeout(this.conf.sendTimeout!);
+    conn.setTimeout(this.conf.sendTimeout);
     const s = conn.socket;
     if (this.sender === NO_BODY) {
       // nothing to write after the head: no cork, one write
@@ -200,7 +200,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
   bodySent(): void {
     this.requestBodySent = true;
     if (this.phase === SENDING) this.phase = READING;
-    if (this.conn && this.phase === READING) this.conn.setTimeout(this.conf.readTimeout!);
+    if (this.conn && this.phase === READING) this.conn.setTimeout(this.conf.readTimeout);
   }
 
   bodyFailed(status: number): void {
@@ -351,7 +351,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
   resumeUpstream(): void {
     const c = this.conn;
     if (!c) return;
-    c.setTimeout(this.conf.readTimeout!);
+    c.setTimeout(this.conf.readTimeout);
     c.socket.resume();
   }
 

@@ -13,7 +13,8 @@ import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { flagArg, msecArg, numberArg, once, sizeArg } from '../../conf/values.ts';
+import { flagArg, msecArg, numberArg, sizeArg } from '../../conf/values.ts';
+import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Cycle } from '../../core/cycle.ts';
 import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
@@ -38,13 +39,13 @@ export interface StreamCoreSrvConf {
   resolverTimeout?: number;
 }
 
-export const streamCoreSrv = defineSlot<StreamCoreSrvConf>('stream_core_srv', () => ({}), inheritUnset, {
+const STREAM_CORE_DEFAULTS = {
   tcpNodelay: true, prereadBufferSize: 16384, prereadTimeout: 30_000, proxyProtocolTimeout: 30_000, resolverTimeout: 30_000,
-});
+} as const satisfies StreamCoreSrvConf;
 
-function readStream(cf: ConfContext, node: ConfNode): string | void {
-  const slot = cf.get(streamSlot);
-  if (slot.conf) return 'is duplicate';
+export const streamCoreSrv = defineSlot<StreamCoreSrvConf, typeof STREAM_CORE_DEFAULTS>('stream_core_srv', () => ({}), inheritUnset, STREAM_CORE_DEFAULTS);
+
+function readStream(cf: ConfContext, node: ConfNode, slot: { conf?: StreamMainConf }): void {
   const level = new Level(cf.level);
   const modules = cf.registry.modules.filter(isStreamModule);
   const stream = new StreamMainConf(level, modules);
@@ -86,27 +87,25 @@ function readListen(cf: ConfContext, node: ConfNode): void {
 const ANY = Ctx.STREAM | Ctx.STREAM_SERVER;
 
 const directives: Directive[] = [
-  { name: 'stream', contexts: Ctx.MAIN, args: 0, block: true, handler: readStream },
+  { name: 'stream', contexts: Ctx.MAIN, args: 0, block: true, handler: unique(streamSlot, 'conf', readStream) },
   { name: 'server', contexts: Ctx.STREAM, args: 0, block: true, handler: readServer },
   { name: 'listen', contexts: Ctx.STREAM_SERVER, args: [1, Infinity], handler: readListen },
   {
     name: 'error_log', contexts: ANY, args: [1, Infinity],
-    handler(cf, node) { (cf.get(streamCoreSrv).errorLogs ??= []).push(parseErrorLog(cf, node.args)); },
+    handler: listOf(streamCoreSrv, 'errorLogs', (cf, node) => parseErrorLog(cf, node.args)),
   },
-  { name: 'tcp_nodelay', contexts: ANY, args: 'flag', handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'tcpNodelay', () => flagArg(cf, n.args[0])) },
-  { name: 'preread_buffer_size', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'prereadBufferSize', () => sizeArg(cf, n.args[0])) },
-  { name: 'preread_timeout', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'prereadTimeout', () => msecArg(cf, n.args[0])) },
-  { name: 'proxy_protocol_timeout', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'proxyProtocolTimeout', () => msecArg(cf, n.args[0])) },
-  { name: 'resolver_timeout', contexts: ANY, args: 1, handler: (cf, n) => once(cf, cf.get(streamCoreSrv), 'resolverTimeout', () => msecArg(cf, n.args[0])) },
+  { name: 'tcp_nodelay', contexts: ANY, args: 'flag', handler: setting(streamCoreSrv, 'tcpNodelay', flagArg) },
+  { name: 'preread_buffer_size', contexts: ANY, args: 1, handler: setting(streamCoreSrv, 'prereadBufferSize', sizeArg) },
+  { name: 'preread_timeout', contexts: ANY, args: 1, handler: setting(streamCoreSrv, 'prereadTimeout', msecArg) },
+  { name: 'proxy_protocol_timeout', contexts: ANY, args: 1, handler: setting(streamCoreSrv, 'proxyProtocolTimeout', msecArg) },
+  { name: 'resolver_timeout', contexts: ANY, args: 1, handler: setting(streamCoreSrv, 'resolverTimeout', msecArg) },
   {
     name: 'resolver', contexts: ANY, args: [1, Infinity],
-    handler(cf, node) {
-      const c = cf.get(streamCoreSrv);
-      if (c.resolver) return 'is duplicate';
+    handler: unique(streamCoreSrv, 'resolver', (cf, node, c) => {
       const r = parseResolverArgs(node.args, (s) => msecArg(cf, s));
       if (typeof r === 'string') throw cf.error(r);
       c.resolver = r;
-    },
+    }),
   },
   // nginx sizes its variables hash with these; a JavaScript Map needs no tuning
   { name: 'variables_hash_max_size', contexts: Ctx.STREAM, args: 1, handler: (cf, n) => { numberArg(cf, n.args[0]); } },

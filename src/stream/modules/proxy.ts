@@ -8,7 +8,8 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { flagArg, msecArg, numberArg, once, parseSize, sizeArg } from '../../conf/values.ts';
+import { flagArg, msecArg, numberArg, parseSize, sizeArg } from '../../conf/values.ts';
+import { setting, unique } from '../../conf/setters.ts';
 import { parseUrl } from '../../upstream/address.ts';
 import { Resolver } from '../../upstream/resolver.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
@@ -49,13 +50,16 @@ interface ProxyConf {
   target?: ProxyTarget;
 }
 
-const proxySrv = defineSlot<ProxyConf>('stream_proxy_srv', () => ({}), inheritUnset, {
+const PROXY_DEFAULTS = {
   connectTimeout: 60_000, timeout: 600_000, bufferSize: 16384, requests: 0, responses: 0x7fffffff,
   nextUpstream: true, nextUpstreamTries: 0, nextUpstreamTimeout: 0, proxyProtocol: false, halfClose: false, socketKeepalive: false,
-});
+} as const satisfies ProxyConf;
+
+const proxySrv = defineSlot<ProxyConf, typeof PROXY_DEFAULTS>('stream_proxy_srv', () => ({}), inheritUnset, PROXY_DEFAULTS);
 
 function proxyPass(cf: ConfContext, node: ConfNode): string | void {
   const conf = cf.get(proxySrv);
+  // hand-written: proxy_pass stores one of two fields (a group, or a value with variables)
   if (conf.upstream !== undefined || conf.upstreamValue) return 'is duplicate';
   streamServerOf(cf).handler = proxyHandler;
   const text = node.args[0];
@@ -69,33 +73,24 @@ function proxyPass(cf: ConfContext, node: ConfNode): string | void {
   conf.upstream = streamUpstreamAdd(cf, u, false);
 }
 
-type Field = 'connectTimeout' | 'timeout' | 'nextUpstreamTimeout' | 'bufferSize' | 'requests' | 'responses' | 'nextUpstreamTries'
-  | 'nextUpstream' | 'proxyProtocol' | 'halfClose' | 'socketKeepalive';
-
-function setting(name: string, field: Field, parse: (cf: ConfContext, v: string) => number | boolean, args: Directive['args'] = 1): Directive {
-  return {
-    name, contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args,
-    handler: (cf, n) => once(cf, cf.get(proxySrv) as Record<Field, unknown>, field, () => parse(cf, n.args[0])),
-  };
+/** A row for a value stored in ProxyConf (stream and server contexts). */
+function row<K extends keyof ProxyConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => ProxyConf[K], args: Directive['args'] = 1): Directive {
+  return { name, contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args, handler: setting(proxySrv, field, parse) };
 }
 
 /** ngx_stream_set_complex_value_size_slot: a size, or a string with variables evaluated per session. */
 function rateSetting(name: string, field: 'uploadRate' | 'downloadRate'): Directive {
   return {
     name, contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: 1,
-    handler(cf, n) {
-      const conf = cf.get(proxySrv);
-      if (conf[field]) return 'is duplicate';
+    handler: unique(proxySrv, field, (cf, n, conf) => {
       const v = compileComplex(cf, streamMainOf(cf).variables, n.args[0]);
       if (v.constant !== undefined && Number.isNaN(parseSize(v.constant))) return 'invalid value';
       conf[field] = v;
-    },
+    }),
   };
 }
 
-function proxyBind(cf: ConfContext, node: ConfNode): string | void {
-  const conf = cf.get(proxySrv);
-  if (conf.bind !== undefined) return 'is duplicate';
+function proxyBind(cf: ConfContext, node: ConfNode, conf: ProxyConf): void {
   const [text, flag] = node.args;
   if (node.args.length === 1 && text === 'off') {
     conf.bind = null;
@@ -121,18 +116,18 @@ function accepted(name: string, parse: (cf: ConfContext, v: string) => unknown):
 
 const directives: Directive[] = [
   { name: 'proxy_pass', contexts: Ctx.STREAM_SERVER, args: 1, handler: proxyPass },
-  { name: 'proxy_bind', contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: [1, 2], handler: proxyBind },
-  setting('proxy_connect_timeout', 'connectTimeout', msecArg),
-  setting('proxy_timeout', 'timeout', msecArg),
-  setting('proxy_buffer_size', 'bufferSize', sizeArg),
-  setting('proxy_requests', 'requests', numberArg),
-  setting('proxy_responses', 'responses', numberArg),
-  setting('proxy_next_upstream', 'nextUpstream', flagArg, 'flag'),
-  setting('proxy_next_upstream_tries', 'nextUpstreamTries', numberArg),
-  setting('proxy_next_upstream_timeout', 'nextUpstreamTimeout', msecArg),
-  setting('proxy_protocol', 'proxyProtocol', flagArg, 'flag'),
-  setting('proxy_half_close', 'halfClose', flagArg, 'flag'),
-  setting('proxy_socket_keepalive', 'socketKeepalive', flagArg, 'flag'),
+  { name: 'proxy_bind', contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: [1, 2], handler: unique(proxySrv, 'bind', proxyBind) },
+  row('proxy_connect_timeout', 'connectTimeout', msecArg),
+  row('proxy_timeout', 'timeout', msecArg),
+  row('proxy_buffer_size', 'bufferSize', sizeArg),
+  row('proxy_requests', 'requests', numberArg),
+  row('proxy_responses', 'responses', numberArg),
+  row('proxy_next_upstream', 'nextUpstream', flagArg, 'flag'),
+  row('proxy_next_upstream_tries', 'nextUpstreamTries', numberArg),
+  row('proxy_next_upstream_timeout', 'nextUpstreamTimeout', msecArg),
+  row('proxy_protocol', 'proxyProtocol', flagArg, 'flag'),
+  row('proxy_half_close', 'halfClose', flagArg, 'flag'),
+  row('proxy_socket_keepalive', 'socketKeepalive', flagArg, 'flag'),
   rateSetting('proxy_upload_rate', 'uploadRate'),
   rateSetting('proxy_download_rate', 'downloadRate'),
   accepted('proxy_socket_rcvbuf', sizeArg),
@@ -160,14 +155,14 @@ function prepareServers(stream: StreamMainConf): void {
     const c = srv.level.get(proxySrv);
     const core = srv.level.get(streamCoreSrv);
     c.settings = {
-      connectTimeout: c.connectTimeout!, timeout: c.timeout!, nextUpstream: c.nextUpstream!,
-      nextUpstreamTries: c.nextUpstreamTries!, nextUpstreamTimeout: c.nextUpstreamTimeout!, halfClose: c.halfClose!,
-      proxyProtocol: c.proxyProtocol!, socketKeepalive: c.socketKeepalive!, tcpNodelay: core.tcpNodelay!,
+      connectTimeout: c.connectTimeout, timeout: c.timeout, nextUpstream: c.nextUpstream,
+      nextUpstreamTries: c.nextUpstreamTries, nextUpstreamTimeout: c.nextUpstreamTimeout, halfClose: c.halfClose,
+      proxyProtocol: c.proxyProtocol, socketKeepalive: c.socketKeepalive, tcpNodelay: core.tcpNodelay,
       uploadRate: c.uploadRate, downloadRate: c.downloadRate, bind: c.bind ?? undefined,
     };
     if (c.upstreamValue) {
       const resolver = core.resolver;
-      const timeout = core.resolverTimeout!;
+      const timeout = core.resolverTimeout;
       c.target = {
         value: c.upstreamValue,
         find: (host, port) => findStreamUpstream(stream, host, port),

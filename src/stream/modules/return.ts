@@ -3,6 +3,7 @@
  * allowed) to the client and closes the connection.
  */
 import { defineSlot } from '../../conf/context.ts';
+import { unique } from '../../conf/setters.ts';
 import { Ctx } from '../../conf/directive.ts';
 import { LogLevel } from '../../core/error-log.ts';
 import { compileComplex } from '../../core/variables.ts';
@@ -36,11 +37,9 @@ export const streamReturnModule: StreamModule = {
   name: 'ngx_stream_return_module',
   directives: [{
     name: 'return', contexts: Ctx.STREAM_SERVER, args: 1,
-    handler(cf, node) {
-      const conf = cf.get(returnSrv);
-      if (conf.text) return 'is duplicate';
+    handler: unique(returnSrv, 'text', (cf, node, conf) => {
       conf.text = compileComplex(cf, streamMainOf(cf).variables, node.args[0]);
       streamServerOf(cf).handler = returnHandler;
-    },
+    }),
   }],
 };

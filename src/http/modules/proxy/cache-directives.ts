@@ -7,7 +7,8 @@ import { defineSlot, inheritUnset } from '../../../conf/context.ts';
 import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import { flagArg, parseNumber, parseSize, parseTime } from '../../../conf/values.ts';
+import { flagArg, msecArg, parseNumber, parseSize, parseTime } from '../../../conf/values.ts';
+import { setting, unique } from '../../../conf/setters.ts';
 import { declareZone, sharedTable } from '../../../core/shared-zone.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import { compileComplex } from '../../../core/variables.ts';
@@ -37,9 +38,11 @@ export interface CacheLocConf {
   lockAgeMs?: number;
 }
 
-export const cacheLoc = defineSlot<CacheLocConf>('proxy_cache_loc', () => ({}), inheritUnset, {
-  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set(), lock: false, revalidate: false, convertHead: true, lockTimeoutMs: 5000, lockAgeMs: 5000,
-});
+const CACHE_DEFAULTS = {
+  minUses: 1, methods: new Set(['GET', 'HEAD']), useStale: new Set<string>(), lock: false, revalidate: false, convertHead: true, lockTimeoutMs: 5000, lockAgeMs: 5000,
+} satisfies CacheLocConf;
+
+export const cacheLoc = defineSlot<CacheLocConf, typeof CACHE_DEFAULTS>('proxy_cache_loc', () => ({}), inheritUnset, CACHE_DEFAULTS);
 
 /** A time in nginx's seconds syntax (ngx_parse_time(…, 1): `1y`, `2M` allowed), in ms; NaN when invalid. */
 function secondsMs(v: string): number {
@@ -52,11 +55,6 @@ function timeMs(cf: ConfContext, v: string, what: string): number {
   return n;
 }
 
-function msArg(cf: ConfContext, v: string): number {
-  const n = parseTime(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
-}
 
 /** Zones by name, for `proxy_cache $variable` (nginx looks the evaluated name up among the cache paths). */
 const zonesByName = new Map<string, CacheZone>();
@@ -105,28 +103,19 @@ function cachePath(cf: ConfContext, args: string[]): undefined {
   return undefined;
 }
 
-function setOnce<K extends keyof CacheLocConf>(cf: ConfContext, k: K, v: CacheLocConf[K]): string | undefined {
-  const c = cf.get(cacheLoc);
-  if (Object.hasOwn(c, k) && c[k] !== undefined) return 'is duplicate';
-  c[k] = v;
-  return undefined;
-}
-
 const complexList = (cf: ConfContext, args: string[]) => args.map((a) => compileComplex(cf, httpMainOf(cf).variables, a));
 
 export const cacheDirectives: Directive[] = [
   { name: 'proxy_cache_path', contexts: Ctx.HTTP, args: [2, Infinity], handler: (cf, node) => cachePath(cf, node.args) },
   {
     name: 'proxy_cache', contexts: HTTP_ANY, args: 1,
-    handler(cf, node) {
-      const c = cf.get(cacheLoc);
-      c.defaultKey ??= compileComplex(cf, httpMainOf(cf).variables, '$proxy_host');
-      const a = node.args[0];
-      if (a === 'off') return setOnce(cf, 'zone', false);
-      return setOnce(cf, 'zone', a.includes('$') ? compileComplex(cf, httpMainOf(cf).variables, a) : declareZone<CacheZone>(cf, a, 0, CACHE_TAG));
-    },
+    handler: setting(cacheLoc, 'zone', (cf, a) => {
+      cf.get(cacheLoc).defaultKey ??= compileComplex(cf, httpMainOf(cf).variables, '$proxy_host');
+      if (a === 'off') return false;
+      return a.includes('$') ? compileComplex(cf, httpMainOf(cf).variables, a) : declareZone<CacheZone>(cf, a, 0, CACHE_TAG);
+    }),
   },
-  { name: 'proxy_cache_key', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'key', compileComplex(cf, httpMainOf(cf).variables, node.args[0])) },
+  { name: 'proxy_cache_key', contexts: HTTP_ANY, args: 1, handler: setting(cacheLoc, 'key', (cf, v) => compileComplex(cf, httpMainOf(cf).variables, v)) },
   {
     name: 'proxy_cache_valid', contexts: HTTP_ANY, args: [1, Infinity],
     handler(cf, node) {
@@ -147,40 +136,40 @@ export const cacheDirectives: Directive[] = [
   },
   {
     name: 'proxy_cache_methods', contexts: HTTP_ANY, args: [1, Infinity],
-    handler(cf, node) {
+    handler: unique(cacheLoc, 'methods', (_cf, node, c) => {
       // GET and HEAD are always cached (nginx adds them)
       const set = new Set(['GET', 'HEAD']);
       for (const m of node.args) {
         if (!['GET', 'HEAD', 'POST'].includes(m)) return `invalid value "${m}"`;
         set.add(m);
       }
-      return setOnce(cf, 'methods', set);
-    },
+      c.methods = set;
+    }),
   },
   {
     name: 'proxy_cache_min_uses', contexts: HTTP_ANY, args: 1,
-    handler(cf, node) {
+    handler: unique(cacheLoc, 'minUses', (_cf, node, c) => {
       const n = parseNumber(node.args[0]);
       if (!(n >= 0)) return 'invalid number';
-      return setOnce(cf, 'minUses', n);
-    },
+      c.minUses = n;
+    }),
   },
   { name: 'proxy_cache_bypass', contexts: HTTP_ANY, args: [1, Infinity], handler: (cf, node) => { const c = cf.get(cacheLoc); c.bypass = [...(Object.hasOwn(c, 'bypass') ? c.bypass ?? [] : []), ...complexList(cf, node.args)]; } },
   { name: 'proxy_no_cache', contexts: HTTP_ANY, args: [1, Infinity], handler: (cf, node) => { const c = cf.get(cacheLoc); c.noCache = [...(Object.hasOwn(c, 'noCache') ? c.noCache ?? [] : []), ...complexList(cf, node.args)]; } },
   {
     name: 'proxy_cache_use_stale', contexts: HTTP_ANY, args: [1, Infinity],
-    handler(cf, node) {
+    handler: unique(cacheLoc, 'useStale', (_cf, node, c) => {
       const ok = ['error', 'timeout', 'invalid_header', 'updating', 'http_500', 'http_502', 'http_503', 'http_504', 'http_403', 'http_404', 'http_429', 'off'];
       for (const a of node.args) if (!ok.includes(a)) return `invalid value "${a}"`;
-      return setOnce(cf, 'useStale', new Set(node.args.filter((a) => a !== 'off')));
-    },
+      c.useStale = new Set(node.args.filter((a) => a !== 'off'));
+    }),
   },
-  { name: 'proxy_cache_lock', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'lock', flagArg(cf, node.args[0])) },
-  { name: 'proxy_cache_revalidate', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'revalidate', flagArg(cf, node.args[0])) },
-  { name: 'proxy_cache_convert_head', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'convertHead', flagArg(cf, node.args[0])) },
-  { name: 'proxy_cache_lock_timeout', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'lockTimeoutMs', msArg(cf, node.args[0])) },
-  { name: 'proxy_cache_lock_age', contexts: HTTP_ANY, args: 1, handler: (cf, node) => setOnce(cf, 'lockAgeMs', msArg(cf, node.args[0])) },
-  { name: 'proxy_cache_background_update', contexts: HTTP_ANY, args: 'flag', handler: (cf, node) => setOnce(cf, 'backgroundUpdate', flagArg(cf, node.args[0])) },
+  { name: 'proxy_cache_lock', contexts: HTTP_ANY, args: 'flag', handler: setting(cacheLoc, 'lock', flagArg) },
+  { name: 'proxy_cache_revalidate', contexts: HTTP_ANY, args: 'flag', handler: setting(cacheLoc, 'revalidate', flagArg) },
+  { name: 'proxy_cache_convert_head', contexts: HTTP_ANY, args: 'flag', handler: setting(cacheLoc, 'convertHead', flagArg) },
+  { name: 'proxy_cache_lock_timeout', contexts: HTTP_ANY, args: 1, handler: setting(cacheLoc, 'lockTimeoutMs', msecArg) },
+  { name: 'proxy_cache_lock_age', contexts: HTTP_ANY, args: 1, handler: setting(cacheLoc, 'lockAgeMs', msecArg) },
+  { name: 'proxy_cache_background_update', contexts: HTTP_ANY, args: 'flag', handler: setting(cacheLoc, 'backgroundUpdate', flagArg) },
   // accepted without effect: purge, range offset
   ...['proxy_cache_max_range_offset']
     .map((name): Directive => ({ name, contexts: HTTP_ANY, args: 1, handler: () => undefined })),

@@ -14,6 +14,7 @@
  * `$upstream_cache_status` reports which of these happened.
  */
 import fs from 'node:fs';
+import type { MergedConf } from '../../../conf/context.ts';
 import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
@@ -46,7 +47,7 @@ const LOCK_CTX = {};
 
 interface CacheState {
   z: CacheZone;
-  c: CacheLocConf;
+  c: MergedConf<typeof cacheLoc>;
   key: string;
   digest: Buffer;
   status: 'MISS' | 'HIT' | 'EXPIRED' | 'BYPASS' | 'STALE' | 'UPDATING' | 'REVALIDATED';
@@ -94,7 +95,7 @@ export function cacheLookup(u: ProxyUpstream): boolean {
       return true;
     }
   } else z = c.zone.data;
-  if (!z || !c.methods!.has(r.method)) return false;
+  if (!z || !c.methods.has(r.method)) return false;
   // without proxy_cache_key nginx keys by what goes upstream: `http://` + the proxy_pass host + the URI sent
   const key = c.key ? c.key.evaluate(r) : u.schema + c.defaultKey!.evaluate(r) + u.uri;
   if (u.isHead && c.convertHead && u.head.startsWith('HEAD ')) {
@@ -131,7 +132,7 @@ export function cacheLookup(u: ProxyUpstream): boolean {
     if (!f.meta.error) st.stale = f;
     // stale-while-revalidate=N of the stored response counts as `use_stale updating` for N seconds after expiry
     const swr = f.meta.staleWhileRevalidate;
-    const updatingOk = c.useStale!.has('updating') || (swr !== undefined && Date.now() < f.meta.validUntil + 1000 + swr * 1000);
+    const updatingOk = c.useStale.has('updating') || (swr !== undefined && Date.now() < f.meta.validUntil + 1000 + swr * 1000);
     if (!bg && st.stale && updatingOk && (e.updating || c.backgroundUpdate)) {
       st.status = e.updating ? 'UPDATING' : 'STALE';
       // proxy_cache_background_update: the client gets the stale response, a subrequest fetches the new one
@@ -142,7 +143,7 @@ export function cacheLookup(u: ProxyUpstream): boolean {
   if (c.lock && e.updating) {
     // proxy_cache_lock: another request is fetching this key; look again shortly, until proxy_cache_lock_timeout
     let until = r.ctx.get(LOCK_CTX) as number | undefined;
-    if (until === undefined) r.ctx.set(LOCK_CTX, (until = Date.now() + c.lockTimeoutMs!));
+    if (until === undefined) r.ctx.set(LOCK_CTX, (until = Date.now() + c.lockTimeoutMs));
     if (Date.now() < until) {
       setTimeout(() => { if (!u.settled) u.start(); }, LOCK_POLL_MS);
       return true;
@@ -152,7 +153,7 @@ export function cacheLookup(u: ProxyUpstream): boolean {
     return false;
   }
   // the lock (or use_stale updating) lasts until the response is stored, at most proxy_cache_lock_age
-  setUpdating(z, st.digest, c.lock ? c.lockAgeMs! : UPDATING_MS);
+  setUpdating(z, st.digest, c.lock ? c.lockAgeMs : UPDATING_MS);
   st.updating = true;
   if (!f) return false;
   if (c.revalidate && (f.meta.lastModified !== undefined || f.meta.etag !== undefined)) {
@@ -188,7 +189,7 @@ export function cacheServeStale(u: ProxyUpstream, rc: number, fromExchange = tru
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (st) doneUpdating(st);
   if (!st || !st.stale) return false;
-  const when = st.c.useStale!;
+  const when = st.c.useStale;
   // Cache-Control: stale-if-error=N of the stored response allows it on a failed exchange (not on an upstream's 5xx status) for N seconds after expiry
   const sie = st.stale.meta.staleIfError;
   const ok = (rc === 502 && (when.has('error') || when.has('invalid_header'))) || (rc === 504 && when.has('timeout'))
@@ -216,7 +217,7 @@ export function cacheStaleStatus(u: ProxyUpstream, status: number, head?: Upstre
     serve(u, st.stale);
     return true;
   }
-  if (!st || !st.stale || !st.c.useStale!.has(`http_${status}`)) return false;
+  if (!st || !st.stale || !st.c.useStale.has(`http_${status}`)) return false;
   return cacheServeStale(u, status, false);
 }
 
@@ -339,10 +340,10 @@ export function cacheWriter(u: ProxyUpstream, head: UpstreamHead, raw: string): 
   const st = r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (!st) return undefined;
   const c = st.c;
-  const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
+  const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders, Date.now());
   // a HEAD client's body is read for the cache only (relay.teeOnly); a HEAD sent upstream as HEAD
   // (proxy_cache_convert_head off) is stored with its empty body, as nginx does
-  if (st.noStore || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+  if (st.noStore || !storable(head.status) || until === 0 || anyTrue(c.noCache, r) || (st.status !== 'BYPASS' && st.uses < c.minUses)) {
     // the stored response stays (nginx keeps it: a later request may still revalidate it or use it stale)
     doneUpdating(st);
     return undefined;
@@ -350,12 +351,12 @@ export function cacheWriter(u: ProxyUpstream, head: UpstreamHead, raw: string): 
   // validators for proxy_cache_revalidate: 200 responses only (nginx's header filters drop them for other statuses)
   const lm = head.status === 200 ? head.headers.lnames.indexOf('last-modified') : -1;
   const et = head.status === 200 ? head.headers.lnames.indexOf('etag') : -1;
-  const vi = u.conf.ignoreHeaders! & IGN.Vary ? -1 : head.headers.lnames.indexOf('vary');
+  const vi = u.conf.ignoreHeaders & IGN.Vary ? -1 : head.headers.lnames.indexOf('vary');
   const vary = vi >= 0 ? head.headers.values[vi] : undefined;
   return openWriter(r, st, {
     validUntil: until, headLen: raw.length, vary,
-    staleIfError: ccExtension(head.headers, u.conf.ignoreHeaders!, 'stale-if-error'),
-    staleWhileRevalidate: ccExtension(head.headers, u.conf.ignoreHeaders!, 'stale-while-revalidate'), variant: vary === undefined ? undefined : variantOf(vary, r),
+    staleIfError: ccExtension(head.headers, u.conf.ignoreHeaders, 'stale-if-error'),
+    staleWhileRevalidate: ccExtension(head.headers, u.conf.ignoreHeaders, 'stale-while-revalidate'), variant: vary === undefined ? undefined : variantOf(vary, r),
     lastModified: lm >= 0 ? head.headers.values[lm] : undefined, etag: et >= 0 ? head.headers.values[et] : undefined,
   }, raw);
 }
@@ -377,8 +378,8 @@ export function cacheError(u: ProxyUpstream, head: UpstreamHead): void {
   const st = u.r.ctx.get(CACHE_CTX) as CacheState | undefined;
   if (!st) return;
   const c = st.c;
-  const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders ?? 0, Date.now());
-  if (st.noStore || until === 0 || anyTrue(c.noCache, u.r) || (st.status !== 'BYPASS' && st.uses < c.minUses!)) {
+  const until = validUntil(head.headers, head.status, c.valid, u.conf.ignoreHeaders, Date.now());
+  if (st.noStore || until === 0 || anyTrue(c.noCache, u.r) || (st.status !== 'BYPASS' && st.uses < c.minUses)) {
     doneUpdating(st);
     return;
   }

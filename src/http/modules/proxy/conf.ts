@@ -6,8 +6,10 @@
  */
 import { defineSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
-import { FT } from '../../upstream/conf.ts';
+import { UPSTREAM_DEFAULTS } from '../../upstream/conf.ts';
 import type { UpstreamConf, UpstreamDerived } from '../../upstream/conf.ts';
+import type { MergedConf } from '../../../conf/context.ts';
+import type { CertCacheConf } from '../../upstream/cert-cache.ts';
 import type { HeaderPlan } from './request-head.ts';
 import type { CookieFlagRule } from './cookies.ts';
 import type { RedirectRule } from './redirect.ts';
@@ -51,25 +53,10 @@ export interface DerivedConf extends UpstreamDerived {
 
 /** nginx's defaults (ngx_pagesize is 4096 here). */
 export const PROXY_DEFAULTS = {
+  ...UPSTREAM_DEFAULTS,
   httpVersion: '1.0',
   passRequestHeaders: true,
   passRequestBody: true,
-  ignoreHeaders: 0,
-  interceptErrors: false,
-  buffering: true,
-  requestBuffering: true,
-  bufferSize: 4096,
-  buffers: { num: 8, size: 4096 },
-  maxTempFileSize: 1024 * 1024 * 1024,
-  connectTimeout: 60_000,
-  readTimeout: 60_000,
-  sendTimeout: 60_000,
-  nextUpstream: FT.ERROR | FT.TIMEOUT,
-  nextUpstreamTries: 0,
-  nextUpstreamTimeout: 0,
-  ignoreClientAbort: false,
-  passTrailers: false,
-  socketKeepalive: false,
 } as const satisfies ProxyLocConf;
 
 const SSL_FIELDS = ['serverName', 'name', 'verify', 'verifyDepth', 'trustedCertificate', 'certificate',
@@ -90,4 +77,7 @@ function mergeProxy(parent: ProxyLocConf, child: ProxyLocConf): void {
   }
 }
 
-export const proxyLoc = defineSlot<ProxyLocConf>('proxy_loc', () => ({}), mergeProxy, PROXY_DEFAULTS);
+export const proxyLoc = defineSlot<ProxyLocConf, typeof PROXY_DEFAULTS>('proxy_loc', () => ({}), mergeProxy, PROXY_DEFAULTS);
+
+/** A location's merged configuration, as run time reads it (every field with a default present). */
+export type ProxyLoc = MergedConf<typeof proxyLoc>;

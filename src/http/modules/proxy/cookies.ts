@@ -135,6 +135,7 @@ function rulesDirective(field: 'cookieDomains' | 'cookiePaths'): Directive['hand
   return (cf: ConfContext, node) => {
     const c = cf.get(proxyLoc);
     const a = node.args;
+    // hand-written, as proxy_redirect: `off` excludes rules on the same level and rules exclude `off`
     if (c[field] === false) return 'is duplicate';
     if (a.length === 1) {
       if (a[0] !== 'off') throw cf.error(`invalid parameter "${a[0]}"`);
@@ -162,6 +163,7 @@ function rulesDirective(field: 'cookieDomains' | 'cookiePaths'): Directive['hand
 const flagsDirective: Directive['handler'] = (cf, node) => {
   const c = cf.get(proxyLoc);
   const a = node.args;
+  // hand-written, as proxy_redirect: `off` excludes rules on the same level and rules exclude `off`
   if (c.cookieFlags === false) return 'is duplicate';
   if (a.length === 1) {
     if (a[0] !== 'off') throw cf.error(`invalid parameter "${a[0]}"`);

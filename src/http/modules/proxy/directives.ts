@@ -6,8 +6,9 @@
 import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import type { ConfNode } from '../../../conf/parser.ts';
-import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
+import { choiceOf, confPathArg, countArg, flagArg, msecArg, parseSize, prefixPathArg, sizeArg, stringArg } from '../../../conf/values.ts';
+import { listOf, setting, unique } from '../../../conf/setters.ts';
+import type { Parse } from '../../../conf/setters.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import type { LocationConf } from '../../http-conf.ts';
 import { compileComplex } from '../../../core/variables.ts';
@@ -23,51 +24,28 @@ import { dynamicTarget, staticTarget } from './target.ts';
 
 type Handler = Directive['handler'];
 type Field = keyof ProxyLocConf;
+/** The fields that hold a `T`. */
+type FieldOf<T> = { [K in Field]-?: ProxyLocConf[K] extends T | undefined ? K : never }[Field];
 
 const LOC_ANY = HTTP_ANY;
 
-function dup(c: ProxyLocConf, f: Field): boolean {
-  return Object.hasOwn(c, f) && c[f] !== undefined;
+function single<K extends Field>(name: string, field: K, parse: Parse<ProxyLocConf[K]>, contexts = LOC_ANY): Directive {
+  return { name, contexts, args: 1, handler: setting(proxyLoc, field, parse) };
 }
 
-function sizeValue(cf: ConfContext, v: string): number {
-  const n = parseSize(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
+const flag = (name: string, field: FieldOf<boolean>) => ({ ...single(name, field, flagArg), args: 'flag' as const });
+const size = (name: string, field: FieldOf<number>) => single(name, field, sizeArg);
+const time = (name: string, field: FieldOf<number>) => single(name, field, msecArg);
+
+/** The location's proxy_ssl_* settings, made on first use; relative certificate paths resolve against the conf prefix. */
+function sslConf(cf: ConfContext): SslConf {
+  const s = (cf.get(proxyLoc).ssl ??= {});
+  s.confPrefix = cf.paths.confPrefix;
+  return s;
 }
 
-function timeValue(cf: ConfContext, v: string): number {
-  const n = parseTime(v);
-  if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-  return n;
-}
-
-function single(name: string, field: Field, parse: (cf: ConfContext, v: string) => unknown, contexts = LOC_ANY): Directive {
-  return {
-    name, contexts, args: 1,
-    handler(cf, node) {
-      const c = cf.get(proxyLoc);
-      if (dup(c, field)) return 'is duplicate';
-      (c as Record<string, unknown>)[field] = parse(cf, node.args[0]);
-    },
-  };
-}
-
-const flag = (name: string, field: Field) => ({ ...single(name, field, flagArg), args: 'flag' as const });
-const size = (name: string, field: Field) => single(name, field, sizeValue);
-const time = (name: string, field: Field) => single(name, field, timeValue);
-
-function ssl<K extends keyof SslConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => SslConf[K], args: Directive['args'] = 1): Directive {
-  return {
-    name, contexts: LOC_ANY, args,
-    handler(cf, node) {
-      const c = cf.get(proxyLoc);
-      const s = (c.ssl ??= {});
-      if (s[field] !== undefined) return 'is duplicate';
-      s.confPrefix = cf.paths.confPrefix;
-      s[field] = parse(cf, node.args.join(' '));
-    },
-  };
+function ssl<K extends keyof SslConf>(name: string, field: K, parse: Parse<SslConf[K]>, args: Directive['args'] = 1): Directive {
+  return { name, contexts: LOC_ANY, args, handler: setting(sslConf, field, parse) };
 }
 
 /** Accepted for compatibility, without effect (listed in docs/directives.md). */
@@ -77,6 +55,7 @@ function accepted(name: string, args: Directive['args']): Directive {
 
 const proxyPass: Handler = (cf, node) => {
   const c = cf.get(proxyLoc);
+  // hand-written: `target` may be inherited later, so this level's own proxy_pass is marked apart
   if (c.ownTarget) return 'is duplicate';
   const loc = cf.data.location as LocationConf | undefined;
   if (!loc) throw cf.error('"proxy_pass" directive is not allowed here');
@@ -105,23 +84,14 @@ export function setProxyContentHandler(h: LocationConf['contentHandler']): void 
   proxyContentHandler = h;
 }
 
-function setHeader(cf: ConfContext, node: ConfNode): string | void {
-  const c = cf.get(proxyLoc);
-  if (!Object.hasOwn(c, 'setHeaders') || c.setHeaders === undefined) c.setHeaders = [];
-  c.setHeaders.push({ name: node.args[0], value: compileComplex(cf, httpMainOf(cf).variables, node.args[1]) });
-}
+const setHeader = listOf(proxyLoc, 'setHeaders', (cf, node) => ({ name: node.args[0], value: cv(cf, node.args[1]) }));
 
-function listOf(field: 'hideHeaders' | 'passHeaders'): Handler {
-  return (cf, node) => {
-    const c = cf.get(proxyLoc);
-    if (!Object.hasOwn(c, field) || c[field] === undefined) c[field] = [];
-    c[field]!.push(node.args[0]);
-  };
-}
+const headerList = (field: 'hideHeaders' | 'passHeaders'): Handler => listOf(proxyLoc, field, (_cf, node) => node.args[0]);
 
 const redirect: Handler = (cf, node) => {
   const c = cf.get(proxyLoc);
   const a = node.args;
+  // hand-written: `off` excludes rules on the same level and rules exclude `off`
   if (c.redirect === false) return 'is duplicate';
   if (a.length === 1) {
     if (a[0] === 'off') {
@@ -148,9 +118,7 @@ const NEXT_WORDS: Record<string, number> = {
   updating: 0,
 };
 
-const nextUpstream: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'nextUpstream')) return 'is duplicate';
+const nextUpstream: Handler = unique(proxyLoc, 'nextUpstream', (cf, node, c) => {
   let mask = 0;
   for (const w of node.args) {
     const bit = NEXT_WORDS[w];
@@ -159,11 +127,9 @@ const nextUpstream: Handler = (cf, node) => {
     mask |= bit;
   }
   c.nextUpstream = mask & FT.OFF ? FT.OFF : mask;
-};
+});
 
-const ignoreHeaders: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'ignoreHeaders')) return 'is duplicate';
+const ignoreHeaders: Handler = unique(proxyLoc, 'ignoreHeaders', (cf, node, c) => {
   let mask = 0;
   for (const w of node.args) {
     const key = Object.keys(IGN).find((k) => k.toLowerCase() === w.toLowerCase()) as keyof typeof IGN | undefined;
@@ -171,76 +137,41 @@ const ignoreHeaders: Handler = (cf, node) => {
     mask |= IGN[key];
   }
   c.ignoreHeaders = mask;
-};
+});
 
-const buffers: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'buffers')) return 'is duplicate';
+const buffers: Handler = unique(proxyLoc, 'buffers', (cf, node, c) => {
   const num = /^\d+$/.test(node.args[0]) ? Number(node.args[0]) : NaN;
   const sz = parseSize(node.args[1]);
   if (!(num > 0) || !(sz > 0)) throw cf.error(`invalid value "${node.args.join(' ')}"`);
   c.buffers = { num, size: sz };
-};
-
-const httpVersion: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'httpVersion')) return 'is duplicate';
-  const v = node.args[0];
-  if (v !== '1.0' && v !== '1.1') throw cf.error(`invalid value "${v}" in "proxy_http_version" directive, it must be "1.0" or "1.1"`);
-  c.httpVersion = v;
-};
-
-const tempPath: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'tempPath')) return 'is duplicate';
-  c.tempPath = cf.prefixPath(node.args[0]);
-};
-
-const complex = (name: string, field: 'setBody' | 'method'): Directive => ({
-  name, contexts: LOC_ANY, args: 1,
-  handler(cf, node) {
-    const c = cf.get(proxyLoc);
-    if (dup(c, field)) return 'is duplicate';
-    c[field] = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
-  },
 });
 
+const httpVersion: Handler = setting(proxyLoc, 'httpVersion', choiceOf(['1.0', '1.1']));
+
+const tempPath: Handler = setting(proxyLoc, 'tempPath', prefixPathArg);
+
+const cv = (cf: ConfContext, v: string) => compileComplex(cf, httpMainOf(cf).variables, v);
+
+const complex = (name: string, field: 'setBody' | 'method'): Directive => ({ name, contexts: LOC_ANY, args: 1, handler: setting(proxyLoc, field, cv) });
+
 /** proxy_limit_rate (ngx_http_set_complex_value_size_slot): a constant is checked now. */
-const limitRate: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'limitRate')) return 'is duplicate';
-  const v = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
-  c.limitRate = v.constant === undefined ? v : sizeValue(cf, v.constant);
-};
+const limitRate: Handler = setting(proxyLoc, 'limitRate', (cf, text) => {
+  const v = cv(cf, text);
+  return v.constant === undefined ? v : sizeArg(cf, v.constant);
+});
 
-const store: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'store')) return 'is duplicate';
-  c.store = parseStore(cf, node.args[0]);
-};
+const store: Handler = setting(proxyLoc, 'store', parseStore);
 
-const storeAccess: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'storeAccess')) return 'is duplicate';
+const storeAccess: Handler = unique(proxyLoc, 'storeAccess', (_cf, node, c) => {
   const v = parseAccess(node.args);
   if (typeof v === 'string') return v;
   c.storeAccess = v;
-};
+});
 
-const bind: Handler = (cf, node) => {
-  const c = cf.get(proxyLoc);
-  if (dup(c, 'bind')) return 'is duplicate';
-  c.bind = node.args[0] === 'off' ? false : compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
-};
+const bind: Handler = setting(proxyLoc, 'bind', (cf, v) => (v === 'off' ? false : cv(cf, v)));
 
-const protocols = (_cf: ConfContext, v: string) => v.split(' ');
-const str = (_cf: ConfContext, v: string) => v;
-const fileArg = (cf: ConfContext, v: string) => cf.confPath(v);
-const cv = (cf: ConfContext, v: string) => compileComplex(cf, httpMainOf(cf).variables, v);
-const count = (cf: ConfContext, v: string) => {
-  if (!/^\d+$/.test(v)) throw cf.error(`invalid value "${v}" in "${cf.node?.name}" directive`);
-  return Number(v);
-};
+// as the arguments joined by spaces (a quoted "TLSv1.2 TLSv1.3" is two protocols)
+const protocols = (_cf: ConfContext, _v: string, args: readonly string[]) => args.join(' ').split(' ');
 
 export const proxyDirectives: Directive[] = [
   { name: 'proxy_pass', contexts: Ctx.LOCATION | Ctx.LIF | Ctx.LMT, args: 1, handler: proxyPass },
@@ -251,8 +182,8 @@ export const proxyDirectives: Directive[] = [
   complex('proxy_method', 'method'),
   { name: 'proxy_http_version', contexts: LOC_ANY, args: 1, handler: httpVersion },
   { name: 'proxy_redirect', contexts: LOC_ANY, args: [1, 2], handler: redirect },
-  { name: 'proxy_hide_header', contexts: LOC_ANY, args: 1, handler: listOf('hideHeaders') },
-  { name: 'proxy_pass_header', contexts: LOC_ANY, args: 1, handler: listOf('passHeaders') },
+  { name: 'proxy_hide_header', contexts: LOC_ANY, args: 1, handler: headerList('hideHeaders') },
+  { name: 'proxy_pass_header', contexts: LOC_ANY, args: 1, handler: headerList('passHeaders') },
   { name: 'proxy_ignore_headers', contexts: LOC_ANY, args: [1, Infinity], handler: ignoreHeaders },
   flag('proxy_intercept_errors', 'interceptErrors'),
   flag('proxy_buffering', 'buffering'),
@@ -267,7 +198,7 @@ export const proxyDirectives: Directive[] = [
   time('proxy_read_timeout', 'readTimeout'),
   time('proxy_send_timeout', 'sendTimeout'),
   { name: 'proxy_next_upstream', contexts: LOC_ANY, args: [1, Infinity], handler: nextUpstream },
-  single('proxy_next_upstream_tries', 'nextUpstreamTries', count),
+  single('proxy_next_upstream_tries', 'nextUpstreamTries', countArg),
   time('proxy_next_upstream_timeout', 'nextUpstreamTimeout'),
   flag('proxy_ignore_client_abort', 'ignoreClientAbort'),
   flag('proxy_pass_trailers', 'passTrailers'),
@@ -279,24 +210,22 @@ export const proxyDirectives: Directive[] = [
   ssl('proxy_ssl_server_name', 'serverName', flagArg, 'flag'),
   ssl('proxy_ssl_name', 'name', cv),
   ssl('proxy_ssl_verify', 'verify', flagArg, 'flag'),
-  ssl('proxy_ssl_verify_depth', 'verifyDepth', count),
-  ssl('proxy_ssl_trusted_certificate', 'trustedCertificate', fileArg),
-  ssl('proxy_ssl_crl', 'crl', fileArg),
+  ssl('proxy_ssl_verify_depth', 'verifyDepth', countArg),
+  ssl('proxy_ssl_trusted_certificate', 'trustedCertificate', confPathArg),
+  ssl('proxy_ssl_crl', 'crl', confPathArg),
   ssl('proxy_ssl_certificate', 'certificate', cv),
   ssl('proxy_ssl_certificate_key', 'certificateKey', cv),
-  ssl('proxy_ssl_password_file', 'passwordFile', fileArg),
+  ssl('proxy_ssl_password_file', 'passwordFile', confPathArg),
   ssl('proxy_ssl_session_reuse', 'sessionReuse', flagArg, 'flag'),
   ssl('proxy_ssl_protocols', 'protocols', protocols, [1, Infinity]),
-  ssl('proxy_ssl_ciphers', 'ciphers', str),
+  ssl('proxy_ssl_ciphers', 'ciphers', stringArg),
   {
     name: 'proxy_ssl_certificate_cache', contexts: LOC_ANY, args: [1, 3],
-    handler(cf, node) {
-      const s = (cf.get(proxyLoc).ssl ??= {});
-      if (s.certificateCache !== undefined) return 'is duplicate';
+    handler: unique((cf) => (cf.get(proxyLoc).ssl ??= {}), 'certificateCache', (_cf, node, s) => {
       const v = parseCertCache(node.args);
       if (typeof v === 'string') return v;
       s.certificateCache = v;
-    },
+    }),
   },
   accepted('proxy_send_lowat', 1),
   accepted('proxy_headers_hash_max_size', 1),

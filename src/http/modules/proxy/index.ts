@@ -16,7 +16,7 @@ import { beginUpstream } from '../../upstream/module.ts';
 import { peerChooserFor } from '../../upstream/peer-choice.ts';
 import type { Placement } from '../../upstream/peer-choice.ts';
 import { proxyLoc } from './conf.ts';
-import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import type { DerivedConf, ProxyLoc } from './conf.ts';
 import { cacheStatus } from './cache.ts';
 import { cacheDirectives } from './cache-directives.ts';
 import { cookieDirectives } from './cookies.ts';
@@ -43,17 +43,17 @@ const plans = new WeakMap<object, HeaderPlan>();
 const defaultPlans = new WeakMap<HttpMainConf, HeaderPlan>();
 
 /** Computes a location's derived values once (nginx does this in merge_loc_conf). */
-function finishConf(main: HttpMainConf, c: ProxyLocConf, parent: DerivedConf | undefined, where: { file: string; line: number } | undefined): DerivedConf {
+function finishConf(main: HttpMainConf, c: ProxyLoc, parent: DerivedConf | undefined, where: { file: string; line: number } | undefined): DerivedConf {
   const fail = (msg: string) => new ConfError(msg, where?.file, where?.line);
-  const bufs = c.buffers!;
+  const bufs = c.buffers;
   if (bufs.num < 2) throw fail('there must be at least 2 "proxy_buffers"');
-  const size = Math.max(c.bufferSize!, bufs.size);
+  const size = Math.max(c.bufferSize, bufs.size);
   const busy = c.busyBuffersSize ?? 2 * size;
   if (busy < size) throw fail('"proxy_busy_buffers_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
   if (busy > (bufs.num - 1) * bufs.size) throw fail('"proxy_busy_buffers_size" must be less than the size of all "proxy_buffers" minus one buffer');
   const write = c.tempFileWriteSize ?? 2 * size;
   if (write < size) throw fail('"proxy_temp_file_write_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
-  if (c.maxTempFileSize !== 0 && c.maxTempFileSize! < size) {
+  if (c.maxTempFileSize !== 0 && c.maxTempFileSize < size) {
     throw fail('"proxy_max_temp_file_size" must be equal to zero to disable temporary files usage or must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
   }
   let plan: HeaderPlan | undefined;
@@ -130,8 +130,8 @@ function proxyHandler(r: HttpRequest): number | Promise<number> {
 }
 
 /** The handler's path for requests with a body (or proxy_set_body). */
-async function withBody(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget): Promise<number> {
-  const passBody = conf.passRequestBody!;
+async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: ResolvedTarget): Promise<number> {
+  const passBody = conf.passRequestBody;
   const chunkedIn = isChunked(r);
   let streaming = !conf.requestBuffering && !conf.setBody && passBody && (!chunkedIn || conf.httpVersion === '1.1');
   if (streaming && !r.req.complete) {
@@ -163,7 +163,7 @@ async function withBody(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: 
 }
 
 /** Finds where the request goes (resolving a name when it must), then starts the exchange. */
-function place(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
+function place(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
   bodyLength: number, chunkedOut: boolean): number | Promise<number> {
   const p = resolveTarget(r, rt);
   if (typeof p === 'number') return p;
@@ -173,7 +173,7 @@ function place(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
   return start(r, conf, d, rt, sender, bodyLength, chunkedOut, p);
 }
 
-function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
+function start(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: ResolvedTarget, sender: BodySender,
   bodyLength: number, chunkedOut: boolean, where: Placement): number {
   const target = conf.target!;
   const method = conf.method ? conf.method.evaluate(r) : r.method;
@@ -184,7 +184,7 @@ function start(r: HttpRequest, conf: ProxyLocConf, d: DerivedConf, rt: ResolvedT
   }
   const head = buildHead(r, d.headerPlan, {
     method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
-    passRequestHeaders: conf.passRequestHeaders!,
+    passRequestHeaders: conf.passRequestHeaders,
   });
   const tls = rt.https ? tlsFor(r, conf, rt.host) : undefined;
   // a client certificate that cannot be loaded (logged): nginx's 500

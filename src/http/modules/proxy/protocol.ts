@@ -9,12 +9,12 @@
 import type { UpstreamHead, UpstreamProtocol } from '../../upstream/protocol.ts';
 import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 import { cacheError, cacheLookup, cacheServeStale, cacheStaleStatus, cacheWriter } from './cache.ts';
-import type { DerivedConf, ProxyLocConf } from './conf.ts';
+import type { DerivedConf, ProxyLoc, ProxyLocConf } from './conf.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from './response-head.ts';
 
 /** One proxied request's exchange with the engine. */
-export type ProxyUpstream = UpstreamRequest<ProxyLocConf, DerivedConf>;
+export type ProxyUpstream = UpstreamRequest<ProxyLoc, DerivedConf>;
 
 /** Offset just after the blank line ending the head in `b`, or -1. */
 function headEnd(b: Buffer): number {
@@ -65,7 +65,7 @@ function processHeader(u: ProxyUpstream, b: Buffer): UpstreamHead | undefined {
   return head;
 }
 
-export const proxyProtocol: UpstreamProtocol<ProxyLocConf, DerivedConf> = {
+export const proxyProtocol: UpstreamProtocol<ProxyLoc, DerivedConf> = {
   processHeader,
   copyHeaders: (u, head) => copyHeaders(u.r, head, u.d),
   cache: {

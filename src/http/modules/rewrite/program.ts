@@ -20,14 +20,16 @@ export interface RewriteConf {
   warnUninitialized: boolean | undefined;
 }
 
-export const rewriteConf = defineSlot<RewriteConf>(
+const REWRITE_DEFAULTS = { log: false, warnUninitialized: true } satisfies Partial<RewriteConf>;
+
+export const rewriteConf = defineSlot<RewriteConf, typeof REWRITE_DEFAULTS>(
   'rewrite',
   () => ({ codes: undefined, log: undefined, warnUninitialized: undefined }),
   (parent, child) => {
     if (child.log === undefined) child.log = parent.log;
     if (child.warnUninitialized === undefined) child.warnUninitialized = parent.warnUninitialized;
   },
-  { log: false, warnUninitialized: true },
+  REWRITE_DEFAULTS,
 );
 
 /** Runs `codes` from `i`; synchronous until a statement has to wait (a file check). */

@@ -6,6 +6,7 @@
  */
 import type { Writable } from 'node:stream';
 import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+import type { MergedConf } from '../../../conf/context.ts';
 import type { HttpRequest } from '../../request.ts';
 import type { RequestLogger } from '../../request-log.ts';
 import type { Subrequest } from '../../subrequest.ts';
@@ -21,10 +22,12 @@ export interface SsiConf {
   types?: Set<string>;
 }
 
-export const ssiSlot = defineSlot<SsiConf>('ssi', () => ({}), inheritUnset, {
+const SSI_DEFAULTS = {
   enable: false, silentErrors: false, ignoreRecycledBuffers: false, lastModified: false,
   minFileChunk: 1024, valueLen: 255, types: new Set(['text/html']),
-});
+} satisfies SsiConf;
+
+export const ssiSlot = defineSlot<SsiConf, typeof SSI_DEFAULTS>('ssi', () => ({}), inheritUnset, SSI_DEFAULTS);
 
 /** `echo` encodings. */
 export const ENC_NONE = 0;
@@ -50,9 +53,9 @@ export class SsiContext {
   encoding = ENC_ENTITY;
   timefmt = DEFAULT_TIMEFMT;
   errmsg = DEFAULT_ERRMSG;
-  readonly conf: SsiConf;
+  readonly conf: MergedConf<typeof ssiSlot>;
 
-  constructor(conf: SsiConf) {
+  constructor(conf: MergedConf<typeof ssiSlot>) {
     this.conf = conf;
   }
 }

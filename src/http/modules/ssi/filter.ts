@@ -66,7 +66,7 @@ export class SsiFilter implements SsiRun {
     this.log = requestLog(r);
     this.self = self;
     this.output = new PostponedOutput(r, self);
-    this.parser = new SsiParser(ctx.conf.valueLen ?? 255, (msg) => this.log.error(msg));
+    this.parser = new SsiParser(ctx.conf.valueLen, (msg) => this.log.error(msg));
   }
 
   /** The request is over (the client went away, or an error ended it): nothing more is done. */

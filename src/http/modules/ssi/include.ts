@@ -132,7 +132,7 @@ class MemorySink extends Writable {
     if (this.tooBig) { cb(); return; }
     const sr = this.sub!.r;
     // subrequest_output_buffer_size of the location that answers
-    const limit = sr.level.get(coreLoc).subrequestOutputBufferSize ?? CORE_LOC_DEFAULTS.subrequestOutputBufferSize;
+    const limit = sr.level.get(coreLoc).subrequestOutputBufferSize;
     const declared = sr.contentLength;
     if (this.bytes === 0 && declared !== undefined && declared > limit) return this.fail(`too big subrequest response: ${declared}`, cb);
     if (this.bytes + chunk.length > limit) return this.fail('too big subrequest response', cb);

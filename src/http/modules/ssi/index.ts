@@ -14,18 +14,18 @@ import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import { flagArg, sizeArg } from '../../../conf/values.ts';
 import { joinBodyFilter } from '../../body-filter.ts';
 import type { BodyFilterEntry } from '../../body-filter.ts';
+import { setting } from '../../../conf/setters.ts';
 import type { HttpModule } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';
 import { clearForChangedBody, typeMatches } from '../gzip.ts';
 import { SSI_CTX, SsiContext, ssiSlot } from './context.ts';
-import type { SsiConf } from './context.ts';
 import { DEFAULT_TIMEFMT } from './context.ts';
 import { SsiFilter } from './filter.ts';
 import { strftime } from './strftime.ts';
 
 function ssiHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const conf = r.level.get(ssiSlot);
-  if (!conf.enable || r.contentLength === 0 || !typeMatches(r, conf.types!)) return;
+  if (!conf.enable || r.contentLength === 0 || !typeMatches(r, conf.types)) return;
   const ctx = new SsiContext(conf);
   r.ctx.set(SSI_CTX, ctx);
   if (r.method !== 'HEAD') {
@@ -34,7 +34,7 @@ function ssiHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   }
   if (r.parent) return;
   // the length changes, and ranges of the file are not ranges of the page
-  clearForChangedBody(r, !!conf.lastModified);
+  clearForChangedBody(r, conf.lastModified);
   r.setHeader('Accept-Ranges', undefined);
 }
 
@@ -47,31 +47,13 @@ function dateVariable(r: HttpRequest, gmt: boolean): string {
   return strftime(ctx?.timefmt ?? DEFAULT_TIMEFMT, new Date(), gmt);
 }
 
-function flag(field: 'enable' | 'silentErrors' | 'ignoreRecycledBuffers' | 'lastModified'): Directive['handler'] {
-  return (cf, node) => {
-    const c = cf.get(ssiSlot);
-    if (c[field] !== undefined) return 'is duplicate';
-    c[field] = flagArg(cf, node.args[0]);
-    return undefined;
-  };
-}
-
-function size(field: 'minFileChunk' | 'valueLen'): Directive['handler'] {
-  return (cf, node) => {
-    const c: SsiConf = cf.get(ssiSlot);
-    if (c[field] !== undefined) return 'is duplicate';
-    c[field] = sizeArg(cf, node.args[0]);
-    return undefined;
-  };
-}
-
 const directives: Directive[] = [
-  { name: 'ssi', contexts: HTTP_ANY | Ctx.LIF, args: 'flag', handler: flag('enable') },
-  { name: 'ssi_silent_errors', contexts: HTTP_ANY, args: 'flag', handler: flag('silentErrors') },
-  { name: 'ssi_ignore_recycled_buffers', contexts: HTTP_ANY, args: 'flag', handler: flag('ignoreRecycledBuffers') },
-  { name: 'ssi_last_modified', contexts: HTTP_ANY, args: 'flag', handler: flag('lastModified') },
-  { name: 'ssi_min_file_chunk', contexts: HTTP_ANY, args: 1, handler: size('minFileChunk') },
-  { name: 'ssi_value_length', contexts: HTTP_ANY, args: 1, handler: size('valueLen') },
+  { name: 'ssi', contexts: HTTP_ANY | Ctx.LIF, args: 'flag', handler: setting(ssiSlot, 'enable', flagArg) },
+  { name: 'ssi_silent_errors', contexts: HTTP_ANY, args: 'flag', handler: setting(ssiSlot, 'silentErrors', flagArg) },
+  { name: 'ssi_ignore_recycled_buffers', contexts: HTTP_ANY, args: 'flag', handler: setting(ssiSlot, 'ignoreRecycledBuffers', flagArg) },
+  { name: 'ssi_last_modified', contexts: HTTP_ANY, args: 'flag', handler: setting(ssiSlot, 'lastModified', flagArg) },
+  { name: 'ssi_min_file_chunk', contexts: HTTP_ANY, args: 1, handler: setting(ssiSlot, 'minFileChunk', sizeArg) },
+  { name: 'ssi_value_length', contexts: HTTP_ANY, args: 1, handler: setting(ssiSlot, 'valueLen', sizeArg) },
   {
     // ngx_http_types_slot: repeated directives add up; text/html is always in; `*` is any type
     name: 'ssi_types', contexts: HTTP_ANY, args: [1, Infinity],

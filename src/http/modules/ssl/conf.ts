@@ -8,7 +8,8 @@ import { defineSlot, inheritUnset } from '../../../conf/context.ts';
 import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import { flagArg, parseSize, parseTime } from '../../../conf/values.ts';
+import { confPathArg, flagArg, parseSize, parseTime, sizeArg, stringArg } from '../../../conf/values.ts';
+import { listOf, setting, unique } from '../../../conf/setters.ts';
 import { ConfError } from '../../../conf/errors.ts';
 import { Cycle } from '../../../core/cycle.ts';
 import { compileComplex } from '../../../core/variables.ts';
@@ -34,7 +35,7 @@ export const SSL_DEFAULTS = {
   rejectHandshake: false,
 } as const satisfies SslSrvConf;
 
-export const sslSrv = defineSlot<SslSrvConf>('http_ssl_srv', () => ({}), inheritUnset, SSL_DEFAULTS as Partial<SslSrvConf>);
+export const sslSrv = defineSlot<SslSrvConf, typeof SSL_DEFAULTS>('http_ssl_srv', () => ({}), inheritUnset, SSL_DEFAULTS);
 
 const SRV = Ctx.HTTP | Ctx.SERVER;
 const PROTOCOLS = ['SSLv2', 'SSLv3', 'TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
@@ -46,20 +47,9 @@ function pathValue(cf: ConfContext, raw: string): PathValue {
   return { path: raw.startsWith('data:') ? raw : cf.confPath(raw) };
 }
 
-function single<K extends keyof SslSrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => SslSrvConf[K], args: Directive['args'] = 1): Directive {
-  return {
-    name, contexts: SRV, args,
-    handler(cf, node) {
-      const c = cf.get(sslSrv);
-      if (c[field] !== undefined) return 'is duplicate';
-      c[field] = parse(cf, args === 'flag' || args === 1 ? node.args[0] : node.args.join(' '));
-    },
-  };
+function single<K extends keyof SslSrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => SslSrvConf[K], args: 1 | 'flag' = 1): Directive {
+  return { name, contexts: SRV, args, handler: setting(sslSrv, field, parse) };
 }
-
-const str = (_cf: ConfContext, v: string): string => v;
-const confPath = (cf: ConfContext, v: string): string => cf.confPath(v);
-const flag = (cf: ConfContext, v: string): boolean => flagArg(cf, v);
 
 function invalid(cf: ConfContext, v: string): Error {
   return cf.error(`invalid value "${v}" in "${cf.node?.name}" directive`);
@@ -96,26 +86,22 @@ function parseSessionCache(cf: ConfContext, args: string[]): SessionCacheConf {
 export const sslDirectives: Directive[] = [
   {
     name: 'ssl', contexts: SRV, args: 'flag',
-    handler(cf, node) {
-      const c = cf.get(sslSrv);
-      if (c.enable !== undefined) return 'is duplicate';
+    handler: unique(sslSrv, 'enable', (cf, node, c) => {
       c.enable = flagArg(cf, node.args[0]);
       cf.warn('the "ssl" directive is deprecated, use the "listen ... ssl" directive instead');
-    },
+    }),
   },
   {
     name: 'ssl_certificate', contexts: SRV, args: 1,
-    handler(cf, node) { (cf.get(sslSrv).certificates ??= []).push(pathValue(cf, node.args[0])); },
+    handler: listOf(sslSrv, 'certificates', (cf, node) => pathValue(cf, node.args[0])),
   },
   {
     name: 'ssl_certificate_key', contexts: SRV, args: 1,
-    handler(cf, node) { (cf.get(sslSrv).certificateKeys ??= []).push(pathValue(cf, node.args[0])); },
+    handler: listOf(sslSrv, 'certificateKeys', (cf, node) => pathValue(cf, node.args[0])),
   },
   {
     name: 'ssl_certificate_cache', contexts: SRV, args: [1, 3],
-    handler(cf, node) {
-      const c = cf.get(sslSrv);
-      if (c.certificateCache !== undefined) return 'is duplicate';
+    handler: unique(sslSrv, 'certificateCache', (cf, node, c) => {
       if (node.args[0] === 'off') { c.certificateCache = false; return; }
       const spec = { max: 0, inactive: 10_000, valid: 60_000 };
       for (const a of node.args) {
@@ -126,27 +112,21 @@ export const sslDirectives: Directive[] = [
       }
       if (!spec.max) throw cf.error('"ssl_certificate_cache" must have the "max" parameter');
       c.certificateCache = spec;
-    },
+    }),
   },
-  single('ssl_password_file', 'passwordFile', confPath),
-  single('ssl_dhparam', 'dhparam', confPath),
-  single('ssl_ecdh_curve', 'ecdhCurve', str),
+  single('ssl_password_file', 'passwordFile', confPathArg),
+  single('ssl_dhparam', 'dhparam', confPathArg),
+  single('ssl_ecdh_curve', 'ecdhCurve', stringArg),
   {
     name: 'ssl_protocols', contexts: SRV, args: [1, Infinity],
-    handler(cf, node) {
-      const c = cf.get(sslSrv);
-      if (c.protocols !== undefined) return 'is duplicate';
-      for (const p of node.args) if (!PROTOCOLS.includes(p)) throw cf.error(`invalid value "${p}"`);
-      c.protocols = node.args;
-    },
+    handler: setting(sslSrv, 'protocols', (cf, _v, args) => {
+      for (const p of args) if (!PROTOCOLS.includes(p)) throw cf.error(`invalid value "${p}"`);
+      return args as string[];
+    }),
   },
-  single('ssl_ciphers', 'ciphers', str),
-  single('ssl_prefer_server_ciphers', 'preferServerCiphers', flag, 'flag'),
-  single('ssl_buffer_size', 'bufferSize', (cf, v) => {
-    const n = parseSize(v);
-    if (Number.isNaN(n)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-    return n;
-  }),
+  single('ssl_ciphers', 'ciphers', stringArg),
+  single('ssl_prefer_server_ciphers', 'preferServerCiphers', flagArg, 'flag'),
+  single('ssl_buffer_size', 'bufferSize', sizeArg),
   single('ssl_verify_client', 'verify', (cf, v) => {
     if (!['off', 'on', 'optional', 'optional_no_ca'].includes(v)) throw cf.error(`invalid value "${v}" in "ssl_verify_client" directive, it must be "on", "off", "optional" or "optional_no_ca"`);
     return v as VerifyMode;
@@ -155,21 +135,17 @@ export const sslDirectives: Directive[] = [
     if (!/^\d+$/.test(v)) throw cf.error(`invalid number "${v}"`);
     return Number(v);
   }),
-  single('ssl_client_certificate', 'clientCertificate', confPath),
-  single('ssl_trusted_certificate', 'trustedCertificate', confPath),
-  single('ssl_crl', 'crl', confPath),
+  single('ssl_client_certificate', 'clientCertificate', confPathArg),
+  single('ssl_trusted_certificate', 'trustedCertificate', confPathArg),
+  single('ssl_crl', 'crl', confPathArg),
   {
     name: 'ssl_session_cache', contexts: SRV, args: [1, 2],
-    handler(cf, node) {
-      const c = cf.get(sslSrv);
-      if (c.sessionCache !== undefined) return 'is duplicate';
-      c.sessionCache = parseSessionCache(cf, node.args);
-    },
+    handler: setting(sslSrv, 'sessionCache', (cf, _v, args) => parseSessionCache(cf, args as string[])),
   },
-  single('ssl_session_tickets', 'sessionTickets', flag, 'flag'),
+  single('ssl_session_tickets', 'sessionTickets', flagArg, 'flag'),
   {
     name: 'ssl_session_ticket_key', contexts: SRV, args: 1,
-    handler(cf, node) { (cf.get(sslSrv).sessionTicketKeys ??= []).push(cf.confPath(node.args[0])); },
+    handler: listOf(sslSrv, 'sessionTicketKeys', (cf, node) => cf.confPath(node.args[0])),
   },
   single('ssl_session_timeout', 'sessionTimeout', (cf, v) => {
     const ms = parseTime(v);
@@ -180,13 +156,11 @@ export const sslDirectives: Directive[] = [
     if (!['off', 'on', 'leaf'].includes(v)) throw cf.error(`invalid value "${v}" in "ssl_ocsp" directive, it must be "off", "on" or "leaf"`);
     return v as 'off' | 'on' | 'leaf';
   }),
-  single('ssl_ocsp_responder', 'ocspResponder', str),
+  single('ssl_ocsp_responder', 'ocspResponder', stringArg),
   single('ssl_ocsp_cache', 'ocspCache', (cf, v) => (v === 'off' ? false : zoneSpec(cf, v, 'ocsp cache'))),
   {
     name: 'ssl_stapling', contexts: SRV, args: 'flag',
-    handler(cf, node) {
-      const c = cf.get(sslSrv);
-      if (c.stapling !== undefined) return 'is duplicate';
+    handler: unique(sslSrv, 'stapling', (cf, node, c) => {
       c.stapling = flagArg(cf, node.args[0]);
       // nginx warns about certificates it cannot staple for without a location: keep the reader's sink
       const sink = Cycle.of(cf).options.onWarning;
@@ -195,15 +169,15 @@ export const sslDirectives: Directive[] = [
         w.level = 'warn';
         sink?.(w);
       };
-    },
+    }),
   },
-  single('ssl_stapling_file', 'staplingFile', confPath),
-  single('ssl_stapling_responder', 'staplingResponder', str),
-  single('ssl_stapling_verify', 'staplingVerify', flag, 'flag'),
-  single('ssl_early_data', 'earlyData', flag, 'flag'),
+  single('ssl_stapling_file', 'staplingFile', confPathArg),
+  single('ssl_stapling_responder', 'staplingResponder', stringArg),
+  single('ssl_stapling_verify', 'staplingVerify', flagArg, 'flag'),
+  single('ssl_early_data', 'earlyData', flagArg, 'flag'),
   {
     name: 'ssl_conf_command', contexts: SRV, args: 2,
-    handler(cf, node) { (cf.get(sslSrv).confCommands ??= []).push([node.args[0], node.args[1]]); },
+    handler: listOf(sslSrv, 'confCommands', (_cf, node): [string, string] => [node.args[0], node.args[1]]),
   },
-  single('ssl_reject_handshake', 'rejectHandshake', flag, 'flag'),
+  single('ssl_reject_handshake', 'rejectHandshake', flagArg, 'flag'),
 ];

@@ -37,7 +37,7 @@ export const handshakeServerName = new WeakMap<HttpConnection, string>();
 export function secureAccept(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
   const addr = server.addr;
   // nginx waits for the first bytes (and the handshake) as long as for a request head
-  const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout ?? CORE_SRV_DEFAULTS.clientHeaderTimeout;
+  const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout;
   socket.setTimeout(timeout, () => socket.destroy());
   if (!addr.ssl) return acceptCleartext(server, conn, socket);
   let buffered: Buffer = Buffer.alloc(0);

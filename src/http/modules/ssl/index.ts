@@ -33,7 +33,7 @@ function compileServer(srv: ServerConf): ServerTls | undefined {
     conf: c as ServerTlsConfig['conf'],
   };
   if (c.stapling) {
-    cfg.stapling = { file: c.staplingFile, responder: c.staplingResponder, verify: c.staplingVerify ?? false, resolver: core.resolver, resolverTimeout: core.resolverTimeout, warn: c.warn };
+    cfg.stapling = { file: c.staplingFile, responder: c.staplingResponder, verify: c.staplingVerify, resolver: core.resolver, resolverTimeout: core.resolverTimeout, warn: c.warn };
   }
   if (c.ocsp && c.ocsp !== 'off') {
     if (c.verify === 'optional_no_ca') throw new ConfError('"ssl_ocsp" is incompatible with "ssl_verify_client optional_no_ca"');
