@@ -86,3 +86,22 @@ describe('SqliteStore', () => {
     } finally { s.close(); }
   });
 });
+
+describe('SqliteStore opened by several threads at once', () => {
+  it('every thread opens a new store file (none fails with "database is locked")', async () => {
+    const { Worker } = await import('node:worker_threads');
+    const opener = new URL('./fixtures/open-store.ts', import.meta.url);
+    const failures: string[] = [];
+    // a race: a new file switched to WAL by one thread while the others open it
+    for (let round = 0; round < 10; round++) {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gh-store-open-'));
+      const file = path.join(dir, 'gateway.sqlite');
+      const workers = Array.from({ length: 4 }, () => new Worker(opener, { workerData: file }));
+      const said = await Promise.all(workers.map((w) => new Promise<string>((resolve) => w.once('message', resolve))));
+      await Promise.all(workers.map((w) => w.terminate()));
+      failures.push(...said.filter((s) => s !== 'ok'));
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    assert.deepEqual(failures, []);
+  });
+});

@@ -64,8 +64,10 @@ export class SqliteStore implements Store {
     this.file = file;
     fs.mkdirSync(path.dirname(file), { recursive: true });
     try {
-      this.db = new DatabaseSync(file);
-      this.db.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=10000;');
+      // the busy timeout first: every worker opens the store at once, and switching a new file
+      // to WAL or creating the schema takes a lock the others must wait for, not fail on
+      this.db = new DatabaseSync(file, { timeout: 10_000 });
+      this.db.exec('PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;');
       this.db.exec(SCHEMA);
     } catch (e) {
       throw new StoreError(`cannot open the store "${file}": ${(e as Error).message}`);
