@@ -67,6 +67,10 @@ async function slowClient(port: number, pid: number, path: string): Promise<{ gr
 
 test('sub_filter then gzip, and SSI with an include, wait for a slow client and send the whole body', async (t) => {
   const size = 32;
+  // RSS moves with V8's heap, which may keep up to its 64 MiB old-space floor of garbage
+  // (src/process/master.ts): 16 MiB of growth was seen once with backpressure working. A
+  // filter chain that ignored backpressure holds the whole 32 MiB page (and gzip's output).
+  const limitKiB = 24 * 1024;
   const srv = await startGatehouse({
     conf: `
 events {}
@@ -92,12 +96,12 @@ http {
   const sub = await slowClient(srv.port(8080), pid, '/sub/big.html');
   assert.match(sub.head, /^HTTP\/1\.1 200 OK\r\n/);
   assert.match(sub.head, /\r\nContent-Encoding: gzip(\r\n|$)/);
-  assert.ok(sub.grewKiB < 16 * 1024, `memory grew by ${sub.grewKiB} KiB while the client did not read (gzip)`);
+  assert.ok(sub.grewKiB < limitKiB, `memory grew by ${sub.grewKiB} KiB while the client did not read (gzip)`);
   assert.ok(zlib.gunzipSync(sub.body).equals(Buffer.from(text.replaceAll('<mark>', 'REPLACED'), 'latin1')), 'the whole page, filtered');
 
   const ssi = await slowClient(srv.port(8080), pid, '/ssi/big.html');
   assert.match(ssi.head, /^HTTP\/1\.1 200 OK\r\n/);
-  assert.ok(ssi.grewKiB < 16 * 1024, `memory grew by ${ssi.grewKiB} KiB while the client did not read (SSI)`);
+  assert.ok(ssi.grewKiB < limitKiB, `memory grew by ${ssi.grewKiB} KiB while the client did not read (SSI)`);
   assert.equal(ssi.body.length, 4 + text.length);
   assert.ok(ssi.body.equals(Buffer.from(`PART${text}`, 'latin1')), 'the whole page, with the include in its place');
 });
