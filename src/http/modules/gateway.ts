@@ -6,6 +6,7 @@
  * (location) answers with the Admin API, `gateway_status` (location) with
  * the store's revision and each worker's.
  */
+import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { fullName } from '../../conf/parser.ts';
@@ -28,6 +29,15 @@ function mainOf(cycle: Cycle): GatewayMain {
   return m;
 }
 
+/** Makes the location's content handler the loaded runtime's `serve` (Admin API) or `status` page. */
+function answerWith(cf: ConfContext, what: 'serve' | 'status'): void {
+  const cycle = Cycle.of(cf);
+  (cf.data.location as LocationConf).contentHandler = (r) => {
+    const loaded = runtimes.get(cycle);
+    return loaded ? loaded[what](r, loaded.rt) : 500;
+  };
+}
+
 export const gatewayModule: HttpModule = {
   name: 'ngx_http_gateway_module',
   directives: [
@@ -41,23 +51,11 @@ export const gatewayModule: HttpModule = {
     },
     {
       name: 'gateway_admin', contexts: Ctx.LOCATION, args: 0,
-      handler(cf) {
-        const cycle = Cycle.of(cf);
-        (cf.data.location as LocationConf).contentHandler = (r) => {
-          const loaded = runtimes.get(cycle);
-          return loaded ? loaded.serve(r, loaded.rt) : 500;
-        };
-      },
+      handler: (cf) => answerWith(cf, 'serve'),
     },
     {
       name: 'gateway_status', contexts: Ctx.LOCATION, args: 0,
-      handler(cf) {
-        const cycle = Cycle.of(cf);
-        (cf.data.location as LocationConf).contentHandler = (r) => {
-          const loaded = runtimes.get(cycle);
-          return loaded ? loaded.status(r, loaded.rt) : 500;
-        };
-      },
+      handler: (cf) => answerWith(cf, 'status'),
     },
   ],
   initConf(cycle) {
