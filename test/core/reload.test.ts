@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as net from 'node:net';
-import { startGatehouse, freePort } from '../kit/server.ts';
+import { startGatehouse, freePort, SERVER_START_LIMIT_MS } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { httpGet } from '../kit/client.ts';
 import { runLoad } from '../kit/load.ts';
@@ -133,7 +133,7 @@ test('worker_processes changes on reload start and retire workers', async (t) =>
   srv.writeConf(conf('three', 3));
   srv.signal('HUP');
   await waitForAnswer(port, 'three\n');
-  await srv.waitForLog('error.log', /(start worker process \d+\n.*){3}/s);
+  await srv.waitForLog('error.log', /(start worker process \d+\n.*){3}/s, SERVER_START_LIMIT_MS);
   assert.equal(started(), 3);
   srv.writeConf(conf('two', 2));
   srv.signal('HUP');

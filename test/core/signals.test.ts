@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
-import { startGatehouse } from '../kit/server.ts';
+import { startGatehouse, SERVER_START_LIMIT_MS } from '../kit/server.ts';
 import { httpGet, KeepAliveClient, parseResponse, rawExchange } from '../kit/client.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -136,7 +136,8 @@ for (const how of ['throw', 'exit'] as const) {
     srv.signal('USR2');
     await srv.waitForLog('error.log', /\[alert\] \d+#\d+: worker process \d+ exited with code [1-9]\d*$/m);
     if (how === 'throw') assert.match(srv.readFile('error.log'), /\[alert\] \d+#\d+: worker process \d+ failed: Error: worker crash requested/);
-    await srv.waitForLog('error.log', /exited with code [^]*start worker process \d+$/m);
+    // the replacement starts after the master's 1 s respawn pause, and then loads like any worker
+    await srv.waitForLog('error.log', /exited with code [^]*start worker process \d+$/m, 1000 + SERVER_START_LIMIT_MS);
     for (let i = 0; i < 10; i++) assert.equal((await httpGet(port, '/')).body.toString(), 'ok\n');
     // the replacement serves reloads and stops normally
     await srv.reload();

@@ -528,12 +528,19 @@ export class RunningServer {
 }
 
 /**
+ * How long a server (or a worker thread, which loads the same modules) may take
+ * to start. Generous: CI runs test files side by side on two cores, and a
+ * worker's start there has been seen to take more than 4 s.
+ */
+export const SERVER_START_LIMIT_MS = 10000;
+
+/**
  * Shared implementation of startGatehouse/startNginx. `flavor` decides only
  * whether opts.nginxModules is honoured.
  */
 export async function startServer(binary: string, opts: StartOptions, flavor: ServerFlavor = 'gatehouse'): Promise<RunningServer> {
   installCleanup();
-  const timeoutMs = opts.timeoutMs ?? 10000;
+  const timeoutMs = opts.timeoutMs ?? SERVER_START_LIMIT_MS;
   const prefix = await fsp.mkdtemp(path.join(os.tmpdir(), 'gh-test-'));
   // Workers of a root-started nginx run as `nobody` and must read the prefix.
   await fsp.chmod(prefix, 0o755);
