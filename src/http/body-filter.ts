@@ -62,14 +62,13 @@ export function nextBodyFilter(r: HttpRequest, after: BodyFilterEntry | undefine
 export function toSink(r: HttpRequest, chunk: Buffer, eof: boolean): boolean {
   const out = r.out;
   if (eof) {
-    if (chunk.length) out.end(chunk);
-    else out.end();
+    out.end(chunk.length ? chunk : undefined);
     return true;
   }
   if (out.write(chunk)) return true;
   if (!r.sinkWaiting) {
     r.sinkWaiting = true;
-    out.once('drain', (r.sinkDrained ??= () => {
+    out.onceDrain((r.sinkDrained ??= () => {
       r.sinkWaiting = false;
       resumeBody(r, undefined);
     }));

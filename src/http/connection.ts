@@ -3,10 +3,10 @@
  * the read loop and the connection's life between requests.
  *
  * A request head is read with nginx's grammar and limits
- * (src/http/head-reader.ts) and becomes a request/response pair
- * (src/http/exchange.ts); the body is framed and decoded here
- * (src/http/body-framing.ts) and pushed into the request as it arrives,
- * pausing the socket while nobody takes it. No node:http server is involved:
+ * (src/http/head-reader.ts) and becomes a request with its response sink
+ * (src/http/http1-response.ts); the body is framed and decoded here
+ * (src/http/body-framing.ts) and pushed into the request's body source as
+ * it arrives, pausing the socket while nobody takes it. No node:http server is involved:
  * an idle connection holds only its socket and this object.
  * Requests are served one at a time, as nginx does: bytes of a pipelined
  * request wait until the current one is answered. After a response the
@@ -27,7 +27,8 @@ import { handleRequest } from './phases.ts';
 import { HEAD_DONE, HEAD_ERROR, HeadReader, releaseHeadReader, takeHeadReader } from './head-reader.ts';
 import type { RequestHead } from './request-head.ts';
 import { HttpRequest } from './request.ts';
-import { makeExchange, onSocketDrain } from './exchange.ts';
+import { Http1Response } from './http1-response.ts';
+import { RequestBodySource } from './request-body-source.ts';
 import { requestLog } from './request-log.ts';
 import type { TlsConnection } from '../tls/connection-info.ts';
 import { parseProxyProtocol, proxyHeaderComplete } from '../core/proxy-protocol.ts';
@@ -123,7 +124,7 @@ export class HttpConnection {
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('error', onSocketError);
-    socket.on('drain', onSocketDrain);
+    socket.on('drain', this.onDrain);
     socket.on('close', this.onClose);
     if (this.addr.proxyProtocol) this.phase = READ_PROXY;
     this.setTimer(server.headerTimeout, T_HEADER);
@@ -192,9 +193,8 @@ export class HttpConnection {
       this.manualRequest(head);
       return true;
     }
-    const { req, res } = makeExchange(this.socket, head, true, hasBody);
     this.requests++;
-    const r = new HttpRequest(this, server.main, head.server, req, res, head);
+    const r = this.newRequest(head, hasBody);
     this.requestStarted(r);
     // body bytes already here are read before the request runs, so a bad body is its 400 as in nginx
     if (this.phase === READ_BODY && this.pending) this.readBody();
@@ -236,15 +236,12 @@ export class HttpConnection {
     this.pending = end < b.length ? b.subarray(end) : undefined;
     // a body being thrown away after the response: lingering_timeout between reads
     if (this.responseDone && this.deadline.kind === T_LINGER) this.setTimer(this.lingerTimeout, T_LINGER);
-    const req = this.active?.req;
+    const body = this.active?.body;
     // after the response, the rest of the body is read and dropped (ngx_http_discard_request_body)
-    if (req !== undefined && !this.responseDone && !req.destroyed) {
-      // the request takes what arrived; reading stops until its reader wants more (IncomingMessage resumes the socket)
-      for (const d of data) if (!req.push(d)) this.socket.pause();
-      if (framing.done) {
-        req.complete = true;
-        req.push(null);
-      }
+    if (body !== undefined && !this.responseDone) {
+      // the request takes what arrived; reading stops until its reader wants more (the source resumes the socket)
+      for (const d of data) if (!body.push(d)) this.socket.pause();
+      if (framing.done) body.end();
     }
     if (!framing.done || this.phase !== READ_BODY) return;
     this.bodyDone = true;
@@ -258,8 +255,29 @@ export class HttpConnection {
     this.sentMark = this.socket.bytesWritten;
     const send = r.level.get(coreLoc).sendTimeout;
     this.setTimer(send, T_SEND);
-    r.res.once('finish', this.onFinish);
+    r.sink.onFinish(this.onFinish);
   }
+
+  /** The request of a head just read, with its response sink and body source. */
+  private newRequest(head: RequestHead, hasBody: boolean): HttpRequest {
+    const socket = this.socket;
+    const sink = new Http1Response(socket, head.method === 'HEAD', head.version === 9);
+    const body = hasBody ? new RequestBodySource(this.bodyFlow) : RequestBodySource.empty();
+    // a refused head keeps only Host, for the error log's `host: "…"`
+    const headers = head.error === 0 && head.version >= 1000 ? head.rawHeaders
+      : head.hostHeader !== undefined ? ['Host', head.hostHeader] : [];
+    return new HttpRequest(this, this.server!.main, head.server, head, headers, sink, body);
+  }
+
+  /** The body source's reader wants more, or waits. */
+  private readonly bodyFlow = {
+    pause: (): void => { this.socket.pause(); },
+    resume: (): void => { if (this.phase !== DETACHED && this.socket.isPaused()) this.socket.resume(); },
+  };
+
+  private onDrain = (): void => {
+    (this.active?.sink as Http1Response | undefined)?.socketDrained();
+  };
 
   /**
    * The chunked framing broke. Found before the request runs, it is nginx's
@@ -282,8 +300,7 @@ export class HttpConnection {
       return;
     }
     r.bodyError = 400;
-    const bad = Object.assign(new Error('client sent invalid chunked body'), { status: 400 });
-    if (r.req.listenerCount('error') > 0) r.req.emit('error', bad);
+    r.body.fail(400);
   }
 
   /**
@@ -402,10 +419,9 @@ export class HttpConnection {
     this.deadline.stop();
     // a body cut short: its reader sees the request aborted (as node:http's abortIncoming)
     const r = this.active;
-    if (r !== undefined && !this.bodyDone && !this.responseDone && !r.req.destroyed) {
-      r.req.destroy(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }));
-    }
+    if (r !== undefined && !this.bodyDone && !this.responseDone) r.body.fail(499);
     this.phase = DETACHED;
+    if (r !== undefined) (r.sink as Http1Response).socketClosed();
   };
 
   /** The client went away or timed out before its head was complete: nginx logs the request with `status`. */
@@ -424,16 +440,14 @@ export class HttpConnection {
    * logged), or HTTP/0.9 (no response head).
    */
   private manualRequest(head: RequestHead, respond = true): void {
-    const { req, res, out } = makeExchange(this.socket, head, respond);
     this.requests++;
-    const r = new HttpRequest(this, this.server!.main, head.server, req, res, head);
-    if (out) r.out = out;
+    const r = this.newRequest(head, false);
     if (respond) {
       this.phase = WAIT;
       this.requestStarted(r);
     }
     handleRequest(r, respond);
-    if (!respond) res.emit('close');
+    if (!respond) (r.sink as Http1Response).socketClosed();
   }
 
   private setTimer(ms: number, kind: number): void {

@@ -22,7 +22,7 @@ import { subrequestFinalized } from './subrequest.ts';
  * client went away or timed out) it is only logged.
  */
 export function handleRequest(r: HttpRequest, respond: boolean): void {
-  r.res.once('close', () => runLogPhase(r));
+  r.sink.onClose(() => runLogPhase(r));
   const head = r.head;
   if (head.error) {
     requestLog(r, head.errorAction).info(head.errorLog);
@@ -43,8 +43,8 @@ export function handleRequest(r: HttpRequest, respond: boolean): void {
 
 function failed(r: HttpRequest, err: unknown): void {
   requestLog(r).error(`unexpected error: ${(err as Error).stack ?? err}`);
-  if (!r.headerSent) finalize(r, 500).catch(() => r.res.destroy());
-  else r.res.destroy();
+  if (!r.headerSent) finalize(r, 500).catch(() => r.sink.abort());
+  else r.sink.abort();
 }
 
 /**
@@ -211,7 +211,7 @@ function findConfig(r: HttpRequest): number {
   enterLocation(r, found.loc);
   if (found.loc.internal && !r.internal) return 404;
   const core = r.level.get(coreLoc);
-  const len = Number(r.req.headers['content-length'] ?? 0);
+  const len = Number(r.header('content-length') ?? 0);
   if (core.clientMaxBodySize && len > core.clientMaxBodySize) {
     requestLog(r).error(`client intended to send too large body: ${len} bytes`);
     return 413;
@@ -268,13 +268,13 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
   // a subrequest's creator may answer it instead (nginx's post_subrequest handler: SSI's stub=)
   if (r.parent && !r.headerSent && (await subrequestFinalized(r, rc))) return;
   if (r.headerSent) {
-    if (!r.finished) r.res.destroy();
+    if (!r.finished) r.sink.abort();
     return;
   }
   if (rc === 444 || rc === 408 || rc === 499) {
     // nginx closes without an answer (444), or ends the request as timed out or abandoned
     r.status = rc;
-    r.res.destroy();
+    r.sink.abort();
     return;
   }
   // nginx's r->err_status: the response goes out with this status, even from an error page's target

@@ -17,6 +17,7 @@ import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import type { HttpRequest } from './request.ts';
 import { requestLog } from './request-log.ts';
 import type { HttpVariable } from './http-conf.ts';
+import type { BodyListener } from './request-body-source.ts';
 
 export interface RequestBody {
   /** The body in memory, in order (empty when it is in `file`). */
@@ -59,15 +60,14 @@ function createState(r: HttpRequest): BodyState {
 
 /** Whether the request announces a body (Content-Length > 0 or chunked; an HTTP/2 stream with data but no length counts as chunked). */
 export function hasRequestBody(r: HttpRequest): boolean {
-  const h = r.req.headers;
-  if (h['transfer-encoding'] !== undefined || r.head.chunked) return true;
-  const cl = h['content-length'];
+  if (r.head.chunked || r.header('transfer-encoding') !== undefined) return true;
+  const cl = r.header('content-length');
   return cl !== undefined && cl !== '0';
 }
 
 /** Whether the body is sent chunked. */
 export function isChunked(r: HttpRequest): boolean {
-  return r.req.headers['transfer-encoding'] !== undefined || r.head.chunked;
+  return r.head.chunked || r.header('transfer-encoding') !== undefined;
 }
 
 /** The body read so far by readRequestBody, if any. */
@@ -118,7 +118,7 @@ function tempDir(r: HttpRequest): string {
 }
 
 /** Reads the client body with nginx's limits, calling the consumer's methods; returns controls for backpressure. */
-class BodyReader {
+class BodyReader implements BodyListener {
   private readonly r: HttpRequest;
   private readonly consumer: BodyConsumer;
   private readonly max: number;
@@ -133,24 +133,14 @@ class BodyReader {
     const core = r.level.get(coreLoc);
     this.max = core.clientMaxBodySize;
     this.chunked = isChunked(r);
-    const timeout = core.clientBodyTimeout;
-    const req = r.req;
-    if (req.readableEnded) {
-      // nothing left to read
-      queueMicrotask(() => this.onEnd());
-      return;
-    }
-    this.timer = setTimeout(this.onTimeout, timeout);
-    req.on('data', this.onData);
-    req.on('end', this.onEnd);
-    req.on('aborted', this.onAborted);
-    req.on('error', this.onAborted);
-    req.resume();
+    // nothing left to wait for: no timer
+    if (!r.body.complete) this.timer = setTimeout(this.onTimeout, core.clientBodyTimeout);
+    r.body.read(this);
   }
 
   pause(): void {
     if (this.done) return;
-    this.r.req.pause();
+    this.r.body.pause();
     // no client_body_timeout while we are the ones not reading
     clearTimeout(this.timer);
   }
@@ -158,20 +148,16 @@ class BodyReader {
   resume(): void {
     if (this.done) return;
     this.timer?.refresh();
-    this.r.req.resume();
+    this.r.body.resume();
   }
 
   private finish(): void {
     this.done = true;
     clearTimeout(this.timer);
-    const req = this.r.req;
-    req.off('data', this.onData);
-    req.off('end', this.onEnd);
-    req.off('aborted', this.onAborted);
-    req.off('error', this.onAborted);
+    this.r.body.stop(this);
   }
 
-  private onData = (chunk: Buffer): void => {
+  data(chunk: Buffer): void {
     if (this.done) return;
     this.timer?.refresh();
     this.received += chunk.length;
@@ -186,25 +172,25 @@ class BodyReader {
       return;
     }
     this.consumer.bodyData(chunk);
-  };
+  }
 
-  private onEnd = (): void => {
+  end(): void {
     if (this.done) return;
     this.finish();
     this.consumer.bodyEnd();
-  };
+  }
 
-  private onAborted = (err?: unknown): void => {
+  error(status: number): void {
     if (this.done) return;
     this.finish();
     // a malformed chunked body (the connection logged it): nginx's 400
-    if ((err as { status?: number } | undefined)?.status === 400) {
+    if (status === 400) {
       this.consumer.bodyError(400);
       return;
     }
     requestLog(this.r).info('client prematurely closed connection while reading client request body');
     this.consumer.bodyError(499);
-  };
+  }
 
   private onTimeout = (): void => {
     if (this.done) return;
@@ -228,7 +214,7 @@ class BodyCollector implements BodyConsumer {
     this.resolve = resolve;
     const core = r.level.get(coreLoc);
     const size = core.clientBodyBufferSize;
-    const declared = Number(r.req.headers['content-length'] ?? -1);
+    const declared = Number(r.header('content-length') ?? -1);
     // nginx sizes its buffer to the whole body when it is under 1.25 × client_body_buffer_size
     this.limit = !isChunked(r) && declared >= 0 && declared < size + (size >> 2) ? declared : size;
     const only = core.clientBodyInFileOnly;
@@ -255,7 +241,7 @@ class BodyCollector implements BodyConsumer {
       this.body.file = t.path;
       if (!this.inFile) requestLog(this.r).warn(`a client request body is buffered to a temporary file ${t.path}`);
       const keep = this.r.level.get(coreLoc).clientBodyInFileOnly === 'on';
-      this.r.res.once('close', () => {
+      this.r.sink.onClose(() => {
         try { fs.closeSync(this.fd); } catch { /* closed */ }
         if (!keep) fs.unlink(t.path, () => undefined);
       });
@@ -285,8 +271,8 @@ class BodyCollector implements BodyConsumer {
  * connection closed. Returns DONE for the caller to hand back.
  */
 export function terminate(r: HttpRequest, status: number): number {
-  if (!r.res.headersSent) r.status = status;
-  r.res.destroy();
+  if (!r.sink.headersSent) r.status = status;
+  r.sink.abort();
   return DONE;
 }
 

@@ -83,7 +83,7 @@ export function openRequestErrorLogs(http: HttpMainConf): () => void {
 
 /** The request line for log messages: as received for a malformed request, else rebuilt. */
 function requestLine(r: HttpRequest): string {
-  return r.rawRequestLine ?? `${r.req.method} ${r.requestUri} HTTP/${r.httpVersion}`;
+  return r.rawRequestLine ?? `${r.head.method} ${r.requestUri} HTTP/${r.httpVersion}`;
 }
 
 /** The ` while <action>, client: ..., server: ..., request: ..., host: ...` suffix nginx appends. */
@@ -95,9 +95,9 @@ export function requestContext(r: HttpRequest, action?: string): string {
   if (r.parent) s += `, subrequest: "${r.uri}"`;
   const upstream = r.ctx.get(UPSTREAM_CONTEXT) as string | undefined;
   if (upstream) s += `, upstream: "${upstream}"`;
-  const host = r.req.headers.host;
+  const host = r.header('host');
   if (host !== undefined) s += `, host: "${host}"`;
-  const referrer = r.req.headers.referer;
+  const referrer = r.header('referer');
   if (referrer !== undefined) s += `, referrer: "${referrer}"`;
   return s;
 }

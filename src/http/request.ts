@@ -3,14 +3,14 @@
  * ngx_http_request_t): the client's request, the chosen server and location,
  * the variable cache, and the response being built.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Writable } from 'node:stream';
 import type { Level } from '../conf/context.ts';
 import type { HttpMainConf, LocationConf, PhaseHandler, ServerConf } from './http-conf.ts';
 import type { HttpConnection } from './connection.ts';
 import { applyMatch } from './regex.ts';
 import { RequestHead } from './request-head.ts';
 import type { VarValue } from '../core/variables.ts';
+import type { BodySink, ResponseSink } from './response-sink.ts';
+import type { RequestBodySource } from './request-body-source.ts';
 
 /** A response header as it will be sent (name in its written case). */
 export interface OutHeader {
@@ -19,8 +19,12 @@ export interface OutHeader {
 }
 
 export class HttpRequest {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
+  /** Where the response goes (HTTP/1 socket, HTTP/2 stream, subrequest buffer). */
+  readonly sink: ResponseSink;
+  /** The request body as it arrives (read it with src/http/request-body.ts). */
+  readonly body: RequestBodySource;
+  /** Request headers as read, name and value in turn (names as the client sent them; HTTP/2's lowercase). */
+  readonly headersIn: string[];
   readonly conn: HttpConnection;
   readonly main: HttpMainConf;
   server: ServerConf;
@@ -68,7 +72,7 @@ export class HttpRequest {
    * Where the end of the body filter chain writes (src/http/body-filter.ts):
    * the client response, or a subrequest's sink.
    */
-  out: Writable;
+  out: BodySink;
   /** The body filters this request's body goes through, as bits of their chain positions. */
   bodyFilters = 0;
   /** The writer of the body waits for the chain to take more (waitBodyDrain). */
@@ -150,16 +154,18 @@ export class HttpRequest {
     return this.realAddress?.port ?? this.parent?.remotePort ?? this.conn.remotePort;
   }
 
-  constructor(conn: HttpConnection, main: HttpMainConf, server: ServerConf, req: IncomingMessage, res: ServerResponse, head?: RequestHead) {
+  constructor(conn: HttpConnection, main: HttpMainConf, server: ServerConf, head: RequestHead, headersIn: string[],
+    sink: ResponseSink, body: RequestBodySource) {
     this.conn = conn;
     this.main = main;
     this.server = server;
     this.loc = server.serverLoc;
     this.level = server.level;
-    this.req = req;
-    this.res = res;
-    this.out = res;
-    this.head = head ?? headOf(req, server);
+    this.headersIn = headersIn;
+    this.sink = sink;
+    this.out = sink;
+    this.body = body;
+    this.head = head;
     this.method = this.head.method;
     const v = this.head.version;
     this.httpVersion = v >= 2000 ? '2.0' : v >= 1001 ? '1.1' : v === 1000 ? '1.0' : '0.9';
@@ -216,9 +222,9 @@ export class HttpRequest {
   testExpect(): void {
     if (this.expectTested) return;
     this.expectTested = true;
-    if (this.head.version < 1001 || this.head.version >= 2000 || this.res.headersSent) return;
+    if (this.head.version < 1001 || this.head.version >= 2000 || this.sink.headersSent) return;
     const expect = this.header('expect');
-    if (expect !== undefined && expect.length === 12 && expect.toLowerCase() === '100-continue') this.res.writeContinue();
+    if (expect !== undefined && expect.length === 12 && expect.toLowerCase() === '100-continue') this.sink.writeContinue();
   }
 
   /** Whether nginx answers this request without a response head (HTTP/0.9). */
@@ -226,10 +232,26 @@ export class HttpRequest {
     return this.head.version === 9;
   }
 
-  /** First request header named `name` (lowercase). */
+  /** First request header named `name` (lowercase), as nginx's r->headers_in fields hold the first. */
   header(name: string): string | undefined {
-    const v = this.req.headers[name];
-    return Array.isArray(v) ? v[0] : v;
+    const list = this.headersIn;
+    const len = name.length;
+    for (let i = 0; i < list.length; i += 2) {
+      const n = list[i];
+      if (n.length === len && (n === name || n.toLowerCase() === name)) return list[i + 1];
+    }
+    return undefined;
+  }
+
+  /** Every request header named `name` (lowercase), in order. */
+  headerValues(name: string): string[] {
+    const list = this.headersIn;
+    const out: string[] = [];
+    for (let i = 0; i < list.length; i += 2) {
+      const n = list[i];
+      if (n.length === name.length && (n === name || n.toLowerCase() === name)) out.push(list[i + 1]);
+    }
+    return out;
   }
 
   /** Adds a response header (kept in order, duplicates allowed). */
@@ -259,16 +281,15 @@ export class HttpRequest {
   }
 }
 
-/** A head for a request made outside the request reader (a TLS handshake failure). */
-function headOf(req: IncomingMessage, server: ServerConf): RequestHead {
+/** A head for a request made outside the request reader (a TLS handshake's variables): `GET / HTTP/1.0`. */
+export function placeholderHead(server: ServerConf): RequestHead {
   const head = new RequestHead(server);
-  head.method = req.method ?? 'GET';
-  head.target = req.url ?? '/';
-  head.version = req.httpVersion === '1.0' ? 1000 : 1001;
-  head.protocol = `HTTP/${req.httpVersion}`;
-  head.line = `${head.method} ${head.target} ${head.protocol}`;
-  const q = head.target.indexOf('?');
-  head.uri = q >= 0 ? head.target.slice(0, q) : head.target;
-  head.args = q >= 0 ? head.target.slice(q + 1) : '';
+  head.method = 'GET';
+  head.target = '/';
+  head.version = 1000;
+  head.protocol = 'HTTP/1.0';
+  head.line = 'GET / HTTP/1.0';
+  head.uri = '/';
+  head.args = '';
   return head;
 }

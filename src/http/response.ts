@@ -2,7 +2,6 @@
  * Sending a response: the header filter chain, the response head in nginx's
  * header order, nginx's special pages, and finishing a request.
  */
-import type { ServerResponse } from 'node:http';
 import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { absoluteLocation } from './redirect.ts';
 import { EMPTY_CHUNK, nextBodyFilter } from './body-filter.ts';
@@ -136,48 +135,7 @@ function writeHead(r: HttpRequest): void {
   if (keep && status !== 101 && core.keepaliveHeader) raw.push('Keep-Alive', `timeout=${Math.floor(core.keepaliveHeader)}`);
   if (location !== undefined) raw.push('Location', location);
   for (const h of r.headersOut) raw.push(h.name, h.value);
-  const res = r.res;
-  const reason = r.statusReason ?? statusLineReason(status);
-  if (r.head.version >= 2000) {
-    res.writeHead(status, reason, raw);
-    return;
-  }
-  // HTTP/1.x: the head as nginx writes it, byte for byte (node:http would refuse bytes nginx sends);
-  // one join makes one flat string instead of a chain of concatenations
-  const parts = new Array<string>(raw.length * 2 + 2);
-  parts[0] = `HTTP/1.1 ${status} ${reason}`;
-  let n = 1;
-  for (let i = 0; i < raw.length; i += 2) {
-    parts[n++] = '\r\n';
-    parts[n++] = raw[i];
-    parts[n++] = ': ';
-    parts[n++] = raw[i + 1];
-  }
-  parts[n] = '\r\n\r\n';
-  setRawHead(res, status, reason, parts.join(''), chunked);
-}
-
-/** What ServerResponse.writeHead leaves behind, for a head written here. */
-interface RawResponse {
-  statusCode: number;
-  statusMessage: string;
-  _header: string;
-  _headerSent: boolean;
-  _hasBody: boolean;
-  chunkedEncoding: boolean;
-  _last: boolean;
-}
-
-function setRawHead(res: ServerResponse, status: number, reason: string, head: string, chunked: boolean): void {
-  const o = res as unknown as RawResponse;
-  o.statusCode = status;
-  o.statusMessage = reason;
-  if (status === 204 || status === 304 || (status >= 100 && status < 200)) o._hasBody = false;
-  o.chunkedEncoding = chunked;
-  // the connection decides when to close (lingering_close), not node:http
-  o._last = false;
-  o._header = head;
-  o._headerSent = false;
+  r.sink.sendHead(status, r.statusReason ?? statusLineReason(status), raw, chunked);
 }
 
 /**

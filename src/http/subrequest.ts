@@ -12,8 +12,9 @@
  * the client's request, as ngx_http_terminate_request does.
  */
 import { EventEmitter } from 'node:events';
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
+import { SinkListeners } from './response-sink.ts';
+import type { ResponseSink } from './response-sink.ts';
 import { Phase } from './http-conf.ts';
 import { finalize, runPhases } from './phases.ts';
 import { HttpRequest } from './request.ts';
@@ -52,7 +53,7 @@ interface MainState {
 
 /**
  * The client connection as a subrequest's modules see it (the proxy watches
- * r.req.socket to notice a client that goes away): each subrequest has its
+ * r.sink.client to notice a client that goes away): each subrequest has its
  * own, told when the client closes or sends FIN, so every subrequest
  * running hears of it.
  */
@@ -94,11 +95,9 @@ export class Subrequest {
     this.main = mainRequest(parent);
     this.onFinalize = opts.onFinalize;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
-    this.res = new SubrequestResponse(this);
-    // the parent's request (headers, body), seen through a socket of the subrequest's own
-    const req = Object.create(parent.req) as IncomingMessage;
-    Object.defineProperty(req, 'socket', { value: this.socket });
-    const sr = new HttpRequest(parent.conn, parent.main, parent.server, req, this.res as unknown as ServerResponse, parent.head);
+    this.res = new SubrequestResponse(this, opts.sink, this.socket);
+    // the parent's request head, headers and body
+    const sr = new HttpRequest(parent.conn, parent.main, parent.server, parent.head, parent.headersIn, this.res, parent.body);
     sr.parent = parent;
     sr.method = 'GET';
     sr.uri = uri;
@@ -109,7 +108,6 @@ export class Subrequest {
     // nginx's sr->variables = r->variables: cached values are shared with the parent
     sr.varCache = parent.varCache;
     sr.captures = undefined;
-    sr.out = opts.sink;
     this.r = sr;
     opts.sink.once('finish', () => this.complete());
     opts.sink.once('close', () => this.abort());
@@ -120,8 +118,8 @@ export class Subrequest {
     const sr = this.r;
     runPhases(sr, Phase.SERVER_REWRITE)?.catch((err: Error) => {
       requestLog(sr).error(`unexpected error: ${err.stack ?? err}`);
-      if (!sr.headerSent) finalize(sr, 500).catch(() => this.res.destroy());
-      else this.res.destroy();
+      if (!sr.headerSent) finalize(sr, 500).catch(() => this.res.abort());
+      else this.res.abort();
     });
   }
 
@@ -133,10 +131,9 @@ export class Subrequest {
     this.r.finished = true;
     this.r.completed = true;
     const res = this.res;
-    res.writableFinished = true;
-    res.emit('prefinish');
-    res.emit('finish');
-    res.emit('close');
+    res.finished = true;
+    res.fireFinish();
+    res.fireClose();
     this.resolve(true);
   }
 
@@ -149,7 +146,7 @@ export class Subrequest {
     const res = this.res;
     if (!res.destroyed) {
       res.destroyed = true;
-      res.emit('close');
+      res.fireClose();
     }
     this.socket.emit('close');
     this.resolve(false);
@@ -165,7 +162,7 @@ export class Subrequest {
   terminate(): void {
     const wasOver = this.over;
     this.abort();
-    if (!wasOver) this.main.res.destroy();
+    if (!wasOver) this.main.sink.abort();
   }
 
   private forget(): void {
@@ -179,10 +176,10 @@ export class Subrequest {
       m = state;
       mains.set(this.main, m);
       // the client sent FIN, or went away: every subrequest still running hears of it
-      const socket = this.main.head.version < 2000 ? this.main.req.socket : null;
+      const socket = this.main.head.version < 2000 ? this.main.sink.client : null;
       const ended = () => { for (const s of [...state.live]) s.clientEnded(); };
       socket?.on('end', ended);
-      this.main.res.once('close', () => {
+      this.main.sink.onClose(() => {
         socket?.off('end', ended);
         for (const s of [...state.live]) s.abort();
       });
@@ -194,36 +191,63 @@ export class Subrequest {
 }
 
 /**
- * What a subrequest has instead of the client's ServerResponse: no head is
- * written and there is no socket to take over (an upgrade or an HTTP/0.9
- * relay sees none). Destroying it ends the client's request.
+ * A subrequest's response sink: the head goes nowhere, the body into the
+ * sink its creator gave; there is no socket to take over (an upgrade or an
+ * HTTP/0.9 relay sees none). Aborting it ends the client's request.
  */
-class SubrequestResponse extends EventEmitter {
+class SubrequestResponse extends SinkListeners implements ResponseSink {
   destroyed = false;
-  writableFinished = false;
+  finished = false;
   readonly socket = null;
+  readonly client: SubrequestSocket;
   private readonly sub: Subrequest;
+  private readonly target: Writable;
 
-  constructor(sub: Subrequest) {
+  constructor(sub: Subrequest, target: Writable, client: SubrequestSocket) {
     super();
     this.sub = sub;
+    this.target = target;
+    this.client = client;
   }
 
   get headersSent(): boolean {
     return this.sub.r.headerSent;
   }
 
-  destroy(): this {
-    if (!this.destroyed) this.sub.terminate();
-    return this;
+  get ended(): boolean {
+    return this.target.writableEnded;
   }
 
-  /** Ends the body (a response that cannot become a tunnel, src/http/upstream/upgrade.ts). */
-  end(): void {
-    if (!this.sub.r.out.writableEnded) endBody(this.sub.r);
-  }
-
+  sendHead(): void {}
+  flushHead(): void {}
   writeContinue(): void {}
+  setTrailers(): void {}
+
+  write(chunk: Buffer): boolean {
+    return this.target.write(chunk);
+  }
+
+  end(chunk?: Buffer): void {
+    if (this.target.writableEnded) return;
+    if (chunk !== undefined) this.target.end(chunk);
+    else this.target.end();
+  }
+
+  onceDrain(fn: () => void): void {
+    this.target.once('drain', fn);
+  }
+
+  abort(): void {
+    if (!this.destroyed) this.sub.terminate();
+  }
+
+  get bytesSent(): number {
+    return 0;
+  }
+
+  get bodyBytesSent(): number {
+    return 0;
+  }
 }
 
 /**

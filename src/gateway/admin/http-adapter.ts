@@ -32,7 +32,12 @@ async function bodyOf(r: HttpRequest): Promise<{ body: Buffer | undefined; lengt
 
 function headersOf(r: HttpRequest): Record<string, string | undefined> {
   const out: Record<string, string | undefined> = {};
-  for (const [k, v] of Object.entries(r.req.headers)) out[k] = Array.isArray(v) ? v.join(', ') : v;
+  const list = r.headersIn;
+  for (let i = 0; i < list.length; i += 2) {
+    const name = list[i].toLowerCase();
+    const had = out[name];
+    out[name] = had === undefined ? list[i + 1] : `${had}, ${list[i + 1]}`;
+  }
   return out;
 }
 

@@ -20,8 +20,7 @@ function varyNames(vary: string): string[] {
 export function variantOf(vary: string, r: HttpRequest): string {
   let out = '';
   for (const name of varyNames(vary)) {
-    const v = r.req.headers[name];
-    const text = Array.isArray(v) ? v.join(',') : v ?? '';
+    const text = r.headerValues(name).join(',');
     const items = text.split(',').map((s) => s.trim()).filter((s) => s !== '').sort();
     out += `${name}:${items.join(',')}\n`;
   }

@@ -12,7 +12,6 @@ import { requestLog } from '../request-log.ts';
 import type { VarValue } from '../../core/variables.ts';
 import type { HttpVariable } from '../http-conf.ts';
 import { coreLoc } from './settings.ts';
-import { bodyBytesSent, bytesSent } from '../request-bytes.ts';
 import { rootVariables } from './root.ts';
 
 /**
@@ -21,7 +20,7 @@ import { rootVariables } from './root.ts';
  * `, ` (`; ` for Cookie), as nginx does since 1.23.
  */
 function requestHeader(r: HttpRequest, suffix: string): VarValue {
-  const raw = r.req.rawHeaders;
+  const raw = r.headersIn;
   let value: string | undefined;
   const sep = suffix === 'cookie' ? '; ' : ', ';
   for (let i = 0; i < raw.length; i += 2) {
@@ -62,7 +61,7 @@ export function argValue(args: string, name: string): VarValue {
  * (case-insensitive) at the start or after `;`/`,`, the value up to `;`.
  */
 function cookieValue(r: HttpRequest, name: string): VarValue {
-  const raw = r.req.rawHeaders;
+  const raw = r.headersIn;
   const key = name.toLowerCase();
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i].length !== 6 || raw[i].toLowerCase() !== 'cookie') continue;
@@ -203,8 +202,8 @@ export const coreVariables: HttpVariable[] = [
   { name: 'request_method', noCache: true, get: (r) => r.method || undefined },
   { name: 'request', get: (r) => r.head.line || undefined },
   { name: 'status', noCache: true, get: statusText },
-  { name: 'body_bytes_sent', noCache: true, get: (r) => String(bodyBytesSent(r)) },
-  { name: 'bytes_sent', noCache: true, get: (r) => String(bytesSent(r)) },
+  { name: 'body_bytes_sent', noCache: true, get: (r) => String(r.sink.bodyBytesSent) },
+  { name: 'bytes_sent', noCache: true, get: (r) => String(r.sink.bytesSent) },
   { name: 'request_length', noCache: true, get: (r) => String(r.requestLength) },
   { name: 'request_completion', noCache: true, get: (r) => (r.completed ? 'OK' : '') },
   { name: 'pipe', get: (r) => (r.pipelined ? 'p' : '.') },

@@ -308,7 +308,7 @@ async function listDirectory(r: HttpRequest, conf: MergedConf<typeof autoindexSl
   const entries = await readEntries(r, dir, names);
   if (!entries) {
     // the head is out: nginx ends the connection
-    r.res.destroy();
+    r.sink.abort();
     return DONE;
   }
   const body = format === 'html' ? htmlListing(r, entries, conf)

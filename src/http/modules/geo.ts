@@ -165,7 +165,7 @@ function geoAddress(r: HttpRequest, geo: GeoTable): ClientAddr | undefined {
 
 /** Every value of a request header, in order. */
 export function headerValues(r: HttpRequest, lowerName: string): string[] {
-  const raw = r.req.rawHeaders;
+  const raw = r.headersIn;
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     if (raw[i].length === lowerName.length && raw[i].toLowerCase() === lowerName) out.push(raw[i + 1]);

@@ -39,7 +39,7 @@ export class GzipBody {
     deflate.on('data', (out: Buffer) => this.output(out));
     deflate.on('end', () => this.finish());
     deflate.on('drain', () => this.inputDrained());
-    deflate.on('error', () => this.r.res.destroy());
+    deflate.on('error', () => this.r.sink.abort());
   }
 
   /** The filter: the body goes into deflate. */

@@ -269,7 +269,7 @@ function chunkedTrailersBody(r: HttpRequest, chunk: Buffer, eof: boolean, self: 
       const v = t.value ? t.value.evaluate(r) : '';
       if (v) sent.push([t.name, v]);
     }
-    if (sent.length) r.res.addTrailers(sent);
+    if (sent.length) r.sink.setTrailers(sent.flat());
   }
   return nextBodyFilter(r, self, chunk, eof);
 }

@@ -113,7 +113,7 @@ function limitConnHandler(r: HttpRequest): number {
       held = [];
       const mine = held;
       // 'close' comes once the response is done or the connection is gone, after the log phase
-      r.res.once('close', () => releaseAll(mine));
+      r.sink.onClose(() => releaseAll(mine));
     }
     held.push(t, slot);
   }

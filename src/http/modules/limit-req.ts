@@ -277,9 +277,9 @@ function limitReqHandler(r: HttpRequest): number | Promise<number> {
  */
 function delayed(r: HttpRequest, ms: number): Promise<number> {
   return new Promise((resolve) => {
-    const socket = r.head.version < 2000 ? r.req.socket : null;
+    const socket = r.head.version < 2000 ? r.sink.client : null;
     const clientGone = (): void => {
-      if (!r.res.destroyed) r.res.destroy();
+      if (!r.sink.destroyed) r.sink.abort();
     };
     const onClose = (): void => {
       clearTimeout(timer);
@@ -287,11 +287,11 @@ function delayed(r: HttpRequest, ms: number): Promise<number> {
       resolve(DONE);
     };
     const timer = setTimeout(() => {
-      r.res.off('close', onClose);
+      r.sink.offClose(onClose);
       socket?.off('end', clientGone);
       resolve(r.finished ? DONE : DECLINED);
     }, ms);
-    r.res.once('close', onClose);
+    r.sink.onClose(onClose);
     if (socket?.readableEnded) clientGone();
     else socket?.once('end', clientGone);
   });

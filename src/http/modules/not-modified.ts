@@ -77,16 +77,15 @@ function lastModifiedSec(r: HttpRequest): number {
 
 function notModifiedFilter(r: HttpRequest): void {
   if (r.status !== 200 || r.disableNotModified) return;
-  const h = r.req.headers;
-  const ius = h['if-unmodified-since'];
+  const ius = r.header('if-unmodified-since');
   if (ius !== undefined) {
     const lm = lastModifiedSec(r);
     if (lm === -1 || parseHttpTime(ius) < lm) return replaceWithPage(r, 412);
   }
-  const im = h['if-match'];
+  const im = r.header('if-match');
   if (im !== undefined && !etagMatches(im, r.getHeader('etag'), false)) return replaceWithPage(r, 412);
-  const ims = h['if-modified-since'];
-  const inm = h['if-none-match'];
+  const ims = r.header('if-modified-since');
+  const inm = r.header('if-none-match');
   if (ims === undefined && inm === undefined) return;
   if (ims !== undefined && isModified(r, ims)) return;
   if (inm !== undefined && !etagMatches(inm, r.getHeader('etag'), true)) return;

@@ -127,10 +127,10 @@ export async function sendFileBody(r: HttpRequest, fh: FileHandle, size: number)
       }
       if (plan.tail) sendBody(r, Buffer.from(plan.tail, 'latin1'));
     }
-    if (!r.res.destroyed) endBody(r);
+    if (!r.sink.destroyed) endBody(r);
   } catch (err) {
     requestLog(r).crit(`read() failed ${sysErrorText(err)}`);
-    r.res.destroy();
+    r.sink.abort();
   } finally {
     await fh.close().catch(() => undefined);
   }
@@ -145,11 +145,11 @@ async function sendFileRange(r: HttpRequest, fh: FileHandle, start: number, end:
     const { bytesRead } = await fh.read(buf, 0, total, start);
     if (bytesRead < total) return truncated(r);
     sendBody(r, buf);
-    return !r.res.destroyed;
+    return !r.sink.destroyed;
   }
   let pos = start;
   while (pos < end) {
-    if (r.res.destroyed) return false;
+    if (r.sink.destroyed) return false;
     const want = Math.min(CHUNK, end - pos);
     const buf = Buffer.allocUnsafe(want);
     const { bytesRead } = await fh.read(buf, 0, want, pos);
@@ -164,25 +164,22 @@ async function sendFileRange(r: HttpRequest, fh: FileHandle, start: number, end:
 /** The file shrank while being sent: nginx logs it and drops the connection. */
 function truncated(r: HttpRequest): boolean {
   requestLog(r).alert('file was truncated while it was being sent');
-  r.res.destroy();
+  r.sink.abort();
   return false;
 }
 
 /** Waits until the body filters can take more; resolves false if the response closes first. */
 function drained(r: HttpRequest): Promise<boolean> {
   return new Promise((resolve) => {
-    const out = r.out;
     const finish = (ok: boolean) => {
       cancelBodyDrain(r, onDrain);
-      r.res.off('close', onClose);
-      out.off('error', onClose);
+      r.sink.offClose(onClose);
       resolve(ok);
     };
     const onDrain = () => finish(true);
     const onClose = () => finish(false);
     waitBodyDrain(r, onDrain);
-    r.res.on('close', onClose);
-    out.on('error', onClose);
+    r.sink.onClose(onClose);
   });
 }
 

@@ -5,7 +5,10 @@
  * client connection serves all its requests; the socket points at the
  * exchange currently answering on it.
  */
-import type { Socket } from 'node:net';
+import type { ResponseSink } from '../response-sink.ts';
+
+/** The client side a response reports on (its socket, HTTP/2 stream or a subrequest's stand-in). */
+type Client = NonNullable<ResponseSink['client']>;
 
 /** What is told about the client going away. */
 export interface ClientWatcher {
@@ -14,14 +17,14 @@ export interface ClientWatcher {
 
 const EXCHANGE = Symbol('proxyExchange');
 
-type WatchedSocket = Socket & { [EXCHANGE]?: ClientWatcher | null };
+type WatchedSocket = Client & { [EXCHANGE]?: ClientWatcher | null };
 
 function onClientGone(this: WatchedSocket): void {
   this[EXCHANGE]?.clientClosed();
 }
 
 /** From now on, `socket` going away is reported to `w`. */
-export function watchClient(socket: Socket, w: ClientWatcher): void {
+export function watchClient(socket: Client, w: ClientWatcher): void {
   const s = socket as WatchedSocket;
   if (s[EXCHANGE] === undefined) {
     // 'close' ahead of the response's own listener, so the log phase sees the request's end (499, timings)
@@ -32,7 +35,7 @@ export function watchClient(socket: Socket, w: ClientWatcher): void {
 }
 
 /** `w` no longer wants to hear about `socket`. */
-export function unwatchClient(socket: Socket | null, w: ClientWatcher): void {
+export function unwatchClient(socket: Client | null, w: ClientWatcher): void {
   const s = socket as WatchedSocket | null;
   if (s && s[EXCHANGE] === w) s[EXCHANGE] = null;
 }

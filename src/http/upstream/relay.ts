@@ -242,7 +242,7 @@ export class BodyRelay {
     requestLog(this.r).info('client timed out (110: Connection timed out) while sending to client');
     this.finished = true;
     this.cleanup();
-    this.r.res.destroy();
+    this.r.sink.abort();
     this.src.relayDone(false);
   }
 
@@ -284,11 +284,11 @@ export class BodyRelay {
     if (this.truncated) {
       if (tail) sendBody(this.r, tail);
       // nginx flushes the head before closing, even when no body byte went out
-      else if (this.r.bodyBytesSent === 0) this.r.res.flushHeaders();
+      else if (this.r.bodyBytesSent === 0) this.r.sink.flushHead();
       // no terminating chunk: the client sees the response cut short, as nginx sends it
-      const socket = this.r.res.socket;
+      const socket = this.r.sink.socket;
       if (socket) socket.end();
-      else this.r.res.destroy();
+      else this.r.sink.abort();
       this.src.relayDone(false);
       return;
     }

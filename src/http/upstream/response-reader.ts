@@ -9,6 +9,7 @@
  */
 import { finalize, internalRedirect, namedLocation } from '../phases.ts';
 import { sendHeaderThen } from '../response.ts';
+import { rawSocketSink } from '../http1-response.ts';
 import { parseUnsafeUri } from '../subrequest.ts';
 import { requestLog } from '../request-log.ts';
 import { errorPageConf } from '../core/error-page.ts';
@@ -124,7 +125,7 @@ export class ResponseReader implements RelaySource {
       u.upstreamDone(false);
       return;
     }
-    const upgrade = head.status === 101 && r.req.headers.upgrade !== undefined;
+    const upgrade = head.status === 101 && r.header('upgrade') !== undefined;
     u.protocol.copyHeaders(u, head);
     const noBody = head.status === 204 || head.status === 304 || u.isHead || head.status < 200;
     if (noBody) this.remaining = 0;
@@ -190,7 +191,7 @@ export class ResponseReader implements RelaySource {
   private headerFailed(err: Error): void {
     this.u.log('error', `sending response header failed: ${err.message}`);
     this.u.finalize(500);
-    this.u.r.res.destroy();
+    this.u.r.sink.abort();
   }
 
   /** Body bytes from the upstream, through proxy_limit_rate when set. */
@@ -211,7 +212,7 @@ export class ResponseReader implements RelaySource {
         out.length = 0;
         this.u.log('error', 'upstream sent invalid chunked response', this.action);
         // nginx closes the connection; what it had not flushed yet is never sent
-        if (this.u.r.bodyBytesSent === 0) this.u.r.res.destroy();
+        if (this.u.r.bodyBytesSent === 0) this.u.r.sink.abort();
         this.fail();
         return;
       }
@@ -286,7 +287,7 @@ export class ResponseReader implements RelaySource {
    */
   private relayHttp09(first: Buffer): void {
     const u = this.u;
-    const socket = u.r.res.socket;
+    const socket = u.r.sink.socket;
     u.r.status = 200;
     u.headerSent();
     if (!socket) { u.finalize(0); return; }
@@ -296,7 +297,7 @@ export class ResponseReader implements RelaySource {
     this.remaining = -1;
     this.relay = new BodyRelay(u.r, this, u.conf, u.d, false, -1, false);
     // the bytes go to the socket as they come, past the body filters
-    u.r.out = socket;
+    u.r.out = rawSocketSink(socket);
     u.r.bodyFilters = 0;
     this.body(first);
   }

@@ -7,6 +7,7 @@
  */
 import type { Socket } from 'node:net';
 import { requestLog } from '../request-log.ts';
+import { endBody } from '../response.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
 
 class Tunnel {
@@ -78,17 +79,17 @@ class Tunnel {
 /** Switches `u`'s request to a tunnel; `held` is upstream data after the 101 head. */
 export function startUpgrade(u: UpstreamRequest, held: Buffer[]): void {
   const r = u.r;
-  const client = r.res.socket;
+  const client = r.sink.socket;
   const conn = u.conn;
   const early = client && conn ? r.conn.takeForTunnel(r) : undefined;
   if (!client || !conn || !early) {
     // the client connection cannot be taken over (HTTP/2, or a body still arriving): end the exchange
     u.finalize(0);
-    r.res.end();
+    endBody(r);
     return;
   }
   // the head goes out now; the response stays open, so the tunnel's bytes count as its body ($bytes_sent)
-  r.res.flushHeaders();
+  r.sink.flushHead();
   const tunnel = new Tunnel(u, client, conn.socket);
   u.tunnel = tunnel;
   for (const b of held) tunnel.fromUpstream(b);

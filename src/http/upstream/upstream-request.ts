@@ -103,7 +103,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.chooser.tries > limit) this.chooser.tries = limit;
-    if (r.req.socket) watchClient(r.req.socket, this);
+    if (r.sink.client) watchClient(r.sink.client, this);
   }
 
   start(): void {
@@ -315,7 +315,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
     if (ft === FT.TIMEOUT) this.log('error', 'upstream timed out (110: Connection timed out)');
     if (this.cached && ft === FT.ERROR) this.chooser.tries++;
     const status = failureStatus(ft);
-    if (this.r.finished || this.r.res.destroyed) { this.finalize(499); return; }
+    if (this.r.finished || this.r.sink.destroyed) { this.finalize(499); return; }
     state.status = status;
     if (!mayRetry(this.retryState(), ft, 1)) {
       this.finalize(status);
@@ -400,7 +400,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
       if (rc !== DONE && rc !== 0 && rc !== 499) {
         finalize(this.r, rc).catch((err: Error) => {
           requestLog(this.r).alert(`finalizing a proxied request failed: ${err.stack ?? err}`);
-          this.r.res.destroy();
+          this.r.sink.abort();
         });
       }
     }
@@ -424,17 +424,17 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
 
   /** The client socket no longer reports to this exchange. */
   private forget(): void {
-    unwatchClient(this.r.req.socket, this);
+    unwatchClient(this.r.sink.client, this);
   }
 
   clientClosed(): void {
-    if (this.finished || this.r.res.writableFinished) return;
+    if (this.finished || this.r.sink.finished) return;
     this.forget();
     if (this.conf.ignoreClientAbort && !this.settled) return;
     this.log('info', this.conn ? 'client prematurely closed connection, so upstream connection is closed too' : 'client prematurely closed connection',
       this.reader?.inBody ? 'sending to client' : this.action);
     this.finalize(499);
     // no response: the connection closes and the request is logged with 499 (nginx's terminate)
-    if (!this.r.res.destroyed) terminate(this.r, 499);
+    if (!this.r.sink.destroyed) terminate(this.r, 499);
   }
 }

@@ -24,7 +24,6 @@ import { LogLevel } from '../../../core/error-log.ts';
 import { httpMainOf, OK } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, PhaseHandler } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';
-import { bodyBytesSent, bytesSent, trackResponseBytes } from '../../request-bytes.ts';
 import { openRequestErrorLogs, requestErrorLogFiles, requestLog } from '../../request-log.ts';
 import { mapUriToPath } from '../../core/root.ts';
 import { httpConf } from '../../core/structure.ts';
@@ -70,8 +69,8 @@ const BUILTINS: Record<string, Render<HttpRequest>> = {
   time_iso8601: () => { refreshClock(); return clockIso; },
   msec: () => (Date.now() / 1000).toFixed(3),
   request_time: (r) => (Math.max(0, Date.now() - r.startMs) / 1000).toFixed(3),
-  bytes_sent: (r) => String(bytesSent(r)),
-  body_bytes_sent: (r) => String(bodyBytesSent(r)),
+  bytes_sent: (r) => String(r.sink.bytesSent),
+  body_bytes_sent: (r) => String(r.sink.bodyBytesSent),
   request_length: (r) => String(r.requestLength),
 };
 
@@ -142,7 +141,6 @@ export const logModule: HttpModule = {
     const main = http.level.get(logMain);
     http.addPhaseHandler('LOG', 100, logPhase(main));
     // not one of nginx's filters: notes the response's start before any filter runs
-    http.addHeaderFilter(0, trackResponseBytes);
   },
   initCycle(cycle) {
     const http = httpConf(cycle);

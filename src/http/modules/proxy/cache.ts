@@ -276,7 +276,7 @@ function serve(u: ProxyUpstream, f: CacheFile, until?: Promise<unknown>): void {
     u.relayDone();
   }, (err: Error) => {
     requestLog(r).error(`sending a cached response failed: ${err.message}`);
-    r.res.destroy();
+    r.sink.abort();
     u.relayDone();
   });
 }

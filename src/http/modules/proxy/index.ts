@@ -125,7 +125,7 @@ function proxyHandler(r: HttpRequest): number | Promise<number> {
   // $proxy_host and $proxy_port exist from here on, as nginx's proxy ctx (a request denied before is logged with "-")
   r.ctx.set(PROXY_CTX, rt);
   if (conf.setBody || hasRequestBody(r)) return withBody(r, conf, d, rt);
-  const cl = r.req.headers['content-length'];
+  const cl = r.header('content-length');
   return place(r, conf, d, rt, NO_BODY, cl === undefined ? -1 : Number(cl), false);
 }
 
@@ -134,12 +134,12 @@ async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: Reso
   const passBody = conf.passRequestBody;
   const chunkedIn = isChunked(r);
   let streaming = !conf.requestBuffering && !conf.setBody && passBody && (!chunkedIn || conf.httpVersion === '1.1');
-  if (streaming && !r.req.complete) {
+  if (streaming && !r.body.complete) {
     // node:http finishes parsing what came with the head within this turn of the event loop
     await new Promise(setImmediate);
   }
   // a body that already arrived whole (with the head) goes as a buffered one, as nginx sends a preread body
-  if (r.req.complete) streaming = false;
+  if (r.body.complete) streaming = false;
   if (conf.setBody) {
     if (hasRequestBody(r)) {
       const rb = await readRequestBody(r);
@@ -151,7 +151,7 @@ async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: Reso
   if (streaming) {
     const s = new StreamSender(chunkedIn);
     s.controls = streamRequestBody(r, s);
-    return place(r, conf, d, rt, s, chunkedIn ? -1 : Number(r.req.headers['content-length']), chunkedIn);
+    return place(r, conf, d, rt, s, chunkedIn ? -1 : Number(r.header('content-length')), chunkedIn);
   }
   const rb = await readRequestBody(r);
   if (typeof rb === 'number') return rb;
@@ -210,7 +210,7 @@ const variables: HttpVariable[] = [
   {
     name: 'proxy_add_x_forwarded_for', noCache: true,
     get(r) {
-      const raw = r.req.rawHeaders;
+      const raw = r.headersIn;
       let xff: string | undefined;
       for (let i = 0; i < raw.length; i += 2) {
         if (raw[i].length === 15 && raw[i].toLowerCase() === 'x-forwarded-for') xff = xff === undefined ? raw[i + 1] : `${xff}, ${raw[i + 1]}`;

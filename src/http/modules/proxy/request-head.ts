@@ -96,7 +96,7 @@ export function buildHead(r: HttpRequest, plan: HeaderPlan, h: HeadInput): strin
     if (v !== '') head += e.prefix + v + '\r\n';
   }
   if (h.passRequestHeaders) {
-    const raw = r.req.rawHeaders;
+    const raw = r.headersIn;
     const skip = plan.skip;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i];

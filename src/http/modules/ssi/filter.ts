@@ -135,7 +135,7 @@ export class SsiFilter implements SsiRun {
   private failed(err: Error): void {
     this.log.error(`SSI processing failed: ${err.stack ?? err}`);
     this.queue = [];
-    this.main.res.destroy();
+    this.main.sink.abort();
   }
 
   /**

@@ -147,7 +147,7 @@ class MemorySink extends Writable {
     const sr = this.sub?.r;
     if (sr) {
       requestLog(sr).error(msg);
-      sr.res.destroy();
+      sr.sink.abort();
     }
     cb();
   }

@@ -8,14 +8,14 @@
  * to HTTP/1.x or HTTP/2 (ALPN). Bytes that are not TLS are served as HTTP
  * and answered 497 (see index.ts).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
-import { EventEmitter } from 'node:events';
 import { LogLevel } from '../../../core/error-log.ts';
 import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
 import type { AddressConf, ServerConf } from '../../http-conf.ts';
-import { HttpRequest } from '../../request.ts';
+import { HttpRequest, placeholderHead } from '../../request.ts';
+import { Http1Response } from '../../http1-response.ts';
+import { RequestBodySource } from '../../request-body-source.ts';
 import { selectServer } from '../../virtual-server.ts';
 import { coreSrv, CORE_SRV_DEFAULTS } from '../../core/settings.ts';
 import { alertRecord, ALERT_INTERNAL_ERROR, ALERT_UNRECOGNIZED_NAME, MAX_HELLO_BYTES, readClientHello } from '../../../tls/client-hello.ts';
@@ -188,7 +188,7 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
 
 /** A request object for evaluating variables during the handshake (nginx's fake request in its certificate callback). */
 function handshakeRequest(server: HttpAddressServer, conn: HttpConnection, srv: ServerConf): HttpRequest {
-  const req = { method: 'GET', httpVersion: '1.0', url: '/', headers: {}, rawHeaders: [], socket: conn.socket } as unknown as IncomingMessage;
-  const res = new EventEmitter() as unknown as ServerResponse;
-  return new HttpRequest(conn, server.main, srv, req, res);
+  // nothing is ever written to its sink: it answers variables only
+  const sink = new Http1Response(conn.socket, false, false);
+  return new HttpRequest(conn, server.main, srv, placeholderHead(srv), [], sink, RequestBodySource.empty());
 }

@@ -1,0 +1,194 @@
+/**
+ * The HTTP/1.x response sink: writes the head as nginx writes it, byte for
+ * byte, and the body with chunked framing when the response is chunked,
+ * straight to the client's socket. The head waits for the first body bytes
+ * (one write for both) unless flushed. HTTP/0.9 gets the body alone.
+ *
+ * Bytes are counted as nginx counts them (c->sent): everything written to
+ * the socket for this response, a `100 Continue` included; requests on a
+ * connection are answered one at a time, so the socket's counter at the
+ * start and at the end of a response says.
+ */
+import type { Socket } from 'node:net';
+import { SinkListeners } from './response-sink.ts';
+import type { BodySink, ResponseSink } from './response-sink.ts';
+
+const CRLF = Buffer.from('\r\n', 'latin1');
+const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
+const EMPTY = Buffer.alloc(0);
+
+export class Http1Response extends SinkListeners implements ResponseSink {
+  readonly socket: Socket;
+  /** A HEAD request: the head goes out, body bytes do not. */
+  private readonly headOnly: boolean;
+  private readonly http09: boolean;
+  private readonly startMark: number;
+  private endMark = -1;
+  private head: string | undefined;
+  private headLength = 0;
+  private headWritten = false;
+  private chunked = false;
+  private noBody = false;
+  private trailers: string[] | undefined;
+  headersSent = false;
+  destroyed = false;
+  ended = false;
+  finished = false;
+
+  constructor(socket: Socket, headOnly: boolean, http09: boolean) {
+    super();
+    this.socket = socket;
+    this.headOnly = headOnly;
+    this.http09 = http09;
+    this.startMark = socket.bytesWritten;
+  }
+
+  get client(): Socket {
+    return this.socket;
+  }
+
+  sendHead(status: number, reason: string, headers: string[], chunked: boolean): void {
+    if (this.headersSent) return;
+    this.headersSent = true;
+    if (this.http09) return;
+    this.noBody = this.headOnly || status === 204 || status === 304 || (status >= 100 && status < 200);
+    this.chunked = chunked && !this.noBody;
+    // one join makes one flat string instead of a chain of concatenations
+    const parts = new Array<string>(headers.length * 2 + 2);
+    parts[0] = `HTTP/1.1 ${status} ${reason}`;
+    let n = 1;
+    for (let i = 0; i < headers.length; i += 2) {
+      parts[n++] = '\r\n';
+      parts[n++] = headers[i];
+      parts[n++] = ': ';
+      parts[n++] = headers[i + 1];
+    }
+    parts[n] = '\r\n\r\n';
+    this.head = parts.join('');
+    this.headLength = this.head.length;
+  }
+
+  flushHead(): void {
+    if (this.head === undefined || this.destroyed) return;
+    this.socket.write(this.head, 'latin1');
+    this.head = undefined;
+    this.headWritten = true;
+  }
+
+  writeContinue(): void {
+    if (!this.destroyed && !this.http09) this.socket.write(CONTINUE, 'latin1');
+  }
+
+  setTrailers(trailers: string[]): void {
+    this.trailers = trailers;
+  }
+
+  write(chunk: Buffer): boolean {
+    if (this.destroyed || this.ended) return true;
+    if (this.noBody || chunk.length === 0) {
+      this.flushHead();
+      return true;
+    }
+    const socket = this.socket;
+    const head = this.head;
+    if (head === undefined && !this.chunked) return socket.write(chunk);
+    socket.cork();
+    if (head !== undefined) {
+      socket.write(head, 'latin1');
+      this.head = undefined;
+      this.headWritten = true;
+    }
+    let ok: boolean;
+    if (this.chunked) {
+      socket.write(chunk.length.toString(16) + '\r\n', 'latin1');
+      socket.write(chunk);
+      ok = socket.write(CRLF);
+    } else {
+      ok = socket.write(chunk);
+    }
+    socket.uncork();
+    return ok;
+  }
+
+  end(chunk?: Buffer): void {
+    if (this.ended || this.destroyed) return;
+    const socket = this.socket;
+    socket.cork();
+    if (chunk !== undefined && chunk.length) this.write(chunk);
+    this.ended = true;
+    if (this.head !== undefined) {
+      socket.write(this.head, 'latin1');
+      this.head = undefined;
+      this.headWritten = true;
+    }
+    let last: string | Buffer = EMPTY;
+    if (this.chunked) {
+      let t = '0\r\n';
+      const list = this.trailers;
+      if (list) for (let i = 0; i < list.length; i += 2) t += `${list[i]}: ${list[i + 1]}\r\n`;
+      last = t + '\r\n';
+    }
+    socket.write(last, 'latin1', this.written);
+    socket.uncork();
+    this.endMark = socket.bytesWritten;
+  }
+
+  /** The last write reached the socket. */
+  private written = (err?: Error | null): void => {
+    if (err || this.destroyed) return;
+    this.finished = true;
+    this.fireFinish();
+    // as node:http did: the next request may start before this one is logged
+    process.nextTick(() => this.fireClose());
+  };
+
+  abort(): void {
+    // a finished response no longer owns the connection (it may carry the next request)
+    if (this.destroyed || this.finished) return;
+    this.destroyed = true;
+    if (this.endMark < 0) this.endMark = this.socket.bytesWritten;
+    this.socket.destroy();
+  }
+
+  /** The connection's socket drained. */
+  socketDrained(): void {
+    if (!this.finished) this.fireDrain();
+  }
+
+  /** The connection closed (or the request was only logged): the response is over. */
+  socketClosed(): void {
+    if (!this.finished) {
+      this.destroyed = true;
+      if (this.endMark < 0) this.endMark = this.socket.bytesWritten;
+    }
+    this.fireClose();
+  }
+
+  get bytesSent(): number {
+    const end = this.endMark >= 0 ? this.endMark : this.socket.bytesWritten;
+    return Math.max(0, end - this.startMark);
+  }
+
+  get bodyBytesSent(): number {
+    return Math.max(0, this.bytesSent - (this.headWritten ? this.headLength : 0));
+  }
+}
+
+/**
+ * The client socket as a body sink, past the response's framing: an
+ * HTTP/0.9 answer relayed as is; its end is the connection's end.
+ */
+export function rawSocketSink(socket: Socket): BodySink {
+  let ended = false;
+  return {
+    write: (chunk) => socket.write(chunk),
+    end(chunk) {
+      ended = true;
+      if (chunk !== undefined) socket.end(chunk);
+      else socket.end();
+    },
+    onceDrain: (fn) => { socket.once('drain', fn); },
+    get destroyed() { return socket.destroyed; },
+    get ended() { return ended; },
+  };
+}
