@@ -59,6 +59,8 @@ export interface WatchHandlers {
    * `list` and watch again from the listing's revision.
    */
   compacted(compactRevision: number): void;
+  /** The watch lost its store (the error) or has it again (undefined); it resumes by itself. */
+  state?(error: string | undefined): void;
 }
 
 /** A storage failure (the Admin API answers 503 with its message). */
