@@ -1,0 +1,203 @@
+/**
+ * A real etcd for the gateway's tests: Debian's etcd-server (/usr/bin/etcd,
+ * `.ci/run` installs it) on loopback with free ports and a temporary data
+ * directory, stopped and started again on the same data, and spoken to
+ * directly over its JSON API (as another gateway node or an operator would).
+ * Also a TCP relay between the gateway and etcd that can cut the network
+ * without stopping etcd.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { freePorts } from '../kit/server.ts';
+import { defaultYaml } from './harness.ts';
+import type { Gateway } from './harness.ts';
+
+export const etcdBinary = process.env.ETCD_BINARY ?? '/usr/bin/etcd';
+/** A reason to skip when there is no etcd (CI installs it: `.ci/run`). */
+export const etcdSkip: string | false = fs.existsSync(etcdBinary) ? false : `${etcdBinary} not installed (apt-get install etcd-server)`;
+
+const b64 = (s: string): string => Buffer.from(s).toString('base64');
+const unb64 = (s: string | undefined): string => Buffer.from(s ?? '', 'base64').toString();
+
+export interface EtcdKv { key: string; value: string; create_revision: number; mod_revision: number; lease?: string }
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => { for (const c of live) c.kill('SIGKILL'); });
+
+export class Etcd {
+  readonly dir: string;
+  readonly port: number;
+  readonly peerPort: number;
+  private child: ChildProcess | undefined;
+  private exited: Promise<void> = Promise.resolve();
+
+  constructor(dir: string, port: number, peerPort: number) {
+    this.dir = dir;
+    this.port = port;
+    this.peerPort = peerPort;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts etcd on its data directory and waits until it answers (up to 20 s). */
+  async start(): Promise<void> {
+    const peer = `http://127.0.0.1:${this.peerPort}`;
+    const log = fs.openSync(path.join(this.dir, 'etcd.log'), 'a');
+    const child = spawn(etcdBinary, [
+      '--name', 'test', '--data-dir', path.join(this.dir, 'data'),
+      '--listen-client-urls', this.url, '--advertise-client-urls', this.url,
+      '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `test=${peer}`,
+    ], { stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    this.child = child;
+    live.add(child);
+    this.exited = new Promise((resolve) => child.once('exit', () => { live.delete(child); resolve(); }));
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`etcd exited: ${fs.readFileSync(path.join(this.dir, 'etcd.log'), 'utf8').slice(-2000)}`);
+      try {
+        if ((await fetch(`${this.url}/health`)).ok) return;
+      } catch { /* not listening yet */ }
+      if (Date.now() > deadline) throw new Error('etcd did not answer within 20 s');
+      await sleep(50);
+    }
+  }
+
+  /** Stops etcd (TERM) and waits for it to exit. */
+  async stop(): Promise<void> {
+    this.child?.kill('SIGTERM');
+    await this.exited;
+    this.child = undefined;
+  }
+
+  /** Stops it and removes its data. */
+  async destroy(): Promise<void> {
+    await this.stop();
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  async call(api: string, body: unknown): Promise<Record<string, any>> {
+    const r = await fetch(`${this.url}${api}`, { method: 'POST', body: JSON.stringify(body) });
+    const json = await r.json() as Record<string, any>;
+    if (!r.ok) throw new Error(`${api}: ${JSON.stringify(json)}`);
+    return json;
+  }
+
+  /** A write from outside the gateway; returns its revision. */
+  async put(key: string, value: string): Promise<number> {
+    return Number((await this.call('/v3/kv/put', { key: b64(key), value: b64(value) })).header.revision);
+  }
+
+  async delete(key: string): Promise<number> {
+    return Number((await this.call('/v3/kv/deleterange', { key: b64(key) })).header.revision);
+  }
+
+  async get(key: string): Promise<EtcdKv | undefined> {
+    const kv = (await this.call('/v3/kv/range', { key: b64(key) })).kvs?.[0] as Record<string, string> | undefined;
+    if (!kv) return undefined;
+    return { key: unb64(kv.key), value: unb64(kv.value), create_revision: Number(kv.create_revision), mod_revision: Number(kv.mod_revision), lease: kv.lease };
+  }
+
+  async revision(): Promise<number> {
+    return Number((await this.call('/v3/kv/range', { key: b64('/'), count_only: true })).header.revision);
+  }
+
+  /** Compacts the history up to the current revision (and waits for it). */
+  async compact(): Promise<number> {
+    const rev = await this.revision();
+    await this.call('/v3/kv/compaction', { revision: String(rev), physical: true });
+    return rev;
+  }
+}
+
+/** A fresh etcd on free loopback ports in a temporary directory, started. */
+export async function startEtcd(): Promise<Etcd> {
+  const [port, peerPort] = await freePorts(2);
+  const etcd = new Etcd(fs.mkdtempSync(path.join(os.tmpdir(), 'gh-etcd-')), port, peerPort);
+  await etcd.start();
+  return etcd;
+}
+
+/**
+ * A TCP relay to `target`: `cut()` drops every connection and refuses new
+ * ones (a network partition, etcd itself keeps running), `mend()` ends it.
+ */
+export class Relay {
+  readonly server: net.Server;
+  private readonly sockets = new Set<net.Socket>();
+  private isCut = false;
+
+  constructor(target: number) {
+    this.server = net.createServer((client) => {
+      if (this.isCut) { client.destroy(); return; }
+      const upstream = net.connect(target, '127.0.0.1');
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => { client.destroy(); upstream.destroy(); });
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+  }
+
+  get port(): number {
+    return (this.server.address() as net.AddressInfo).port;
+  }
+
+  cut(): void {
+    this.isCut = true;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  mend(): void {
+    this.isCut = false;
+  }
+
+  close(): Promise<void> {
+    this.cut();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+export async function startRelay(target: number): Promise<Relay> {
+  const relay = new Relay(target);
+  await new Promise<void>((resolve) => relay.server.listen(0, '127.0.0.1', resolve));
+  return relay;
+}
+
+/** The harness's config.yaml with the store in etcd at `url` (and `extra` lines under deployment.etcd). */
+export function etcdYaml(url: string, workers = 2, extra = ''): string {
+  return `${defaultYaml(workers)}  etcd:
+    host:
+      - ${url}
+    timeout: 5
+${extra}`;
+}
+
+export interface WorkerStatus { worker: number; revision: number; keys: number; relists: number; last_relist_changes: number; error?: string }
+export interface GatewayStatus { store: string; store_revision: number | null; store_error?: string; workers: WorkerStatus[] }
+
+export async function gatewayStatus(gw: Gateway): Promise<GatewayStatus> {
+  const r = await fetch(`http://127.0.0.1:${gw.adminPort}/gateway/status`);
+  if (r.status !== 200) throw new Error(`/gateway/status: ${r.status}`);
+  return await r.json() as GatewayStatus;
+}
+
+/** Polls the status endpoint until `done` holds (an event), failing after `ms` with the last status seen. */
+export async function waitForStatus(gw: Gateway, done: (s: GatewayStatus) => boolean, ms = 15_000): Promise<GatewayStatus> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const s = await gatewayStatus(gw);
+    if (done(s)) return s;
+    if (Date.now() > deadline) throw new Error(`status never became as expected: ${JSON.stringify(s)}`);
+    await sleep(20);
+  }
+}
