@@ -60,7 +60,7 @@ export class GatewayRuntime implements AdminEndpoint {
       snapshot = path.join(dataDir, ETCD_SNAPSHOT);
     }
     this.follower = new ConfigFollower(this.store, this.config.keyPrefix + '/', snapshot);
-    this.status = new StatusChannel(storeFile, () => this.follower.report());
+    this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
   }
 
   /** The store revision this worker's configuration is consistent with. */
@@ -82,7 +82,7 @@ export class GatewayRuntime implements AdminEndpoint {
       storeError = (e as Error).message;
     }
     const n = this.config.workerProcesses === 'auto' ? os.availableParallelism() : Number(this.config.workerProcesses);
-    const workers = await this.status.ask(this.follower.report(), n);
+    const workers = await this.status.ask(await this.follower.confirmedReport(), n);
     const body: Record<string, unknown> = { store: this.store.kind, store_revision: revision, workers };
     if (storeError !== undefined) body.store_error = storeError;
     return { status: 200, body };

@@ -21,12 +21,14 @@ export class StatusChannel {
   private readonly pending = new Map<number, { replies: WorkerRevision[]; done: () => void; expected: number }>();
   private nextAsk = 1;
 
-  constructor(storeFile: string, report: () => { revision: number }) {
+  constructor(storeFile: string, report: () => Promise<{ revision: number }>) {
     this.channel = new BroadcastChannel(`gatehouse-gateway-status:${storeFile}`);
     this.channel.unref();
     this.channel.onmessage = (ev: unknown) => {
       const msg = (ev as { data: Ask | Tell }).data;
-      if (msg.type === 'ask') this.channel.postMessage({ type: 'tell', id: msg.id, report: { worker: threadId, ...report() } } satisfies Tell);
+      if (msg.type === 'ask') {
+        void report().then((r) => this.channel.postMessage({ type: 'tell', id: msg.id, report: { worker: threadId, ...r } } satisfies Tell));
+      }
       else this.collect(msg);
     };
   }

@@ -99,6 +99,20 @@ describe('the etcd store', { skip: etcdSkip }, () => {
     await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= gone && w.keys === keys - 1));
   });
 
+  it('writes under another prefix (another cluster on the same etcd) do not make the workers look behind', async () => {
+    const mine = await etcd.put('/gateway/routes/mine', JSON.stringify({ id: 'mine', uri: '/mine', upstream }));
+    await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= mine));
+    let other = 0;
+    for (let i = 0; i < 3; i++) other = await etcd.put(`/other-cluster/routes/${i}`, '{}');
+    const s = await gatewayStatus(gw);
+    assert.equal(s.store_revision, other);
+    for (const w of s.workers) assert.equal(w.revision, other, JSON.stringify(s));
+    // and what comes after is applied as usual
+    const gone = await etcd.delete('/gateway/routes/mine');
+    await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= gone));
+    assert.equal((await gw.admin('GET', '/gateway/admin/routes/mine')).status, 404);
+  });
+
   it('after a network cut during which etcd compacted, workers re-list and apply only what changed', async () => {
     for (let i = 0; i < 5; i++) assert.equal((await gw.admin('PUT', `/gateway/admin/upstreams/u${i}`, upstream)).status, 201);
     const before = await waitForStatus(gw, (st) => st.workers.every((w) => w.revision === st.store_revision));

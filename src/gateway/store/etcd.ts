@@ -62,8 +62,8 @@ export class EtcdStore implements Store {
     return kv && toKv(kv);
   }
 
-  async list(prefix: string): Promise<{ kvs: KeyValue[]; revision: number }> {
-    const r = await this.http.call('/v3/kv/range', { key: b64(prefix), range_end: rangeEnd(prefix) });
+  async list(prefix: string, options: { keysOnly?: boolean } = {}): Promise<{ kvs: KeyValue[]; revision: number }> {
+    const r = await this.http.call('/v3/kv/range', { key: b64(prefix), range_end: rangeEnd(prefix), keys_only: options.keysOnly === true });
     return { kvs: ((r.kvs as Json[] | undefined) ?? []).map(toKv), revision: Number(r.header.revision) };
   }
 

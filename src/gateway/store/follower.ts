@@ -63,6 +63,30 @@ export class ConfigFollower {
     return r;
   }
 
+  /**
+   * The report, after checking whether the store's revision moved on
+   * through writes outside the prefix only (other clusters sharing the
+   * etcd): when every key and its mod_revision are what this copy has, the
+   * copy is the configuration at the store's revision, and says so, so a
+   * worker shown behind the store is one that really is.
+   */
+  async confirmedReport(): Promise<FollowerReport> {
+    if (this.watcher === undefined || this.error !== undefined) return this.report();
+    try {
+      if (await this.store.revision() > this.revision) {
+        const { kvs, revision } = await this.store.list(this.prefix, { keysOnly: true });
+        if (revision > this.revision && this.holds(kvs)) this.revision = revision;
+      }
+    } catch { /* the watch's own state is what there is to report */ }
+    return this.report();
+  }
+
+  /** Whether this copy has exactly these keys at these revisions. */
+  private holds(kvs: KeyValue[]): boolean {
+    if (kvs.length !== this.kvs.size) return false;
+    return kvs.every((kv) => this.kvs.get(kv.key)?.modRevision === kv.modRevision);
+  }
+
   private loadSnapshot(file: string): void {
     let snap: Snapshot;
     try {
@@ -118,10 +142,12 @@ export class ConfigFollower {
 
   private applyEvents(events: WatchEvent[], revision: number): void {
     for (const ev of events) {
+      // a confirmed revision (confirmedReport) already holds the effect of every change up to it
+      if (ev.kv.modRevision <= this.revision) continue;
       if (ev.type === 'put') this.kvs.set(ev.kv.key, ev.kv);
       else this.kvs.delete(ev.kv.key);
     }
-    this.revision = revision;
+    this.revision = Math.max(this.revision, revision);
     this.saveSnapshotSoon();
   }
 
