@@ -34,6 +34,8 @@ export class Etcd {
   readonly port: number;
   readonly peerPort: number;
   private child: ChildProcess | undefined;
+  private auth: { name: string; password: string } | undefined;
+  private token: string | undefined;
   private exited: Promise<void> = Promise.resolve();
 
   constructor(dir: string, port: number, peerPort: number) {
@@ -83,11 +85,28 @@ export class Etcd {
     fs.rmSync(this.dir, { recursive: true, force: true });
   }
 
-  async call(api: string, body: unknown): Promise<Record<string, any>> {
-    const r = await fetch(`${this.url}${api}`, { method: 'POST', body: JSON.stringify(body) });
+  async call(api: string, body: unknown, retried = false): Promise<Record<string, any>> {
+    if (this.auth && this.token === undefined && api !== '/v3/auth/authenticate') {
+      this.token = (await this.call('/v3/auth/authenticate', this.auth)).token as string;
+    }
+    const headers: Record<string, string> = this.token === undefined ? {} : { authorization: this.token };
+    const r = await fetch(`${this.url}${api}`, { method: 'POST', body: JSON.stringify(body), headers });
     const json = await r.json() as Record<string, any>;
+    if (json.code === 16 && !retried) {
+      this.token = undefined; // an etcd restart forgets tokens
+      return this.call(api, body, true);
+    }
     if (!r.ok) throw new Error(`${api}: ${JSON.stringify(json)}`);
     return json;
+  }
+
+  /** Turns etcd's authentication on with a root user; the kit's own calls use it from then on. */
+  async enableAuth(name: string, password: string): Promise<void> {
+    await this.call('/v3/auth/role/add', { name: 'root' });
+    await this.call('/v3/auth/user/add', { name, password });
+    await this.call('/v3/auth/user/grant', { user: name, role: 'root' });
+    await this.call('/v3/auth/enable', {});
+    this.auth = { name, password };
   }
 
   /** A write from outside the gateway; returns its revision. */

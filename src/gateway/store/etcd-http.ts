@@ -189,9 +189,13 @@ export class EtcdHttp {
     return { abort: () => { done = true; req.destroy(); } };
   }
 
-  /** Re-authenticates before the next stream when a token is needed (streams do not retry themselves). */
-  async ensureToken(): Promise<void> {
-    if (this.opts.user !== undefined && this.token === undefined) await this.authenticate();
+  /**
+   * A new token before a stream, when etcd wants one: a stream does not
+   * retry itself, and etcd does not answer a watch with a stale token
+   * (simple tokens die with an etcd restart), it leaves it silent.
+   */
+  async freshToken(): Promise<void> {
+    if (this.opts.user !== undefined) await this.authenticate();
   }
 
   close(): void {

@@ -124,6 +124,8 @@ export class EtcdStore implements Store {
     let retry: NodeJS.Timeout | undefined;
     let failures = 0;
     let over = false;
+    /** The silence timer runs once the watch is created (before: the creation timer). */
+    let idleArmed = false;
     const stop = (): void => {
       over = true;
       clearTimeout(idle);
@@ -147,24 +149,29 @@ export class EtcdStore implements Store {
       handlers.compacted(revision);
     };
     const open = async (): Promise<void> => {
+      idleArmed = false;
       const prefix = this.opts.prefix + '/';
       try {
-        await this.http.ensureToken();
+        await this.http.freshToken();
       } catch (e) {
         handlers.state?.((e as Error).message);
         again(Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures++));
         return;
       }
       if (over) return;
-      renewWhenSilent();
+      // not even `created` within the request timeout: this stream is no good
+      idle = setTimeout(() => {
+        handlers.state?.(`the watch was not created within ${this.opts.timeoutMs / 1000} s`);
+        again(Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures++));
+      }, this.opts.timeoutMs);
       stream = this.http.stream('/v3/watch', {
         create_request: { key: b64(prefix), range_end: rangeEnd(prefix), start_revision: String(last + 1) },
       }, {
         message: (m) => {
           const r = m.result as Json | undefined;
           if (!r) return;
-          renewWhenSilent();
           const header = r.header as Json | undefined;
+          if (r.created === true || idleArmed) { idleArmed = true; renewWhenSilent(); }
           if (r.created === true && header) {
             failures = 0;
             handlers.state?.(undefined);
