@@ -9,6 +9,8 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -38,14 +40,35 @@ export class Etcd {
   private token: string | undefined;
   private exited: Promise<void> = Promise.resolve();
 
-  constructor(dir: string, port: number, peerPort: number) {
+  /** With TLS: etcd's certificate, the client's, and the CA that signed both (files). */
+  readonly tls: { cert: string; key: string; ca: string; clientCert: string; clientKey: string } | undefined;
+
+  constructor(dir: string, port: number, peerPort: number, tls?: Etcd['tls']) {
     this.dir = dir;
     this.port = port;
     this.peerPort = peerPort;
+    this.tls = tls;
   }
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}`;
+  }
+
+  /** One request to etcd (with the client certificate when TLS is on). */
+  private post(api: string, body: string, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+    const mod = this.tls ? https : http;
+    const tls = this.tls ? { ca: fs.readFileSync(this.tls.ca), cert: fs.readFileSync(this.tls.clientCert), key: fs.readFileSync(this.tls.clientKey), servername: 'localhost' } : {};
+    return new Promise((resolve, reject) => {
+      const req = mod.request(`${this.url}${api}`, { method: body === '' ? 'GET' : 'POST', headers, ...tls }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => { text += c; });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
   }
 
   /** Starts etcd on its data directory and waits until it answers (up to 20 s). */
@@ -56,6 +79,7 @@ export class Etcd {
       '--name', 'test', '--data-dir', path.join(this.dir, 'data'),
       '--listen-client-urls', this.url, '--advertise-client-urls', this.url,
       '--listen-peer-urls', peer, '--initial-advertise-peer-urls', peer, '--initial-cluster', `test=${peer}`,
+      ...(this.tls ? ['--cert-file', this.tls.cert, '--key-file', this.tls.key, '--trusted-ca-file', this.tls.ca, '--client-cert-auth'] : []),
     ], { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.child = child;
@@ -65,7 +89,7 @@ export class Etcd {
     for (;;) {
       if (child.exitCode !== null) throw new Error(`etcd exited: ${fs.readFileSync(path.join(this.dir, 'etcd.log'), 'utf8').slice(-2000)}`);
       try {
-        if ((await fetch(`${this.url}/health`)).ok) return;
+        if ((await this.post('/health', '', {})).status === 200) return;
       } catch { /* not listening yet */ }
       if (Date.now() > deadline) throw new Error('etcd did not answer within 20 s');
       await sleep(50);
@@ -90,13 +114,13 @@ export class Etcd {
       this.token = (await this.call('/v3/auth/authenticate', this.auth)).token as string;
     }
     const headers: Record<string, string> = this.token === undefined ? {} : { authorization: this.token };
-    const r = await fetch(`${this.url}${api}`, { method: 'POST', body: JSON.stringify(body), headers });
-    const json = await r.json() as Record<string, any>;
+    const r = await this.post(api, JSON.stringify(body), headers);
+    const json = JSON.parse(r.text) as Record<string, any>;
     if (json.code === 16 && !retried) {
       this.token = undefined; // an etcd restart forgets tokens
       return this.call(api, body, true);
     }
-    if (!r.ok) throw new Error(`${api}: ${JSON.stringify(json)}`);
+    if (r.status !== 200) throw new Error(`${api}: ${JSON.stringify(json)}`);
     return json;
   }
 
@@ -136,10 +160,10 @@ export class Etcd {
   }
 }
 
-/** A fresh etcd on free loopback ports in a temporary directory, started. */
-export async function startEtcd(): Promise<Etcd> {
+/** A fresh etcd on free loopback ports in a temporary directory, started (`tls`: https, client certificates required). */
+export async function startEtcd(tls?: Etcd['tls']): Promise<Etcd> {
   const [port, peerPort] = await freePorts(2);
-  const etcd = new Etcd(fs.mkdtempSync(path.join(os.tmpdir(), 'gh-etcd-')), port, peerPort);
+  const etcd = new Etcd(fs.mkdtempSync(path.join(os.tmpdir(), 'gh-etcd-')), port, peerPort, tls);
   await etcd.start();
   return etcd;
 }
