@@ -77,6 +77,13 @@ describe('the etcd store', { skip: etcdSkip }, () => {
     assert.equal((await gw.admin('GET', postKey.replace('/gateway/', '/gateway/admin/'))).status, 404);
   });
 
+  it('APISIX\'s directory placeholders (`apisix init_etcd`) are not listed', async () => {
+    await etcd.put('/gateway/services/', 'init_dir');
+    const r = await gw.admin('GET', '/gateway/admin/services');
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json, { list: [], total: 0 });
+  });
+
   it('?ttl= is an etcd lease', async () => {
     const r = await gw.admin('PUT', '/gateway/admin/upstreams/short?ttl=60', upstream);
     assert.equal(r.status, 201);

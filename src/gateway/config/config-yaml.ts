@@ -234,7 +234,8 @@ function etcdOf(root: Obj): EtcdConfig | undefined {
   const providerKey = `deployment.role_${role}.config_provider`;
   const provider = at(root, providerKey);
   if (provider !== undefined && provider !== null && provider !== 'etcd' && provider !== 'embedded') {
-    throw new ConfigError(`${providerKey}: expected "etcd" or "embedded", got ${JSON.stringify(provider)}`);
+    const later = provider === 'yaml' ? ' (standalone mode is not supported yet)' : '';
+    throw new ConfigError(`${providerKey}: expected "etcd" or "embedded", got ${JSON.stringify(provider)}${later}`);
   }
   const hostRaw = at(root, 'deployment.etcd.host');
   if (provider === 'embedded' || (provider !== 'etcd' && (hostRaw === undefined || hostRaw === null))) return undefined;
