@@ -36,6 +36,7 @@ describe('gatehouse gateway -t / -T', () => {
       ['deployment:\n  etcd:\n    host: [ftp://127.0.0.1:2379]\n', 'deployment.etcd.host[1]: expected an http:// or https:// URL, got "ftp://127.0.0.1:2379"'],
       ['deployment:\n  etcd:\n    host: [http://127.0.0.1:2379]\n    timeout: soon\n', 'deployment.etcd.timeout: expected a number of seconds, got "soon"'],
       ['deployment:\n  etcd:\n    host: [http://127.0.0.1:2379]\n    user: root\n', 'deployment.etcd: user and password go together'],
+      ['deployment:\n  etcd:\n    host: [https://127.0.0.1:2379]\n    tls: {cert: conf/none.crt, key: conf/none.key}\n', 'deployment.etcd.tls.cert: cannot read "conf/none.crt": ENOENT'],
       ['deployment:\n  role_traditional:\n    config_provider: consul\n', 'deployment.role_traditional.config_provider: expected "etcd" or "embedded", got "consul"'],
     ];
     for (const [yaml, message] of cases) {

@@ -53,7 +53,8 @@ export const unb64 = (s: string | undefined): string => (s === undefined ? '' : 
 
 export class EtcdHttp {
   private readonly opts: EtcdConnection;
-  private readonly agent: http.Agent;
+  private readonly httpAgent = new http.Agent({ keepAlive: true });
+  private readonly httpsAgent: https.Agent;
   private readonly tlsFiles: https.AgentOptions;
   private current = 0;
   private token: string | undefined;
@@ -68,8 +69,7 @@ export class EtcdHttp {
       rejectUnauthorized: t.verify,
       servername: t.sni,
     } : {};
-    const secure = opts.hosts.some((h) => h.startsWith('https:'));
-    this.agent = secure ? new https.Agent({ keepAlive: true, ...this.tlsFiles }) : new http.Agent({ keepAlive: true });
+    this.httpsAgent = new https.Agent({ keepAlive: true, ...this.tlsFiles });
   }
 
   /** A unary call; StoreError when no endpoint could be reached, EtcdApiError for etcd's own errors. */
@@ -111,8 +111,9 @@ export class EtcdHttp {
     const url = new URL(path, host);
     const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json' };
     if (this.token !== undefined) headers.authorization = this.token;
-    const mod = url.protocol === 'https:' ? https : http;
-    const req = mod.request(url, { method: 'POST', headers, agent: this.agent, timeout: timeoutMs, ...(url.protocol === 'https:' ? this.tlsFiles : {}) });
+    const req = url.protocol === 'https:'
+      ? https.request(url, { method: 'POST', headers, agent: this.httpsAgent, timeout: timeoutMs, ...this.tlsFiles })
+      : http.request(url, { method: 'POST', headers, agent: this.httpAgent, timeout: timeoutMs });
     req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs / 1000} s`)));
     req.end(JSON.stringify(body));
     return req;
@@ -184,7 +185,12 @@ export class EtcdHttp {
         }
       });
       res.on('error', (e) => finish(`${host}: ${e.message}`));
-      res.on('end', () => finish(`${host}: the watch stream ended`));
+      res.on('end', () => {
+        // a refused watch is one JSON error without a newline
+        let why = 'the watch stream ended';
+        try { why = String((JSON.parse(pending) as Json).error?.message ?? why); } catch { /* not JSON */ }
+        finish(`${host}: ${why}`);
+      });
     });
     return { abort: () => { done = true; req.destroy(); } };
   }
@@ -199,6 +205,7 @@ export class EtcdHttp {
   }
 
   close(): void {
-    this.agent.destroy();
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
   }
 }
