@@ -235,7 +235,7 @@ export async function gatewayStatus(gw: Gateway): Promise<GatewayStatus> {
 }
 
 /** Polls the status endpoint until `done` holds (an event), failing after `ms` with the last status seen. */
-export async function waitForStatus(gw: Gateway, done: (s: GatewayStatus) => boolean, ms = 15_000): Promise<GatewayStatus> {
+export async function waitForStatus(gw: Gateway, done: (s: GatewayStatus) => boolean, ms = 20_000): Promise<GatewayStatus> {
   const deadline = Date.now() + ms;
   for (;;) {
     const s = await gatewayStatus(gw);
