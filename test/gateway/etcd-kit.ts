@@ -170,17 +170,21 @@ export async function startEtcd(tls?: Etcd['tls']): Promise<Etcd> {
 
 /**
  * A TCP relay to `target`: `cut()` drops every connection and refuses new
- * ones (a network partition, etcd itself keeps running), `mend()` ends it.
+ * ones (a network partition, etcd itself keeps running), `mend()` ends it;
+ * `target` may be changed (etcd replaced behind the same address).
  */
 export class Relay {
   readonly server: net.Server;
+  /** Where new connections go (another etcd: `retarget`). */
+  target: number;
   private readonly sockets = new Set<net.Socket>();
   private isCut = false;
 
   constructor(target: number) {
+    this.target = target;
     this.server = net.createServer((client) => {
       if (this.isCut) { client.destroy(); return; }
-      const upstream = net.connect(target, '127.0.0.1');
+      const upstream = net.connect(this.target, '127.0.0.1');
       for (const s of [client, upstream]) {
         this.sockets.add(s);
         s.on('close', () => this.sockets.delete(s));

@@ -181,4 +181,24 @@ describe('the etcd store', { skip: etcdSkip }, () => {
     await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= rev && w.keys === keys + 1));
     assert.equal((await gatewayStatus(gw)).store_revision, rev);
   });
+
+  it('etcd replaced behind the same address (wiped, restored from a backup): workers re-list and hold the new one\'s configuration', async () => {
+    const before = await waitForStatus(gw, (st) => st.workers.every((w) => w.revision === st.store_revision));
+    const other = await startEtcd();
+    try {
+      let rev = 0;
+      for (const id of ['x', 'y']) rev = await other.put(`/gateway/routes/${id}`, JSON.stringify({ id, uri: `/${id}`, upstream }));
+      assert.ok(rev < before.store_revision!);
+      relay.cut();
+      relay.target = other.port;
+      relay.mend();
+      const s = await waitForStatus(gw, (st) => st.workers.every((w) => w.revision === rev && w.keys === 2 && w.error === undefined));
+      s.workers.forEach((w, i) => assert.equal(w.relists, before.workers[i].relists + 1));
+      assert.equal((await gw.admin('GET', '/gateway/admin/routes/1')).status, 404);
+      assert.equal((await gw.admin('GET', '/gateway/admin/routes/x')).status, 200);
+    } finally {
+      relay.target = etcd.port;
+      await other.destroy();
+    }
+  });
 });
