@@ -19,6 +19,8 @@ import type { KeyValue, Store, WatchEvent, Watcher } from './store.ts';
 const SNAPSHOT_DELAY_MS = 100;
 const RETRY_FIRST_MS = 200;
 const RETRY_MAX_MS = 3000;
+/** How long a status question waits for the store (the question itself gives up after 500 ms). */
+const CONFIRM_MS = 200;
 
 interface Snapshot { prefix: string; revision: number; kvs: KeyValue[] }
 
@@ -72,13 +74,20 @@ export class ConfigFollower {
    */
   async confirmedReport(): Promise<FollowerReport> {
     if (this.watcher === undefined || this.error !== undefined) return this.report();
+    // a slow store must not make the worker miss the status endpoint's question
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.confirm(), new Promise((resolve) => { timer = setTimeout(resolve, CONFIRM_MS); })]);
+    clearTimeout(timer);
+    return this.report();
+  }
+
+  private async confirm(): Promise<void> {
     try {
       if (await this.store.revision() > this.revision) {
         const { kvs, revision } = await this.store.list(this.prefix, { keysOnly: true });
         if (revision > this.revision && this.holds(kvs)) this.revision = revision;
       }
     } catch { /* the watch's own state is what there is to report */ }
-    return this.report();
   }
 
   /** Whether this copy has exactly these keys at these revisions. */
