@@ -152,6 +152,13 @@ export class Etcd {
     return Number((await this.call('/v3/kv/range', { key: b64('/'), count_only: true })).header.revision);
   }
 
+  /** How many watches etcd serves now (its `etcd_debugging_mvcc_watcher_total` gauge). */
+  async watchers(): Promise<number> {
+    const m = /^etcd_debugging_mvcc_watcher_total (\d+)$/m.exec((await this.post('/metrics', '', {})).text);
+    if (!m) throw new Error('no watcher gauge in /metrics');
+    return Number(m[1]);
+  }
+
   /** Compacts the history up to the current revision (and waits for it). */
   async compact(): Promise<number> {
     const rev = await this.revision();

@@ -8,6 +8,8 @@
  * changed. The gateway talks to etcd through a relay the test can cut.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { etcdSkip, etcdYaml, gatewayStatus, startEtcd, startRelay, waitForStatus } from './etcd-kit.ts';
 import type { Etcd, Relay } from './etcd-kit.ts';
@@ -90,6 +92,11 @@ describe('the etcd store', { skip: etcdSkip }, () => {
     assert.equal(r.status, 201);
     const kv = (await etcd.get('/gateway/upstreams/short'))!;
     assert.ok(kv.lease !== undefined && kv.lease !== '0', JSON.stringify(kv));
+  });
+
+  it('one watch for all the workers of the gateway', async () => {
+    await waitForStatus(gw, (st) => st.workers.length === 2 && st.workers.every((w) => w.error === undefined));
+    assert.equal(await etcd.watchers(), 1);
   });
 
   it('a write made directly in etcd (another node) reaches every worker', async () => {
@@ -200,5 +207,31 @@ describe('the etcd store', { skip: etcdSkip }, () => {
       relay.target = etcd.port;
       await other.destroy();
     }
+  });
+
+  it('after a reload the new workers get changes, and the watch passes to them when the old ones retire', async () => {
+    const file = path.join(gw.prefix, 'conf', 'config.yaml');
+    const newKey = 'keyOfTheReloadedConfigurationXYZ';
+    fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('        role: viewer\n', `        role: viewer\n      - name: added\n        key: ${newKey}\n        role: admin\n`));
+    gw.child.kill('SIGHUP');
+    // the new configuration answers once the reload is through (a request on a connection the old workers close is asked again)
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const r = await gw.admin('GET', '/gateway/admin/routes', undefined, { 'X-API-KEY': newKey }).catch(() => undefined);
+      if (r?.status === 200) break;
+      assert.ok(Date.now() < deadline, 'the reload never came through');
+    }
+    const rev = await etcd.put('/gateway/routes/after-reload', JSON.stringify({ id: 'after-reload', uri: '/r', upstream }));
+    await waitForStatus(gw, (st) => st.workers.length === 2 && st.workers.every((w) => w.revision >= rev));
+    const got = await gw.admin('GET', '/gateway/admin/routes/after-reload', undefined, { 'X-API-KEY': newKey });
+    assert.equal(got.status, 200);
+    // the retired workers' watch ends; one remains
+    const until = Date.now() + 20_000;
+    while (await etcd.watchers() !== 1) {
+      assert.ok(Date.now() < until, `${await etcd.watchers()} watches`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const later = await etcd.put('/gateway/routes/later-still', JSON.stringify({ id: 'later-still', uri: '/l', upstream }));
+    await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= later));
   });
 });

@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import { StoreError } from './store.ts';
+import type { KeyValue } from './store.ts';
 
 export interface EtcdConnection {
   hosts: string[];
@@ -50,6 +51,21 @@ export interface StreamHandlers {
 
 export const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
 export const unb64 = (s: string | undefined): string => (s === undefined ? '' : Buffer.from(s, 'base64').toString('utf8'));
+
+/** The end of the range of keys starting with `prefix` (etcd's range_end: the prefix's last byte + 1). */
+export function rangeEnd(prefix: string): string {
+  const bytes = Buffer.from(prefix, 'utf8');
+  let i = bytes.length - 1;
+  while (i >= 0 && bytes[i] === 0xff) i--;
+  if (i < 0) return Buffer.from([0]).toString('base64');
+  const end = Buffer.from(bytes.subarray(0, i + 1));
+  end[i]++;
+  return end.toString('base64');
+}
+
+export function toKv(kv: Json): KeyValue {
+  return { key: unb64(kv.key), value: unb64(kv.value), createRevision: Number(kv.create_revision ?? 0), modRevision: Number(kv.mod_revision ?? 0) };
+}
 
 export class EtcdHttp {
   private readonly opts: EtcdConnection;

@@ -6,17 +6,13 @@
  * modifiedIndex). Compare-and-swap is a transaction on mod_revision; `ttl`
  * is a lease.
  *
- * The watch (APISIX's users' top complaints are here) never skips a
- * revision: it asks for `last seen + 1` every time it (re)connects, after
- * an error, after etcd comes back, and when a silent stream is renewed
- * after `watch_timeout`. etcd saying the revision is compacted, or showing
- * a smaller revision or another cluster than before (etcd wiped and
- * restarted), ends the watch with `compacted`: the follower re-lists and
- * applies what differs.
+ * The watch is etcd-watch.ts: one stream per process, never skipping a
+ * revision.
  */
-import { b64, EtcdHttp, unb64 } from './etcd-http.ts';
-import type { EtcdConnection, Json, Stream } from './etcd-http.ts';
-import type { DeleteResult, KeyValue, PutOptions, PutResult, Store, WatchEvent, Watcher, WatchHandlers } from './store.ts';
+import { b64, EtcdHttp, rangeEnd, toKv } from './etcd-http.ts';
+import type { EtcdConnection, Json } from './etcd-http.ts';
+import { openWatchStream, SharedWatch } from './etcd-watch.ts';
+import type { DeleteResult, KeyValue, PutOptions, PutResult, Store, Watcher, WatchHandlers } from './store.ts';
 
 export interface EtcdStoreOptions extends EtcdConnection {
   /** The key prefix watched and counted (`/gateway`). */
@@ -25,35 +21,16 @@ export interface EtcdStoreOptions extends EtcdConnection {
   watchTimeoutMs: number;
 }
 
-/** The end of the range of keys starting with `prefix` (etcd's range_end: the prefix's last byte + 1). */
-function rangeEnd(prefix: string): string {
-  const bytes = Buffer.from(prefix, 'utf8');
-  let i = bytes.length - 1;
-  while (i >= 0 && bytes[i] === 0xff) i--;
-  if (i < 0) return Buffer.from([0]).toString('base64');
-  const end = Buffer.from(bytes.subarray(0, i + 1));
-  end[i]++;
-  return end.toString('base64');
-}
-
-function toKv(kv: Json): KeyValue {
-  return { key: unb64(kv.key), value: unb64(kv.value), createRevision: Number(kv.create_revision ?? 0), modRevision: Number(kv.mod_revision ?? 0) };
-}
-
-const RETRY_FIRST_MS = 100;
-const RETRY_MAX_MS = 2000;
-
 export class EtcdStore implements Store {
   readonly kind = 'etcd';
   private readonly http: EtcdHttp;
   private readonly opts: EtcdStoreOptions;
-  private readonly watches = new Set<() => void>();
-  /** The cluster answering; another one means etcd was replaced. */
-  private clusterId: string | undefined;
+  private readonly shared: SharedWatch;
 
   constructor(opts: EtcdStoreOptions) {
     this.opts = opts;
     this.http = new EtcdHttp(opts);
+    this.shared = new SharedWatch(`${opts.hosts.join(',')}${opts.prefix}/`, (from, sink) => openWatchStream(this.http, opts, from, sink));
   }
 
   async get(key: string): Promise<KeyValue | undefined> {
@@ -117,90 +94,13 @@ export class EtcdStore implements Store {
     return Number(r.header.revision);
   }
 
+  /** One watch stream for the whole process (see etcd-watch.ts); this thread's share of it. */
   watch(fromRevision: number, handlers: WatchHandlers): Watcher {
-    let last = fromRevision;
-    let stream: Stream | undefined;
-    let idle: NodeJS.Timeout | undefined;
-    let retry: NodeJS.Timeout | undefined;
-    let failures = 0;
-    let over = false;
-    /** The silence timer runs once the watch is created (before: the creation timer). */
-    let idleArmed = false;
-    const stop = (): void => {
-      over = true;
-      clearTimeout(idle);
-      clearTimeout(retry);
-      stream?.abort();
-      this.watches.delete(stop);
-    };
-    this.watches.add(stop);
-    const again = (delay: number): void => {
-      clearTimeout(idle);
-      stream?.abort();
-      stream = undefined;
-      if (!over) retry = setTimeout(() => void open(), delay);
-    };
-    const renewWhenSilent = (): void => {
-      clearTimeout(idle);
-      idle = setTimeout(() => again(0), this.opts.watchTimeoutMs);
-    };
-    const compacted = (revision: number): void => {
-      stop();
-      handlers.compacted(revision);
-    };
-    const open = async (): Promise<void> => {
-      idleArmed = false;
-      const prefix = this.opts.prefix + '/';
-      try {
-        await this.http.freshToken();
-      } catch (e) {
-        handlers.state?.((e as Error).message);
-        again(Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures++));
-        return;
-      }
-      if (over) return;
-      // not even `created` within the request timeout: this stream is no good
-      idle = setTimeout(() => {
-        handlers.state?.(`the watch was not created within ${this.opts.timeoutMs / 1000} s`);
-        again(Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures++));
-      }, this.opts.timeoutMs);
-      stream = this.http.stream('/v3/watch', {
-        create_request: { key: b64(prefix), range_end: rangeEnd(prefix), start_revision: String(last + 1) },
-      }, {
-        message: (m) => {
-          const r = m.result as Json | undefined;
-          if (!r) return;
-          const header = r.header as Json | undefined;
-          if (r.created === true || idleArmed) { idleArmed = true; renewWhenSilent(); }
-          if (r.created === true && header) {
-            failures = 0;
-            handlers.state?.(undefined);
-            const cluster = String(header.cluster_id);
-            const changed = this.clusterId !== undefined && this.clusterId !== cluster;
-            this.clusterId = cluster;
-            // a smaller revision than one already seen, or another cluster: etcd was wiped or replaced
-            if (changed || Number(header.revision) < last) { compacted(Number(header.revision)); return; }
-          }
-          if (r.compact_revision !== undefined && r.compact_revision !== '0') { compacted(Number(r.compact_revision)); return; }
-          if (r.canceled === true) { handlers.state?.(`the watch was cancelled: ${String(r.cancel_reason ?? '')}`); again(RETRY_MAX_MS); return; }
-          const events = r.events as Json[] | undefined;
-          if (!events || events.length === 0) return;
-          const out: WatchEvent[] = events.map((ev) => ({ type: ev.type === 'DELETE' ? 'delete' : 'put', kv: toKv(ev.kv as Json) }));
-          last = out[out.length - 1].kv.modRevision;
-          handlers.events(out, last);
-        },
-        end: (error) => {
-          handlers.state?.(error);
-          again(Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** failures++));
-        },
-      });
-    };
-    void open();
-    return { cancel: stop };
+    return this.shared.subscribe(fromRevision, handlers);
   }
 
   close(): void {
-    for (const stop of [...this.watches]) stop();
+    this.shared.close();
     this.http.close();
   }
 }
