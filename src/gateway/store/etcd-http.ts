@@ -135,10 +135,14 @@ export class EtcdHttp {
     return req;
   }
 
-  private once(host: string, path: string, body: Json): Promise<Json> {
+  private once(host: string, path: string, body: Json, retried = false): Promise<Json> {
     return new Promise((resolve, reject) => {
       const req = this.request(host, path, body, this.opts.timeoutMs);
-      req.on('error', reject);
+      req.on('error', (e: NodeJS.ErrnoException) => {
+        // a kept-alive connection etcd closed meanwhile (a restart): once more on a new one
+        if (req.reusedSocket && e.code === 'ECONNRESET' && !retried) this.once(host, path, body, true).then(resolve, reject);
+        else reject(e);
+      });
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
