@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fullName } from '../conf/parser.ts';
 import { ConfigError, loadGatewayConfig } from './config/config-yaml.ts';
+import type { GatewayConfig } from './config/config-yaml.ts';
 import { buildNginxConf } from './config/nginx-conf.ts';
 
 export const GATEWAY_NGINX_CONF = 'conf/gateway-nginx.conf';
@@ -57,6 +58,12 @@ export function prepareGateway(argv: string[], root: string): string[] | number 
     if (o.test) say(`configuration file ${yamlFile} test failed`);
     return 1;
   }
+  const unreadable = unreadableEtcdFile(cfg, path.resolve(prefix));
+  if (unreadable) {
+    say(`[emerg] ${yamlFile}: ${unreadable}`);
+    if (o.test) say(`configuration file ${yamlFile} test failed`);
+    return 1;
+  }
   const wrote = !o.test && o.signal === undefined;
   if (wrote) for (const k of cfg.generated) {
     say(`[notice] generated the Admin API key of "${k.name ?? k.role}" and wrote it to ${yamlFile}: ${k.key}`);
@@ -74,4 +81,22 @@ export function prepareGateway(argv: string[], root: string): string[] | number 
   if (o.quiet) out.push('-q');
   if (o.signal !== undefined) out.push('-s', o.signal);
   return out;
+}
+
+/** The etcd certificate files must be readable (relative to the prefix, as the workers open them). */
+function unreadableEtcdFile(cfg: GatewayConfig, prefix: string): string | undefined {
+  const e = cfg.etcd;
+  if (!e) return undefined;
+  const files: Array<[string, string | undefined]> = [
+    ['deployment.etcd.tls.cert', e.tls.cert], ['deployment.etcd.tls.key', e.tls.key], ['apisix.ssl.ssl_trusted_certificate', e.trustedCa],
+  ];
+  for (const [key, file] of files) {
+    if (file === undefined) continue;
+    try {
+      fs.accessSync(path.resolve(prefix, file), fs.constants.R_OK);
+    } catch (err) {
+      return `${key}: cannot read "${file}": ${(err as Error).message}`;
+    }
+  }
+  return undefined;
 }

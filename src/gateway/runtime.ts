@@ -12,10 +12,14 @@ import type { GatewayConfig } from './config/config-yaml.ts';
 import { Keyring } from './data-encryption.ts';
 import { builtinPlugins } from './plugins/index.ts';
 import { PluginRegistry } from './plugins/registry.ts';
+import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { StatusChannel } from './status.ts';
+import { EtcdStore } from './store/etcd.ts';
+import { ConfigFollower } from './store/follower.ts';
 import { SqliteStore } from './store/sqlite.ts';
-import type { Store, Watcher } from './store/store.ts';
+import type { Store } from './store/store.ts';
 
 export const GATEWAY_VERSION = '0.1.0';
 
@@ -25,14 +29,15 @@ export class GatewayRuntime implements AdminEndpoint {
   readonly ctx: AdminContext;
   readonly cors: boolean;
   readonly serverHeader: string;
-  /** The last store revision this worker has seen (applied, once the data plane exists). */
-  revision = 0;
-  private watcher: Watcher | undefined;
+  /** This worker's copy of the configuration (what the data plane reads). */
+  readonly follower: ConfigFollower;
   private readonly status: StatusChannel;
 
+  /** `storeFile`: the embedded store, `<prefix>/data/gateway.sqlite`; with etcd, its directory keeps the snapshot. */
   constructor(configFile: string, storeFile: string) {
     this.config = loadGatewayConfig(configFile, false);
-    this.store = new SqliteStore(storeFile);
+    const dataDir = path.dirname(storeFile);
+    this.store = this.config.etcd ? openEtcd(this.config, path.dirname(dataDir)) : new SqliteStore(storeFile);
     this.cors = this.config.admin.cors;
     this.serverHeader = this.config.serverTokens ? `APISIX/${GATEWAY_VERSION}` : 'APISIX';
     this.ctx = {
@@ -49,29 +54,38 @@ export class GatewayRuntime implements AdminEndpoint {
         serverHeader: this.serverHeader,
       },
     };
-    this.status = new StatusChannel(storeFile, () => this.revision);
-    this.follow(0);
+    let snapshot: string | undefined;
+    if (this.config.etcd) {
+      fs.mkdirSync(dataDir, { recursive: true });
+      snapshot = path.join(dataDir, ETCD_SNAPSHOT);
+    }
+    this.follower = new ConfigFollower(this.store, this.config.keyPrefix + '/', snapshot);
+    this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
   }
 
-  /** The status endpoint's answer: the store's revision and each worker's. */
+  /** The store revision this worker's configuration is consistent with. */
+  get revision(): number {
+    return this.follower.revision;
+  }
+
+  /**
+   * The status endpoint's answer: the store's revision and each worker's.
+   * It answers with the store down too (`store_error`): the workers'
+   * revisions are what an operator needs to see then.
+   */
   async statusReport(): Promise<AdminResponse> {
-    const revision = await this.store.revision();
+    let revision: number | null = null;
+    let storeError: string | undefined;
+    try {
+      revision = await this.store.revision();
+    } catch (e) {
+      storeError = (e as Error).message;
+    }
     const n = this.config.workerProcesses === 'auto' ? os.availableParallelism() : Number(this.config.workerProcesses);
-    const workers = await this.status.ask(this.revision, n);
-    return { status: 200, body: { store: this.store.kind, store_revision: revision, workers } };
-  }
-
-  /** Follows every change from `from` on; after a compaction, starts again from a fresh listing. */
-  private follow(from: number): void {
-    this.watcher = this.store.watch(from, {
-      events: (_events, revision) => { this.revision = revision; },
-      compacted: () => {
-        void this.store.list(this.config.keyPrefix + '/').then(({ revision }) => {
-          this.revision = revision;
-          this.follow(revision);
-        });
-      },
-    });
+    const workers = await this.status.ask(await this.follower.confirmedReport(), n);
+    const body: Record<string, unknown> = { store: this.store.kind, store_revision: revision, workers };
+    if (storeError !== undefined) body.store_error = storeError;
+    return { status: 200, body };
   }
 
   handle(req: AdminRequest): Promise<AdminResponse> {
@@ -79,8 +93,27 @@ export class GatewayRuntime implements AdminEndpoint {
   }
 
   close(): void {
-    this.watcher?.cancel();
+    this.follower.close();
     this.status.close();
     this.store.close();
   }
+}
+
+/** The last configuration seen in etcd, under the prefix's data directory: served when a start finds etcd down. */
+export const ETCD_SNAPSHOT = 'etcd-snapshot.json';
+
+/** deployment.etcd as the store's options; relative certificate paths start from the prefix. */
+function openEtcd(config: GatewayConfig, prefix: string): EtcdStore {
+  const e = config.etcd!;
+  const file = (f: string | undefined): string | undefined => (f === undefined ? undefined : path.resolve(prefix, f));
+  const secure = e.hosts.some((h) => h.startsWith('https:'));
+  return new EtcdStore({
+    hosts: e.hosts,
+    prefix: config.keyPrefix,
+    timeoutMs: e.timeout * 1000,
+    watchTimeoutMs: e.watchTimeout * 1000,
+    user: e.user,
+    password: e.password,
+    tls: secure ? { cert: file(e.tls.cert), key: file(e.tls.key), ca: file(e.trustedCa), verify: e.tls.verify, sni: e.tls.sni } : undefined,
+  });
 }

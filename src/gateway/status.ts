@@ -8,9 +8,10 @@
 import { BroadcastChannel, threadId } from 'node:worker_threads';
 
 interface Ask { type: 'ask'; id: number }
-interface Tell { type: 'tell'; id: number; worker: number; revision: number }
+interface Tell { type: 'tell'; id: number; report: WorkerRevision }
 
-export interface WorkerRevision { worker: number; revision: number }
+/** A worker's answer: its revision, and what else its follower tells (keys, relists, error). */
+export interface WorkerRevision { worker: number; revision: number; [detail: string]: unknown }
 
 /** A reply not arriving within this is a worker that is stuck (or gone). */
 const ASK_TIMEOUT_MS = 500;
@@ -20,12 +21,14 @@ export class StatusChannel {
   private readonly pending = new Map<number, { replies: WorkerRevision[]; done: () => void; expected: number }>();
   private nextAsk = 1;
 
-  constructor(storeFile: string, revision: () => number) {
+  constructor(storeFile: string, report: () => Promise<{ revision: number }>) {
     this.channel = new BroadcastChannel(`gatehouse-gateway-status:${storeFile}`);
     this.channel.unref();
     this.channel.onmessage = (ev: unknown) => {
       const msg = (ev as { data: Ask | Tell }).data;
-      if (msg.type === 'ask') this.channel.postMessage({ type: 'tell', id: msg.id, worker: threadId, revision: revision() } satisfies Tell);
+      if (msg.type === 'ask') {
+        void report().then((r) => this.channel.postMessage({ type: 'tell', id: msg.id, report: { worker: threadId, ...r } } satisfies Tell));
+      }
       else this.collect(msg);
     };
   }
@@ -33,14 +36,14 @@ export class StatusChannel {
   private collect(msg: Tell): void {
     const p = this.pending.get(msg.id);
     if (!p) return;
-    p.replies.push({ worker: msg.worker, revision: msg.revision });
+    p.replies.push(msg.report);
     if (p.replies.length >= p.expected) p.done();
   }
 
   /** Every worker's revision: this one's, and the others' as they answer. */
-  ask(own: number, workers: number): Promise<WorkerRevision[]> {
+  ask(own: { revision: number }, workers: number): Promise<WorkerRevision[]> {
     const id = threadId * 1e6 + this.nextAsk++;
-    const replies: WorkerRevision[] = [{ worker: threadId, revision: own }];
+    const replies: WorkerRevision[] = [{ worker: threadId, ...own }];
     return new Promise((resolve) => {
       const finish = (): void => {
         clearTimeout(timer);

@@ -33,6 +33,11 @@ describe('gatehouse gateway -t / -T', () => {
       ['deployment:\n  admin:\n    admin_key: [{name: a, key: k, role: root}]\n', 'deployment.admin.admin_key[1].role: expected "admin" or "viewer", got "root"'],
       ['apisix:\n  data_encryption:\n    keyring: [short]\n', 'apisix.data_encryption.keyring[1]: expected 16 bytes (AES-128) or 32 bytes (AES-256), got 5'],
       ['apisix: [1\n', 'Flow sequence in block collection must be sufficiently indented'],
+      ['deployment:\n  etcd:\n    host: [ftp://127.0.0.1:2379]\n', 'deployment.etcd.host[1]: expected an http:// or https:// URL, got "ftp://127.0.0.1:2379"'],
+      ['deployment:\n  etcd:\n    host: [http://127.0.0.1:2379]\n    timeout: soon\n', 'deployment.etcd.timeout: expected a number of seconds, got "soon"'],
+      ['deployment:\n  etcd:\n    host: [http://127.0.0.1:2379]\n    user: root\n', 'deployment.etcd: user and password go together'],
+      ['deployment:\n  etcd:\n    host: [https://127.0.0.1:2379]\n    tls: {cert: conf/none.crt, key: conf/none.key}\n', 'deployment.etcd.tls.cert: cannot read "conf/none.crt": ENOENT'],
+      ['deployment:\n  role_traditional:\n    config_provider: consul\n', 'deployment.role_traditional.config_provider: expected "etcd" or "embedded", got "consul"'],
     ];
     for (const [yaml, message] of cases) {
       const prefix = prefixWith(yaml);

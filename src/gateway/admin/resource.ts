@@ -179,7 +179,8 @@ export class Resource {
     }
     const dir = this.key(ctx, '', call.subPath);
     const { kvs } = await ctx.store.list(dir);
-    const items = kvs.filter((kv) => !this.def.listed || this.def.listed(kv))
+    // `<prefix>/routes/` keys are APISIX's directory placeholders (`apisix init_etcd`), not objects
+    const items = kvs.filter((kv) => !kv.key.endsWith('/') && (!this.def.listed || this.def.listed(kv)))
       .map((kv) => ({ key: kv.key, value: this.hide(this.open(JSON.parse(kv.value), ctx)), createdIndex: kv.createRevision, modifiedIndex: kv.modRevision }));
     if (items.length === 0 && this.def.emptyListNotFound) return notFound();
     return listResponse(items, call.args, this.def.filterFields ?? []);

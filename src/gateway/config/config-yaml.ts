@@ -39,8 +39,25 @@ export interface GatewayConfig {
   keyPrefix: string;
   /** apisix.data_encryption: the keyring, or undefined when enable_encrypt_fields is false. */
   keyring: string[] | undefined;
+  /** deployment.etcd with an etcd config provider; undefined: the embedded store. */
+  etcd: EtcdConfig | undefined;
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
+}
+
+/** deployment.etcd (APISIX's keys and defaults, apisix/cli/config.lua). */
+export interface EtcdConfig {
+  /** URLs, `http://127.0.0.1:2379` by default. */
+  hosts: string[];
+  /** Seconds for one request (connect, send, answer). */
+  timeout: number;
+  /** Seconds a watch may stay silent before it is renewed from the last revision seen. */
+  watchTimeout: number;
+  user: string | undefined;
+  password: string | undefined;
+  tls: { cert: string | undefined; key: string | undefined; verify: boolean; sni: string | undefined };
+  /** apisix.ssl.ssl_trusted_certificate: the CA bundle etcd's certificate is checked against. */
+  trustedCa: string | undefined;
 }
 
 const LEVELS = ['debug', 'info', 'notice', 'warn', 'error', 'crit', 'alert', 'emerg'];
@@ -175,6 +192,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       daemon: bool(at(root, 'nginx_config.daemon'), 'nginx_config.daemon', false),
       keyPrefix: str(at(root, 'deployment.etcd.prefix'), 'deployment.etcd.prefix', '/gateway').replace(/\/+$/, ''),
       keyring: keyringOf(root),
+      etcd: etcdOf(root),
       generated,
     };
     checkConsistency(cfg);
@@ -197,6 +215,63 @@ function keyringOf(root: Obj): string[] | undefined {
     if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
     return v;
   });
+}
+
+function seconds(v: unknown, key: string, def: number): number {
+  if (v === undefined || v === null) return def;
+  const n = typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : v;
+  if (typeof n !== 'number' || !(n > 0)) throw new ConfigError(`${key}: expected a number of seconds, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/**
+ * The role's `config_provider` chooses the store; without one, a
+ * `deployment.etcd.host` list means etcd (APISIX's default provider) and
+ * no etcd section means the embedded store (Gatehouse's default).
+ */
+function etcdOf(root: Obj): EtcdConfig | undefined {
+  const role = str(at(root, 'deployment.role'), 'deployment.role', 'traditional');
+  const providerKey = `deployment.role_${role}.config_provider`;
+  const provider = at(root, providerKey);
+  if (provider !== undefined && provider !== null && provider !== 'etcd' && provider !== 'embedded') {
+    const later = provider === 'yaml' ? ' (standalone mode is not supported yet)' : '';
+    throw new ConfigError(`${providerKey}: expected "etcd" or "embedded", got ${JSON.stringify(provider)}${later}`);
+  }
+  const hostRaw = at(root, 'deployment.etcd.host');
+  if (provider === 'embedded' || (provider !== 'etcd' && (hostRaw === undefined || hostRaw === null))) return undefined;
+  const hostList = hostRaw === undefined || hostRaw === null ? ['http://127.0.0.1:2379'] : Array.isArray(hostRaw) ? hostRaw : [hostRaw];
+  const hosts = hostList.map((h, i) => {
+    const key = Array.isArray(hostRaw) ? `deployment.etcd.host[${i + 1}]` : 'deployment.etcd.host';
+    const v = str(h, key, '');
+    let url: URL | undefined;
+    try { url = new URL(v); } catch { url = undefined; }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/') {
+      throw new ConfigError(`${key}: expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
+    }
+    return v.replace(/\/+$/, '');
+  });
+  if (hosts.length === 0) throw new ConfigError('deployment.etcd.host: expected at least one URL');
+  const opt = (key: string): string | undefined => {
+    const v = at(root, key);
+    return v === undefined || v === null ? undefined : str(v, key, '');
+  };
+  const user = opt('deployment.etcd.user');
+  if ((user === undefined) !== (opt('deployment.etcd.password') === undefined)) throw new ConfigError('deployment.etcd: user and password go together');
+  if ((opt('deployment.etcd.tls.cert') === undefined) !== (opt('deployment.etcd.tls.key') === undefined)) throw new ConfigError('deployment.etcd.tls: cert and key go together');
+  return {
+    hosts,
+    timeout: seconds(at(root, 'deployment.etcd.timeout'), 'deployment.etcd.timeout', 30),
+    watchTimeout: seconds(at(root, 'deployment.etcd.watch_timeout'), 'deployment.etcd.watch_timeout', 50),
+    user,
+    password: opt('deployment.etcd.password'),
+    tls: {
+      cert: opt('deployment.etcd.tls.cert'),
+      key: opt('deployment.etcd.tls.key'),
+      verify: bool(at(root, 'deployment.etcd.tls.verify'), 'deployment.etcd.tls.verify', true),
+      sni: opt('deployment.etcd.tls.sni'),
+    },
+    trustedCa: opt('apisix.ssl.ssl_trusted_certificate'),
+  };
 }
 
 /** APISIX's start-up refusals (apisix/cli/ops.lua). */

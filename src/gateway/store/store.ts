@@ -59,6 +59,8 @@ export interface WatchHandlers {
    * `list` and watch again from the listing's revision.
    */
   compacted(compactRevision: number): void;
+  /** The watch lost its store (the error) or has it again (undefined); it resumes by itself. */
+  state?(error: string | undefined): void;
 }
 
 /** A storage failure (the Admin API answers 503 with its message). */
@@ -67,8 +69,11 @@ export class StoreError extends Error {}
 export interface Store {
   readonly kind: 'sqlite' | 'etcd';
   get(key: string): Promise<KeyValue | undefined>;
-  /** Every key starting with `prefix`, in byte order, with the revision the listing is consistent with. */
-  list(prefix: string): Promise<{ kvs: KeyValue[]; revision: number }>;
+  /**
+   * Every key starting with `prefix`, in byte order, with the revision the
+   * listing is consistent with. `keysOnly`: the values may be left empty.
+   */
+  list(prefix: string, options?: { keysOnly?: boolean }): Promise<{ kvs: KeyValue[]; revision: number }>;
   put(key: string, value: string, options?: PutOptions): Promise<PutResult>;
   /** Deletes `key`, or every key starting with it when `prefix` is set. */
   delete(key: string, options?: { prefix?: boolean; expectRevision?: number }): Promise<DeleteResult>;

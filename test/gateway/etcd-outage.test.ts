@@ -1,0 +1,91 @@
+/**
+ * etcd stopped and started again under a running gateway, and a gateway
+ * restarted while etcd is down: the gateway stays up and keeps its last
+ * configuration, the Admin API answers 503 with a clear error, the status
+ * endpoint still answers; a start with etcd down serves the snapshot the
+ * workers saved; etcd back, changes flow again without a restart.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { etcdSkip, etcdYaml, gatewayStatus, startEtcd, waitForStatus } from './etcd-kit.ts';
+import type { Etcd } from './etcd-kit.ts';
+import { startGateway } from './harness.ts';
+import type { Gateway } from './harness.ts';
+
+const upstream = { nodes: { '127.0.0.1:8080': 1 }, type: 'roundrobin' };
+
+describe('etcd outages', { skip: etcdSkip }, () => {
+  let etcd: Etcd;
+  let gw: Gateway;
+  before(async () => {
+    etcd = await startEtcd();
+    gw = await startGateway({ yaml: etcdYaml(etcd.url) });
+  });
+  after(async () => {
+    await gw?.stop();
+    await etcd?.destroy();
+  });
+
+  it('etcd stopped: the Admin API answers 503, the gateway stays up with its configuration; etcd back: writes and changes flow again', async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await gw.admin('PUT', `/gateway/admin/routes/r${i}`, { uri: `/r${i}`, upstream })).status, 201);
+    const before = await waitForStatus(gw, (st) => st.workers.length === 2 && st.workers.every((w) => w.revision === st.store_revision));
+
+    await etcd.stop();
+    const r = await gw.admin('PUT', '/gateway/admin/routes/r9', { uri: '/r9', upstream });
+    assert.equal(r.status, 503);
+    assert.match((r.json as { error_msg: string }).error_msg, /^etcd unavailable: http:\/\/127\.0\.0\.1:\d+: connect ECONNREFUSED/);
+    assert.equal((await gw.admin('GET', '/gateway/admin/routes/r0')).status, 503);
+    const down = await waitForStatus(gw, (st) => st.workers.every((w) => w.error !== undefined));
+    assert.equal(down.store_revision, null);
+    assert.match(down.store_error!, /^etcd unavailable/);
+    for (const w of down.workers) {
+      assert.equal(w.revision, before.workers[0].revision);
+      assert.equal(w.keys, 3);
+    }
+    // the proxy side answers as before
+    assert.equal((await fetch(`http://127.0.0.1:${gw.proxyPort}/r0`)).status, 404);
+
+    await etcd.start();
+    // the watch comes back by itself and resumes where it was: a write by another node arrives
+    const rev = await etcd.put('/gateway/routes/other', JSON.stringify({ id: 'other', uri: '/other', upstream }));
+    const up = await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= rev && w.error === undefined));
+    for (const w of up.workers) assert.equal(w.keys, 4);
+    const again = await gw.admin('PUT', '/gateway/admin/routes/r9', { uri: '/r9', upstream });
+    assert.equal(again.status, 201, again.text);
+  });
+
+  it('a gateway restarted while etcd is down serves its snapshot, and catches up when etcd is back', async () => {
+    const settled = await waitForStatus(gw, (st) => st.workers.every((w) => w.revision === st.store_revision));
+    const keys = settled.workers[0].keys;
+    await gw.stop();
+    const snapshot = JSON.parse(fs.readFileSync(path.join(gw.prefix, 'data', 'etcd-snapshot.json'), 'utf8')) as { revision: number; kvs: unknown[] };
+    assert.equal(snapshot.revision, settled.store_revision);
+    assert.equal(snapshot.kvs.length, keys);
+
+    // another node changes one key while this gateway is down, then etcd goes down too
+    const changed = await etcd.put('/gateway/routes/r1', JSON.stringify({ id: 'r1', uri: '/changed', upstream }));
+    await etcd.stop();
+
+    gw = await startGateway({ prefix: gw.prefix });
+    const s = await gatewayStatus(gw);
+    assert.equal(s.workers.length, 2);
+    for (const w of s.workers) {
+      assert.equal(w.revision, snapshot.revision);
+      assert.equal(w.keys, keys);
+    }
+    assert.match(s.store_error!, /^etcd unavailable/);
+    assert.equal((await gw.admin('GET', '/gateway/admin/routes/r1')).status, 503);
+
+    await etcd.start();
+    const up = await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= changed && w.error === undefined));
+    for (const w of up.workers) {
+      assert.equal(w.keys, keys);
+      assert.equal(w.relists, 1);
+      assert.equal(w.last_relist_changes, 1);
+    }
+    const got = await gw.admin('GET', '/gateway/admin/routes/r1');
+    assert.equal((got.json as { value: { uri: string } }).value.uri, '/changed');
+  });
+});
