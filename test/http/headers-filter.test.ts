@@ -44,6 +44,8 @@ http {
         location /negative/ { expires -1h; }
         location /modified/ { expires modified 1d; }
         location /var/ { expires $arg_e; }
+        location /year/ { expires 1y; }
+        location /month/ { expires modified 1M; }
         location /expires-404/ { expires 1h; return 404; }
         location /expires-cc/ { expires epoch; add_header Cache-Control public; }
 
@@ -76,7 +78,7 @@ const files = {
   'html/inherit/a.txt': 'a\n', 'html/own/a.txt': 'a\n', 'html/if/a.txt': 'a\n', 'html/empty/a.txt': 'a\n',
   'html/etag/a.txt': 'a\n', 'html/etag-off/a.txt': 'a\n', 'html/cache-control/a.txt': 'a\n',
   'html/epoch/a.txt': 'a\n', 'html/max/a.txt': 'a\n', 'html/off/a.txt': 'a\n', 'html/zero/a.txt': 'a\n',
-  'html/negative/a.txt': 'a\n', 'html/modified/a.txt': 'a\n', 'html/var/a.txt': 'a\n', 'html/expires-cc/a.txt': 'a\n',
+  'html/negative/a.txt': 'a\n', 'html/modified/a.txt': 'a\n', 'html/var/a.txt': 'a\n', 'html/year/a.txt': 'a\n', 'html/month/a.txt': 'a\n', 'html/expires-cc/a.txt': 'a\n',
   'html/api/data.json': '{}\n', 'html/secure/page.html': '<p>s</p>\n',
 };
 
@@ -127,6 +129,13 @@ test('expires matches nginx', async (t) => {
   assert.equal(modified.header('cache-control'), 'no-cache', 'the file is older than a day: negative max-age');
   assert.equal((await same(t, pair, 'GET /var/a.txt?e=max HTTP/1.1')).header('cache-control'), 'max-age=315360000');
   assert.equal((await same(t, pair, 'GET /var/a.txt?e=2h HTTP/1.1')).header('cache-control'), 'max-age=7200');
+  assert.equal((await same(t, pair, 'GET /var/a.txt?e=1y HTTP/1.1')).header('cache-control'), 'max-age=31536000');
+  assert.equal((await same(t, pair, 'GET /var/a.txt?e=1M2d HTTP/1.1')).header('cache-control'), 'max-age=2764800');
+  assert.equal((await same(t, pair, 'GET /var/a.txt?e=500ms HTTP/1.1')).header('expires'), undefined, 'ms is not a unit of seconds');
+  const year = await same(t, pair, 'GET /year/a.txt HTTP/1.1');
+  assert.equal(year.header('cache-control'), 'max-age=31536000');
+  assert.equal(Date.parse(year.header('expires')!) - Date.parse(year.header('date')!), 31_536_000_000);
+  assert.equal((await same(t, pair, 'GET /month/a.txt HTTP/1.1')).header('expires'), new Date(FIXED_MTIME.getTime() + 2_592_000_000).toUTCString());
   assert.equal((await same(t, pair, 'GET /var/a.txt?e=bad HTTP/1.1')).header('expires'), undefined);
   assert.equal((await same(t, pair, 'GET /var/a.txt HTTP/1.1')).header('expires'), undefined);
   assert.equal((await same(t, pair, 'GET /expires-404/ HTTP/1.1')).header('expires'), undefined);
