@@ -27,6 +27,7 @@ import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { cgiTempPathsModule } from './http/modules/cgi-temp-paths.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
@@ -56,6 +57,7 @@ export const modules: CycleModule[] = [
   gatewayModule,
   upstreamModule,
   proxyModule,
+  cgiTempPathsModule,
   tryFilesModule,
   indexModule,
   autoindexModule,
