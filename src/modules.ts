@@ -22,6 +22,7 @@ import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
+import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
@@ -62,6 +63,7 @@ export const modules: CycleModule[] = [
   indexModule,
   autoindexModule,
   staticModule,
+  gzipStaticModule,
   accessModule,
   authBasicModule,
   realipModule,

@@ -168,7 +168,10 @@ export function bufsArg(cf: ConfContext, count: string, size: string): { count: 
 
 /** One of `values` (ngx_conf_set_enum_slot; exact case). */
 export function enumArg<T extends string>(cf: ConfContext, value: string, values: readonly T[]): T {
-  if ((values as readonly string[]).includes(value)) return value as T;
+  // ngx_conf_set_enum_slot compares without case
+  const lower = value.toLowerCase();
+  const found = values.find((v) => v.toLowerCase() === lower);
+  if (found !== undefined) return found;
   throw cf.error(`invalid value "${value}"`);
 }
 

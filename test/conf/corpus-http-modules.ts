@@ -21,6 +21,12 @@ export const httpModuleCases: ConfCase[] = [
   { name: 'expires daily with modified', files: inLocation('expires modified @10h;') },
   { name: 'expires in if', files: inLocation('if ($arg_a) { expires 1y; }') },
 
+  // gzip_static takes nginx's enum values, without case
+  { name: 'gzip_static on, always, off and in capitals', files: http('gzip_static always;\nserver {\n listen 127.0.0.1:8080;\n gzip_static ON;\n location / { gzip_static off; }\n}') },
+  { name: 'gzip_static invalid', files: http('gzip_static yes;') },
+  { name: 'gzip_static duplicate', files: http('gzip_static on;\ngzip_static on;') },
+  { name: 'gzip_static in if', files: inLocation('if ($arg_a) { gzip_static on; }') },
+
   // the temp paths of backends a configuration may not use at all
   {
     name: 'fastcgi, uwsgi and scgi temp paths in http, server and location',
