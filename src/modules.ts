@@ -26,6 +26,7 @@ import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
+import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { cgiTempPathsModule } from './http/modules/cgi-temp-paths.ts';
@@ -72,6 +73,7 @@ export const modules: CycleModule[] = [
   notModifiedModule,
   headersModule,
   subFilterModule,
+  charsetModule,
   ssiModule,
   gzipModule,
   rangeModule,
