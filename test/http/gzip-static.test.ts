@@ -5,7 +5,7 @@
  * the .gz with ranges, HEAD and conditional requests, beside the gzip
  * filter. Compared with Debian's nginx 1.22 (the reference); a .gz is sent
  * as stored, so the bodies match byte for byte. One difference is nginx's
- * own since 1.23.1 ("Gzip static: ranges support", ticket #2349), which
+ * own since 1.23.4 ("Gzip static: ranges support", ticket #2349), which
  * Gatehouse follows: a .gz is sent with Accept-Ranges and in byte ranges.
  */
 import { test } from 'node:test';
@@ -16,7 +16,7 @@ import type { ParsedResponse } from '../kit/client.ts';
 import { ask, comparable, startPair } from './static-kit.ts';
 import type { Pair } from './static-kit.ts';
 
-/** Same answer as nginx 1.22 but for the Accept-Ranges line nginx 1.23.1 added to a .gz (checked here on ours). */
+/** Same answer as nginx 1.22 but for the Accept-Ranges line nginx 1.23.4 added to a .gz (checked here on ours). */
 async function same(t: TestContext, pair: Pair, request: string): Promise<ParsedResponse> {
   const mine = await ask(pair.gh, request);
   if (pair.ng) {
@@ -78,7 +78,7 @@ test('gzip_static sends file.gz as nginx does', async (t) => {
   assert.equal(gz.header('content-type'), 'text/html', "the original's type, not the .gz's");
   assert.equal(gz.header('content-length'), String(packed.length));
   assert.equal(gz.header('vary'), 'Accept-Encoding');
-  assert.equal(gz.header('accept-ranges'), 'bytes', 'nginx 1.23.1 and later');
+  assert.equal(gz.header('accept-ranges'), 'bytes', 'nginx 1.23.4 and later');
   assert.deepEqual(gz.body, packed);
   const css = await same(t, pair, get('/on/style.css', AE));
   assert.equal(css.header('content-type'), 'text/css');
@@ -120,7 +120,7 @@ test('file.gz with HEAD, ranges and conditionals, and beside the gzip filter, as
   const pair = await startPair(t, { conf, files });
   const head = await same(t, pair, get('/on/a.html', AE, '1.1', 'HEAD'));
   assert.equal(head.header('content-length'), String(packed.length));
-  // nginx 1.23.1 and later (not the reference's 1.22): a .gz in ranges
+  // nginx 1.23.4 and later (not the reference's 1.22): a .gz in ranges
   const range = await ask(pair.gh, get('/on/a.html', `${AE}Range: bytes=0-9\r\n`));
   assert.equal(range.status, 206);
   assert.equal(range.header('content-range'), `bytes 0-9/${packed.length}`);

@@ -103,17 +103,23 @@ function charsetArg(field: 'charset' | 'source') {
   });
 }
 
-/** ngx_http_types_slot: the default types plus those given; `*` is any, and nothing may follow it. */
+/**
+ * ngx_http_types_slot: text/html (the first default) plus the types given;
+ * `*` is any type, and later lines add nothing to it. The defaults in full
+ * apply only where no level sets charset_types.
+ */
 function charsetTypes(cf: ConfContext, node: ConfNode): string | undefined {
   const c = cf.get(charsetSlot);
-  if (c.types?.has('*')) return 'is duplicate';
-  c.types ??= new Set(DEFAULT_TYPES);
+  if (c.types?.has('*')) return undefined;
+  c.types ??= new Set([DEFAULT_TYPES[0]]);
   for (const t of node.args) {
     if (t === '*') {
       c.types = new Set(['*']);
       return undefined;
     }
-    c.types.add(t.toLowerCase());
+    const type = t.toLowerCase();
+    if (c.types.has(type)) cf.warn(`duplicate MIME type "${type}"`);
+    c.types.add(type);
   }
   return undefined;
 }
