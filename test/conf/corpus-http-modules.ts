@@ -2,7 +2,12 @@
 // (charset, gzip_static, expires, the fastcgi/uwsgi/scgi temp paths): where
 // nginx accepts them, their values and nginx's own messages.
 
+import fs from 'node:fs';
+import path from 'node:path';
 import type { ConfCase } from './reference.ts';
+
+/** Gatehouse's own charset maps (conf/, written by scripts/charset-maps.ts). */
+const shipped = (name: string): string => fs.readFileSync(path.join(import.meta.dirname, '..', '..', 'conf', name), 'latin1');
 
 /** A configuration whose http block holds `text`. */
 const http = (text: string, extra: Record<string, string> = {}): Record<string, string> => ({
@@ -28,6 +33,13 @@ export const httpModuleCases: ConfCase[] = [
       + 'server {\n listen 127.0.0.1:8080;\n charset off;\n location / { charset $arg_c; charset_types *; if ($arg_x) { charset koi8-r; source_charset $arg_s; override_charset on; } }\n}'),
   },
   { name: 'the shipped maps included', files: http('include /etc/nginx/koi-utf;\ninclude /etc/nginx/koi-win;\ninclude /etc/nginx/win-utf;\nserver {\n listen 127.0.0.1:8080;\n charset utf-8;\n source_charset koi8-r;\n}') },
+  {
+    name: "Gatehouse's shipped maps, as nginx reads them",
+    files: {
+      ...http('include koi-utf;\ninclude koi-win;\ninclude win-utf;\nserver {\n listen 127.0.0.1:8080;\n charset utf-8;\n source_charset windows-1251;\n}'),
+      'koi-utf': shipped('koi-utf'), 'koi-win': shipped('koi-win'), 'win-utf': shipped('win-utf'),
+    },
+  },
   { name: 'a recode without a map', files: http('server {\n listen 127.0.0.1:8080;\n location / { charset koi8-r; source_charset windows-1251; }\n}') },
   { name: 'a recode with the map the other way', files: http('charset_map b a { 41 42; }\nserver {\n listen 127.0.0.1:8080;\n charset B;\n source_charset A;\n}') },
   { name: 'charset duplicate', files: http('charset utf-8;\ncharset koi8-r;') },

@@ -9,7 +9,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { logLines, same, startPair } from './static-kit.ts';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ask, logLines, same, startPair } from './static-kit.ts';
+import { startGatehouse } from '../kit/server.ts';
 
 const conf = `
 events {}
@@ -150,4 +153,35 @@ test('proxied responses: their own charset, override_charset and X-Accel-Charset
   assert.equal((await same(t, pair, 'GET /accel-ignored/a.html HTTP/1.1')).header('content-type'), 'text/html; charset=utf-8');
   assert.equal((await same(t, pair, 'GET /accel-unknown/a.html HTTP/1.1')).header('content-type'), 'text/html; charset=utf-8');
   assert.equal(logLines(pair.gh, /unknown charset "nonesuch" to override/).length, 1);
+});
+
+test("Gatehouse's own conf/ maps recode as the WHATWG tables say", async (t) => {
+  const shipped = (name: string) => fs.readFileSync(path.join(import.meta.dirname, '..', '..', 'conf', name));
+  const all = Buffer.from(Array.from({ length: 128 }, (_, i) => 0x80 + i));
+  const gh = await startGatehouse({
+    conf: `events {}
+http {
+    access_log off;
+    types { text/html html; }
+    include %%PREFIX%%/koi-utf;
+    include %%PREFIX%%/koi-win;
+    include %%PREFIX%%/win-utf;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        root %%PREFIX%%/html;
+        location /koi/ { charset utf-8; source_charset koi8-r; }
+        location /win/ { charset utf-8; source_charset windows-1251; }
+        location /k2w/ { charset windows-1251; source_charset koi8-r; }
+    }
+}
+`,
+    files: { 'koi-utf': shipped('koi-utf'), 'koi-win': shipped('koi-win'), 'win-utf': shipped('win-utf'), 'html/koi/a.html': all, 'html/win/a.html': all, 'html/k2w/a.html': koiText },
+  });
+  t.after(() => gh.stop());
+  const koi = await ask(gh, 'GET /koi/a.html HTTP/1.1');
+  assert.equal(koi.body.toString(), new TextDecoder('koi8-r').decode(all), 'every byte of koi8-r');
+  const win = await ask(gh, 'GET /win/a.html HTTP/1.1');
+  const expected = [...new TextDecoder('windows-1251').decode(all)].map((c) => (c === '\ufffd' || (c >= '\x80' && c < '\xa0') ? '?' : c)).join('');
+  assert.equal(win.body.toString(), expected, 'every defined byte of windows-1251');
+  assert.ok((await ask(gh, 'GET /k2w/a.html HTTP/1.1')).body.subarray(0, 20).equals(winText.subarray(0, 20)));
 });
