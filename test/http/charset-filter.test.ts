@@ -44,6 +44,7 @@ http {
         location /same/ { charset utf-8; source_charset UTF-8; }
         location /redirect/ { charset utf-8; return 302 /utf/a.html; }
         location /missing/ { charset utf-8; }
+        location /param/ { types {} default_type "text/html; level=1"; charset utf-8; }
         location /if/ { if ($arg_x) { charset koi8-r; } }
         location /proxy/ { charset koi8-r; proxy_pass http://127.0.0.1:%%PORT_8081%%/; }
         location /override/ { charset koi8-r; override_charset on; proxy_pass http://127.0.0.1:%%PORT_8081%%/; }
@@ -84,7 +85,7 @@ const bigKoi = encode(Array.from({ length: 6000 }, (_, i) => `${i} ${russian}\n`
 const files: Record<string, string | Buffer> = {
   'html/utf/a.html': utf8Text, 'html/utf/a.txt': 'plain\n', 'html/utf/a.foo': 'foo\n', 'html/utf/a.json': '{}\n',
   'html/types/a.foo': 'foo\n', 'html/types/a.html': 'html\n', 'html/types/a.txt': 'text\n', 'html/any/a.json': '{}\n',
-  'html/var/a.html': 'XXX\n', 'html/varsrc/a.html': 'XXX\n', 'html/ab/a.html': 'X'.repeat(99), 'html/if/a.html': 'if\n',
+  'html/var/a.html': 'XXX\n', 'html/varsrc/a.html': 'XXX\n', 'html/ab/a.html': 'X'.repeat(99), 'html/if/a.html': 'if\n', 'html/param/a.html': 'param\n',
   'html/koi2utf/a.html': koiText, 'html/koi2utf/big.html': bigKoi,
   'html/utf2koi/a.html': utf8Text, 'html/utf2koi/big.html': bigUtf8,
   'html/koi2win/a.html': koiText, 'html/win2koi/a.html': winText, 'html/win2utf/a.html': winText,
@@ -106,6 +107,7 @@ test('charset and charset_types set the Content-Type as nginx does', async (t) =
   assert.equal((await same(t, pair, 'GET /var/a.html?c=koi8-r HTTP/1.1')).header('content-type'), 'text/html; charset=koi8-r');
   assert.equal((await same(t, pair, 'GET /missing/nothing.html HTTP/1.1')).header('content-type'), 'text/html; charset=utf-8', 'error pages too');
   assert.equal((await same(t, pair, 'GET /redirect/ HTTP/1.1')).header('content-type'), 'text/html', 'not on a 302');
+  assert.equal((await same(t, pair, 'GET /param/a.html HTTP/1.1')).header('content-type'), 'text/html; level=1', 'a type with parameters is not text/html');
   assert.equal((await same(t, pair, 'GET /if/a.html HTTP/1.1')).header('content-type'), 'text/html');
   assert.equal((await same(t, pair, 'GET /if/a.html?x=1 HTTP/1.1')).header('content-type'), 'text/html; charset=koi8-r');
   const ab = await same(t, pair, 'GET /ab/a.html HTTP/1.1');

@@ -25,7 +25,6 @@ import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
-import { typeMatches } from '../gzip.ts';
 import { Recoder, addMapLine, newTables } from './recode.ts';
 import type { RecodeTable } from './recode.ts';
 
@@ -201,8 +200,13 @@ function destination(r: HttpRequest, conf: MergedConf<typeof charsetSlot>, cs: C
     return undefined;
   }
   if (conf.charset === 'off') return undefined;
-  if (own !== undefined ? !conf.override : !typeMatches(r, conf.types)) return undefined;
+  if (own !== undefined ? !conf.override : !typeIn(conf.types, r.contentType ?? '')) return undefined;
   return refName(r, cs, conf.charset);
+}
+
+/** ngx_http_test_content_type: the whole Content-Type (it names no charset here), without case. */
+function typeIn(types: Set<string>, contentType: string): boolean {
+  return types.has('*') || types.has(contentType.toLowerCase());
 }
 
 /** The client's request, whose charset a subrequest's body is recoded to. */
@@ -223,6 +227,8 @@ function setCharset(r: HttpRequest, base: string, hasCharset: boolean, dst: stri
   else r.contentType = hasCharset ? base : `${base}; charset=${dst}`;
 }
 
+const NO_CHARSETS: Charsets = { byName: new Map(), recodes: new Map() };
+
 /** The per-response recoder. */
 const RECODER = {};
 
@@ -230,7 +236,9 @@ function charsetHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const ct = r.contentType;
   if (!ct) return;
   const conf = r.level.get(charsetSlot);
-  const cs = registries.get(r.main) ?? { byName: new Map(), recodes: new Map() };
+  // the common case: nothing to say about this response
+  if (conf.charset === 'off' && r.parent === undefined && !r.ctx.has(OVERRIDE)) return;
+  const cs = registries.get(r.main) ?? NO_CHARSETS;
   const own = splitContentType(ct);
   const dst = r.parent === undefined ? destination(r, conf, cs, own.charset) : splitContentType(mainRequest(r).contentType ?? '').charset;
   if (dst === undefined) return;
