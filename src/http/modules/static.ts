@@ -206,7 +206,7 @@ export const staticModule: HttpModule = {
   directives: [],
   initCycle: rememberPrefix,
   postconfiguration(http) {
-    // last of nginx's content phase handlers: index 100, autoindex 200, static 300
+    // last of nginx's content phase handlers: index 100, autoindex 200, gzip_static 250, static 300
     http.addPhaseHandler('CONTENT', 300, staticHandler);
   },
 };
