@@ -62,6 +62,7 @@ export const httpModuleCases: ConfCase[] = [
   { name: 'charset_map duplicate reversed', files: http('charset_map a b { }\ncharset_map b a { }') },
   { name: 'charset_map value over 255', files: http('charset_map a b { 100 41; }') },
   { name: 'charset_map bad hex', files: http('charset_map a b {\n 4G 41;\n}') },
+  { name: 'charset_map with a block inside', files: http('charset_map a b {\n 41 { }\n}') },
   { name: 'charset_map three values', files: http('charset_map a b {\n 41 42 43;\n}') },
   {
     name: 'charset_map utf-8 value too long',

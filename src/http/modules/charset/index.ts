@@ -141,7 +141,8 @@ function charsetMap(cf: ConfContext, node: ConfNode): string | undefined {
   try {
     for (const line of node.children ?? []) {
       cf.node = line;
-      if (line.children || line.args.length !== 1) throw cf.error('invalid parameters number');
+      if (line.children) throw cf.error('unexpected "{"');
+      if (line.args.length !== 1) throw cf.error('invalid parameters number');
       const bad = addMapLine(tables, line.name, line.args[0]);
       if (bad !== undefined) throw cf.error(`invalid value "${bad}"`);
     }
