@@ -22,11 +22,14 @@ import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
+import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
+import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
+import { cgiTempPathsModule } from './http/modules/cgi-temp-paths.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
@@ -56,10 +59,12 @@ export const modules: CycleModule[] = [
   gatewayModule,
   upstreamModule,
   proxyModule,
+  cgiTempPathsModule,
   tryFilesModule,
   indexModule,
   autoindexModule,
   staticModule,
+  gzipStaticModule,
   accessModule,
   authBasicModule,
   realipModule,
@@ -68,6 +73,7 @@ export const modules: CycleModule[] = [
   notModifiedModule,
   headersModule,
   subFilterModule,
+  charsetModule,
   ssiModule,
   gzipModule,
   rangeModule,

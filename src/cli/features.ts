@@ -6,11 +6,11 @@
  */
 
 /** Optional nginx modules (off unless configured `--with-…`) that Gatehouse implements. */
-export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'http_sub_module', 'http_realip_module', 'stream'];
+export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'http_sub_module', 'http_gzip_static_module', 'http_realip_module', 'stream'];
 
 /** Standard nginx modules (on unless configured `--without-…`) that Gatehouse does not implement yet. */
 export const WITHOUT: string[] = [
-  'http_charset_module', 'http_userid_module',
+  'http_userid_module',
   'http_mirror_module',
   'http_fastcgi_module', 'http_uwsgi_module', 'http_scgi_module',
   'http_grpc_module', 'http_memcached_module',

@@ -168,7 +168,10 @@ export function bufsArg(cf: ConfContext, count: string, size: string): { count: 
 
 /** One of `values` (ngx_conf_set_enum_slot; exact case). */
 export function enumArg<T extends string>(cf: ConfContext, value: string, values: readonly T[]): T {
-  if ((values as readonly string[]).includes(value)) return value as T;
+  // ngx_conf_set_enum_slot compares without case
+  const lower = value.toLowerCase();
+  const found = values.find((v) => v.toLowerCase() === lower);
+  if (found !== undefined) return found;
   throw cf.error(`invalid value "${value}"`);
 }
 
@@ -188,6 +191,22 @@ export const stringArg = (_cf: ConfContext, value: string): string => value;
 
 /** A path under the prefix (ngx_conf_set_path_slot's first argument: temp paths, pid, logs). */
 export const prefixPathArg = (cf: ConfContext, value: string): string => cf.prefixPath(value);
+
+/**
+ * ngx_conf_set_path_slot (`*_temp_path path [level1 [level2 [level3]]]`): the
+ * path under the prefix; each level is a positive number of digits, and
+ * together they stay within nginx's bound.
+ */
+export function tempPathArg(cf: ConfContext, value: string, args: readonly string[]): string {
+  let len = 0;
+  for (const level of args.slice(1)) {
+    const n = parseNumber(level);
+    if (Number.isNaN(n) || n === 0) throw invalidValue(cf);
+    len += n + 1;
+  }
+  if (len > 10 + args.length - 1) throw invalidValue(cf);
+  return cf.prefixPath(value);
+}
 
 /** A path under the configuration directory (certificates, user files: ngx_conf_full_name with conf_prefix). */
 export const confPathArg = (cf: ConfContext, value: string): string => cf.confPath(value);

@@ -14,6 +14,15 @@ http {
     server_tokens off;
     access_log off;
     add_header X-Http http;
+    types { text/html html; text/css css; image/png png; application/json json; }
+    # the cache policy of the best-known public config collections: expires by type, in months and years
+    map $sent_http_content_type $expires_by_type {
+        default off;
+        ~*text/html epoch;
+        ~*text/css 1y;
+        ~*image/ 1M;
+        ~*application/json 0;
+    }
     server {
         listen 127.0.0.1:%%PORT_8080%%;
         server_name localhost;
@@ -44,6 +53,9 @@ http {
         location /negative/ { expires -1h; }
         location /modified/ { expires modified 1d; }
         location /var/ { expires $arg_e; }
+        location /year/ { expires 1y; }
+        location /by-type/ { expires $expires_by_type; charset utf-8; charset_types text/css application/json; }
+        location /month/ { expires modified 1M; }
         location /expires-404/ { expires 1h; return 404; }
         location /expires-cc/ { expires epoch; add_header Cache-Control public; }
 
@@ -76,7 +88,7 @@ const files = {
   'html/inherit/a.txt': 'a\n', 'html/own/a.txt': 'a\n', 'html/if/a.txt': 'a\n', 'html/empty/a.txt': 'a\n',
   'html/etag/a.txt': 'a\n', 'html/etag-off/a.txt': 'a\n', 'html/cache-control/a.txt': 'a\n',
   'html/epoch/a.txt': 'a\n', 'html/max/a.txt': 'a\n', 'html/off/a.txt': 'a\n', 'html/zero/a.txt': 'a\n',
-  'html/negative/a.txt': 'a\n', 'html/modified/a.txt': 'a\n', 'html/var/a.txt': 'a\n', 'html/expires-cc/a.txt': 'a\n',
+  'html/negative/a.txt': 'a\n', 'html/modified/a.txt': 'a\n', 'html/var/a.txt': 'a\n', 'html/year/a.txt': 'a\n', 'html/by-type/a.html': 'a\n', 'html/by-type/a.css': 'a\n', 'html/by-type/a.png': 'a\n', 'html/by-type/a.json': '{}\n', 'html/by-type/a.txt': 'a\n', 'html/month/a.txt': 'a\n', 'html/expires-cc/a.txt': 'a\n',
   'html/api/data.json': '{}\n', 'html/secure/page.html': '<p>s</p>\n',
 };
 
@@ -127,6 +139,20 @@ test('expires matches nginx', async (t) => {
   assert.equal(modified.header('cache-control'), 'no-cache', 'the file is older than a day: negative max-age');
   assert.equal((await same(t, pair, 'GET /var/a.txt?e=max HTTP/1.1')).header('cache-control'), 'max-age=315360000');
   assert.equal((await same(t, pair, 'GET /var/a.txt?e=2h HTTP/1.1')).header('cache-control'), 'max-age=7200');
+  assert.equal((await same(t, pair, 'GET /var/a.txt?e=1y HTTP/1.1')).header('cache-control'), 'max-age=31536000');
+  assert.equal((await same(t, pair, 'GET /var/a.txt?e=1M2d HTTP/1.1')).header('cache-control'), 'max-age=2764800');
+  assert.equal((await same(t, pair, 'GET /var/a.txt?e=500ms HTTP/1.1')).header('expires'), undefined, 'ms is not a unit of seconds');
+  assert.equal((await same(t, pair, 'GET /by-type/a.html HTTP/1.1')).header('cache-control'), 'no-cache');
+  const css = await same(t, pair, 'GET /by-type/a.css HTTP/1.1');
+  assert.equal(css.header('cache-control'), 'max-age=31536000');
+  assert.equal(css.header('content-type'), 'text/css; charset=utf-8', 'the charset comes after expires saw the type');
+  assert.equal((await same(t, pair, 'GET /by-type/a.png HTTP/1.1')).header('cache-control'), 'max-age=2592000');
+  assert.equal((await same(t, pair, 'GET /by-type/a.json HTTP/1.1')).header('cache-control'), 'max-age=0');
+  assert.equal((await same(t, pair, 'GET /by-type/a.txt HTTP/1.1')).header('cache-control'), undefined);
+  const year = await same(t, pair, 'GET /year/a.txt HTTP/1.1');
+  assert.equal(year.header('cache-control'), 'max-age=31536000');
+  assert.equal(Date.parse(year.header('expires')!) - Date.parse(year.header('date')!), 31_536_000_000);
+  assert.equal((await same(t, pair, 'GET /month/a.txt HTTP/1.1')).header('expires'), new Date(FIXED_MTIME.getTime() + 2_592_000_000).toUTCString());
   assert.equal((await same(t, pair, 'GET /var/a.txt?e=bad HTTP/1.1')).header('expires'), undefined);
   assert.equal((await same(t, pair, 'GET /var/a.txt HTTP/1.1')).header('expires'), undefined);
   assert.equal((await same(t, pair, 'GET /expires-404/ HTTP/1.1')).header('expires'), undefined);

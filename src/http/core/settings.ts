@@ -7,7 +7,7 @@ import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
-import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, prefixPathArg, sizeArg } from '../../conf/values.ts';
+import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, sizeArg, tempPathArg } from '../../conf/values.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { listOf, setting, unique } from '../../conf/setters.ts';
@@ -183,7 +183,7 @@ export const httpSettingsDirectives: Directive[] = [
   loc('client_max_body_size', 'clientMaxBodySize', sizeArg),
   loc('client_body_buffer_size', 'clientBodyBufferSize', sizeArg),
   loc('client_body_timeout', 'clientBodyTimeout', msecArg),
-  { name: 'client_body_temp_path', contexts: HTTP_ANY, args: [1, 4], handler: setting(coreLoc, 'clientBodyTempPath', prefixPathArg) },
+  { name: 'client_body_temp_path', contexts: HTTP_ANY, args: [1, 4], handler: setting(coreLoc, 'clientBodyTempPath', tempPathArg) },
   loc('client_body_in_file_only', 'clientBodyInFileOnly', choiceOf(['on', 'off', 'clean'])),
   accepted('client_body_in_single_buffer', 'flag'),
   loc('send_timeout', 'sendTimeout', msecArg),

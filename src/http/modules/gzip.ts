@@ -93,7 +93,42 @@ function isMsie6(ua: string): boolean {
   return v === '4' || v === '5' || (v === '6' && !ua.includes('SV1', i + 8));
 }
 
-/** ngx_http_gzip_ok: the client asked for gzip and gzip_http_version/proxied/disable allow it. */
+/** The answer of gzipOk for this request, once asked (nginx's r->gzip_tested and r->gzip_ok). */
+const GZIP_TESTED = {};
+
+/**
+ * ngx_http_gzip_ok, asked once per request (gzip_static in the content
+ * phase, then the gzip filter, get the same answer): a client's request
+ * (not a subrequest) that asked for gzip, allowed by gzip_http_version,
+ * gzip_proxied and gzip_disable.
+ */
+export function gzipTested(r: HttpRequest): boolean {
+  let ok = r.ctx.get(GZIP_TESTED) as boolean | undefined;
+  if (ok === undefined) {
+    ok = r.parent === undefined && gzipOk(r, r.level.get(gzipSlot));
+    r.ctx.set(GZIP_TESTED, ok);
+  }
+  return ok;
+}
+
+/** Set once `Vary: Accept-Encoding` is among the headers (nginx's r->gzip_vary flag). */
+const GZIP_VARY = {};
+
+/**
+ * nginx's r->gzip_vary: with `gzip_vary on`, the response says it varies by
+ * Accept-Encoding, once, right after Connection where nginx writes it.
+ */
+export function markGzipVary(r: HttpRequest): void {
+  if (!r.level.get(gzipSlot).vary || r.ctx.has(GZIP_VARY)) return;
+  r.ctx.set(GZIP_VARY, true);
+  r.headersOut.unshift({ name: 'Vary', value: 'Accept-Encoding' });
+}
+
+/** The location's gzip_vary (gzip_static offers a .gz file only to clients that ask for gzip unless it is on). */
+export function gzipVaryOn(r: HttpRequest): boolean {
+  return r.level.get(gzipSlot).vary;
+}
+
 function gzipOk(r: HttpRequest, conf: Gzip): boolean {
   const ae = r.header('accept-encoding');
   if (ae === undefined || !acceptsGzip(ae)) return false;
@@ -146,9 +181,8 @@ function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   if (r.getHeader('content-encoding')) return;
   if (r.contentLength !== undefined && r.contentLength < conf.minLength) return;
   if (!typeMatches(r, conf.types)) return;
-  // the Vary line goes right after Connection, where nginx writes it
-  if (conf.vary) r.headersOut.unshift({ name: 'Vary', value: 'Accept-Encoding' });
-  if (!gzipOk(r, conf)) return;
+  markGzipVary(r);
+  if (!gzipTested(r)) return;
   r.addHeader('Content-Encoding', 'gzip');
   const length = r.contentLength;
   r.contentLength = undefined;

@@ -79,9 +79,9 @@ function parseExpires(text: string, modified: boolean): Expires | string {
     v = v.slice(1);
     minus = true;
   }
-  const ms = parseTime(v);
-  if (Number.isNaN(ms) || ms % 1000 !== 0) return 'invalid value';
-  const time = ms / 1000;
+  // in seconds, as ngx_parse_time(…, 1): `1y` and `1M` count, `ms` does not
+  const time = parseTime(v, true);
+  if (Number.isNaN(time)) return 'invalid value';
   if (kind === 'daily' && time > 24 * 60 * 60) return 'daily time value must be less than 24 hours';
   return { kind, time: minus ? -time : time };
 }

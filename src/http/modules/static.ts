@@ -81,18 +81,32 @@ async function staticHandler(r: HttpRequest): Promise<number> {
   const opened = await openFile(path);
   if (!('fh' in opened)) return openFailure(r, opened, path);
   const { fh, stat } = opened;
+  if (stat.isDirectory()) {
+    await fh.close().catch(() => undefined);
+    // `/dir` → `/dir/`; the head filter makes the Location absolute
+    r.location = escapeUri(r.uri) + '/' + (r.args ? `?${r.args}` : '');
+    return 301;
+  }
+  if (!stat.isFile()) {
+    await fh.close().catch(() => undefined);
+    requestLog(r).crit(`"${path}" is not a regular file`);
+    return 404;
+  }
+  if (method === 'POST') {
+    await fh.close().catch(() => undefined);
+    return 405;
+  }
+  return sendFile(r, opened);
+}
+
+/**
+ * Answers 200 with an opened regular file: length, Last-Modified, ETag, the
+ * URI's type, ranges, then the body (ngx_http_static_handler's tail, which
+ * gzip_static repeats with `Content-Encoding`). Closes the file.
+ */
+export async function sendFile(r: HttpRequest, { fh, stat }: OpenedFile, contentEncoding?: string): Promise<number> {
   let handedOver = false;
   try {
-    if (stat.isDirectory()) {
-      // `/dir` → `/dir/`; the head filter makes the Location absolute
-      r.location = escapeUri(r.uri) + '/' + (r.args ? `?${r.args}` : '');
-      return 301;
-    }
-    if (!stat.isFile()) {
-      requestLog(r).crit(`"${path}" is not a regular file`);
-      return 404;
-    }
-    if (method === 'POST') return 405;
     const core = r.level.get(coreLoc);
     const mtime = Math.floor(stat.mtimeMs / 1000);
     r.status = 200;
@@ -100,6 +114,7 @@ async function staticHandler(r: HttpRequest): Promise<number> {
     r.lastModified = mtime * 1000;
     if (core.etag) r.addHeader('ETag', fileEtag(mtime, stat.size));
     r.contentType = contentTypeFor(r);
+    if (contentEncoding !== undefined) r.addHeader('Content-Encoding', contentEncoding);
     allowRanges(r);
     await sendHeader(r);
     handedOver = true;
@@ -188,7 +203,7 @@ export const staticModule: HttpModule = {
   directives: [],
   initCycle: rememberPrefix,
   postconfiguration(http) {
-    // last of nginx's content phase handlers: index 100, autoindex 200, static 300
+    // last of nginx's content phase handlers: index 100, autoindex 200, gzip_static 250, static 300
     http.addPhaseHandler('CONTENT', 300, staticHandler);
   },
 };

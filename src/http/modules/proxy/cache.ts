@@ -252,7 +252,7 @@ function serve(u: ProxyUpstream, f: CacheFile, until?: Promise<unknown>): void {
   const r = u.r;
   const head = parseResponseHead(f.head, () => undefined) as UpstreamHead;
   u.headerSent();
-  copyHeaders(r, head, u.d);
+  copyHeaders(r, head, u.d, u.conf.ignoreHeaders);
   // the body is stored decoded: its length is known
   r.contentLength = f.body.length;
   const noBody = r.method === 'HEAD' || head.status === 204 || head.status === 304;

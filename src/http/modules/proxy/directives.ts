@@ -6,7 +6,7 @@
 import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import { choiceOf, confPathArg, countArg, flagArg, msecArg, parseSize, prefixPathArg, sizeArg, stringArg } from '../../../conf/values.ts';
+import { choiceOf, confPathArg, countArg, flagArg, msecArg, parseSize, sizeArg, stringArg, tempPathArg } from '../../../conf/values.ts';
 import { listOf, setting, unique } from '../../../conf/setters.ts';
 import type { Parse } from '../../../conf/setters.ts';
 import { httpMainOf } from '../../http-conf.ts';
@@ -148,7 +148,7 @@ const buffers: Handler = unique(proxyLoc, 'buffers', (cf, node, c) => {
 
 const httpVersion: Handler = setting(proxyLoc, 'httpVersion', choiceOf(['1.0', '1.1']));
 
-const tempPath: Handler = setting(proxyLoc, 'tempPath', prefixPathArg);
+const tempPath: Handler = setting(proxyLoc, 'tempPath', tempPathArg);
 
 const cv = (cf: ConfContext, v: string) => compileComplex(cf, httpMainOf(cf).variables, v);
 

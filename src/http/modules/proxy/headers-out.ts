@@ -12,16 +12,20 @@ import type { DerivedConf } from './conf.ts';
 import { rewriteCookie } from './cookies.ts';
 import { rewriteRedirect } from './redirect.ts';
 import type { UpstreamHead } from '../../upstream/protocol.ts';
+import { IGN } from '../../upstream/conf.ts';
+import { overrideCharset } from '../charset/index.ts';
 
 /** Fields the upstream module never copies to the client. */
 const NOT_COPIED = new Set(['content-length', 'connection', 'keep-alive', 'transfer-encoding']);
 
-/** Copies the upstream head to `r`'s response. */
-export function copyHeaders(r: HttpRequest, head: UpstreamHead, d: DerivedConf): void {
+/** Copies the upstream head to `r`'s response; `ignore` is proxy_ignore_headers' bits. */
+export function copyHeaders(r: HttpRequest, head: UpstreamHead, d: DerivedConf, ignore: number): void {
   const { names, lnames, values } = head.headers;
   const hidden = d.hidden;
   for (let i = 0; i < names.length; i++) {
     const lname = lnames[i];
+    // ngx_http_upstream_process_charset: read whether or not the field is passed on
+    if (lname === 'x-accel-charset' && !(ignore & IGN['X-Accel-Charset'])) overrideCharset(r, values[i]);
     if (hidden.has(lname) || NOT_COPIED.has(lname)) continue;
     const value = values[i];
     switch (lname) {

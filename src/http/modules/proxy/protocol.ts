@@ -67,7 +67,7 @@ function processHeader(u: ProxyUpstream, b: Buffer): UpstreamHead | undefined {
 
 export const proxyProtocol: UpstreamProtocol<ProxyLoc, DerivedConf> = {
   processHeader,
-  copyHeaders: (u, head) => copyHeaders(u.r, head, u.d),
+  copyHeaders: (u, head) => copyHeaders(u.r, head, u.d, u.conf.ignoreHeaders),
   cache: {
     lookup: cacheLookup,
     serveStale: (u, rc) => cacheServeStale(u, rc),
