@@ -14,6 +14,8 @@ export class BodyFraming {
   private remaining: number;
   private readonly decoder: ChunkedDecoder | undefined;
   done: boolean;
+  /** Body bytes decoded so far. */
+  private decoded = 0;
 
   constructor(contentLength: number, chunked: boolean) {
     this.decoder = chunked ? new ChunkedDecoder(false) : undefined;
@@ -26,6 +28,17 @@ export class BodyFraming {
    * of `b`) to `out`; returns where the body ended, `b.length` when it goes
    * on, or BODY_INVALID.
    */
+  /**
+   * A chunked body's chunk whose data is still arriving: the body bytes
+   * before it and its announced size (nginx checks client_max_body_size
+   * against both as soon as it reads a chunk's size).
+   */
+  get pendingChunk(): { before: number; size: number } | undefined {
+    const d = this.decoder;
+    if (d === undefined || d.dataLeft === 0) return undefined;
+    return { before: this.decoded - (d.chunkSize - d.dataLeft), size: d.chunkSize };
+  }
+
   consume(b: Buffer, out: Buffer[]): number {
     if (this.done) return 0;
     if (this.decoder === undefined) {
@@ -35,7 +48,9 @@ export class BodyFraming {
       if (this.remaining === 0) this.done = true;
       return n;
     }
+    const had = out.length;
     const rc = this.decoder.feed(b, 0, out);
+    for (let i = had; i < out.length; i++) this.decoded += out[i].length;
     if (rc === CHUNKED_ERROR) return BODY_INVALID;
     if (rc === CHUNKED_AGAIN) return b.length;
     this.done = true;

@@ -33,6 +33,13 @@ export class ChunkedDecoder {
   private readonly keepTrailers: boolean;
   /** Raw trailer section (when kept). */
   trailerText = '';
+  /** Size of the last chunk whose header was read. */
+  chunkSize = 0;
+
+  /** Data bytes of the current chunk still to come (0 outside a chunk's data). */
+  get dataLeft(): number {
+    return this.state === CHUNK_DATA ? this.size : 0;
+  }
 
   constructor(keepTrailers: boolean) {
     this.keepTrailers = keepTrailers;
@@ -91,18 +98,18 @@ export class ChunkedDecoder {
             break;
           }
           if (ch === 0x0d) state = CHUNK_EXTENSION_ALMOST_DONE;
-          else if (ch === 0x0a) state = CHUNK_DATA;
+          else if (ch === 0x0a) { state = CHUNK_DATA; this.chunkSize = this.size; }
           else if (ch === 0x3b || ch === 0x20 || ch === 0x09) state = CHUNK_EXTENSION;
           else return this.fail();
           break;
         }
         case CHUNK_EXTENSION:
           if (ch === 0x0d) state = CHUNK_EXTENSION_ALMOST_DONE;
-          else if (ch === 0x0a) state = CHUNK_DATA;
+          else if (ch === 0x0a) { state = CHUNK_DATA; this.chunkSize = this.size; }
           break;
         case CHUNK_EXTENSION_ALMOST_DONE:
           if (ch !== 0x0a) return this.fail();
-          state = CHUNK_DATA;
+          { state = CHUNK_DATA; this.chunkSize = this.size; }
           break;
         case AFTER_DATA:
           if (ch === 0x0d) state = AFTER_DATA_ALMOST_DONE;

@@ -239,6 +239,9 @@ export class HttpConnection {
     const body = this.active?.body;
     // after the response, the rest of the body is read and dropped (ngx_http_discard_request_body)
     if (body !== undefined && !this.responseDone) {
+      // a chunk's size counts against client_max_body_size before its data (nginx's chunked filter)
+      const chunk = framing.pendingChunk;
+      if (chunk !== undefined) body.announce(chunk);
       // the request takes what arrived; reading stops until its reader wants more (the source resumes the socket)
       for (const d of data) if (!body.push(d)) this.socket.pause();
       if (framing.done) body.end();

@@ -13,6 +13,8 @@ export interface BodyListener {
   end(): void;
   /** 400: the body's framing broke; 499: the client went away before the body was complete. */
   error(status: number): void;
+  /** A chunk's size was read (see RequestBodySource.pendingChunk). */
+  announced(): void;
 }
 
 /** The producer's side: stop and go on reading from the client. */
@@ -31,6 +33,8 @@ export class RequestBodySource {
   complete = false;
   /** The body failed (its status, see BodyListener.error); nothing more arrives. */
   failedWith = 0;
+  /** A chunked body's chunk still arriving: the body bytes before it and its size. */
+  pendingChunk: { before: number; size: number } | undefined;
   private held: Buffer[] = [];
   private heldBytes = 0;
   private listener: BodyListener | undefined;
@@ -67,6 +71,12 @@ export class RequestBodySource {
       return false;
     }
     return true;
+  }
+
+  /** Producer: a chunk's size was read, its data still to come. */
+  announce(chunk: { before: number; size: number }): void {
+    this.pendingChunk = chunk;
+    this.listener?.announced();
   }
 
   /** Producer: the body is complete. */

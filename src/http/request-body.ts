@@ -136,6 +136,16 @@ class BodyReader implements BodyListener {
     // nothing left to wait for: no timer
     if (!r.body.complete) this.timer = setTimeout(this.onTimeout, core.clientBodyTimeout);
     r.body.read(this);
+    this.announced();
+  }
+
+  /** nginx's chunked body filter: a chunk whose announced size takes the body past client_max_body_size is a 413 at once. */
+  announced(): void {
+    const chunk = this.r.body.pendingChunk;
+    if (this.done || !this.chunked || !this.max || chunk === undefined || chunk.before + chunk.size <= this.max) return;
+    requestLog(this.r).error(`client intended to send too large chunked body: ${chunk.before}+${chunk.size} bytes`);
+    this.finish();
+    this.consumer.bodyError(413);
   }
 
   pause(): void {
