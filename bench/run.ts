@@ -19,6 +19,7 @@ import { idleConnections, haveCurl, streamFast, streamSlow, watchTempFiles, wrkR
 import { cpuMicros } from './proc.ts';
 import { handshakeRun, startTlsServer, tlsKeepalive, TLS_WARMUP_SECONDS, warmTls, type TlsServer } from './tls.ts';
 import { addRow, printSummary, rows, type Bar } from './summary.ts';
+import { gatewayCase } from './gateway.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -191,6 +192,7 @@ async function main(): Promise<void> {
     for (const s of [servers.nginx, servers.gatehouse, origin, ws]) await s.stop();
   }
   if (wanted('tls')) await tlsCases();
+  if (wanted('gateway')) await gatewayCase(SECONDS);
   printSummary(`${ROUNDS} rounds, same-round medians; ${((Date.now() - started) / 60000).toFixed(1)} min`);
   const out = process.env.BENCH_JSON;
   if (out) fs.writeFileSync(out, JSON.stringify(rows, null, 2));
