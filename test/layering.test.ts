@@ -103,3 +103,19 @@ test('docs/architecture.md names every layer of the map', () => {
     for (const p of layer.paths) assert.ok(section.includes(p.replace(/^src\//, '')), `the Layers section names ${p}`);
   }
 });
+
+test('the request path owns its objects: nothing under src/http imports node:http, only the HTTP/2 layer node:http2', () => {
+  const dir = path.join(REPO, 'src/http');
+  const offenders: string[] = [];
+  for (const rel of fs.readdirSync(dir, { recursive: true }) as string[]) {
+    if (!rel.endsWith('.ts')) continue;
+    const text = fs.readFileSync(path.join(dir, rel), 'utf8');
+    const file = `src/http/${rel}`;
+    if (/from 'node:http'/.test(text)) offenders.push(`${file} imports node:http`);
+    const h2Layer = file === 'src/http/http2.ts' || file.startsWith('src/http/http2/');
+    if (/from 'node:http2'/.test(text) && !h2Layer) offenders.push(`${file} imports node:http2 outside the HTTP/2 layer`);
+    // node:http's private fields, read by the request path before it had its own objects
+    if (/_httpMessage|kNeedDrain|_addHeaderLines|\._header\b/.test(text)) offenders.push(`${file} reads node:http's private fields`);
+  }
+  assert.deepEqual(offenders, []);
+});
