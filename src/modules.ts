@@ -40,6 +40,9 @@ import { streamUpstreamModule } from './stream/modules/upstream.ts';
 import { streamAccessModule } from './stream/modules/access.ts';
 import { streamMapModule } from './stream/modules/map.ts';
 import { streamReturnModule } from './stream/modules/return.ts';
+import { streamGeoModule } from './stream/modules/geo.ts';
+import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
+import { streamSetModule } from './stream/modules/set.ts';
 
 export const modules: CycleModule[] = [
   coreModule,
@@ -79,4 +82,7 @@ export const modules: CycleModule[] = [
   streamAccessModule,
   streamMapModule,
   streamReturnModule,
+  streamGeoModule,
+  streamSplitClientsModule,
+  streamSetModule,
 ];

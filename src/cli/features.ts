@@ -17,8 +17,8 @@ export const WITHOUT: string[] = [
   'http_browser_module',
   'http_tunnel_module',
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
-  'stream_geo_module', 'stream_limit_conn_module',
-  'stream_pass_module', 'stream_set_module', 'stream_split_clients_module',
+  'stream_limit_conn_module',
+  'stream_pass_module',
   'stream_upstream_hash_module', 'stream_upstream_least_conn_module', 'stream_upstream_random_module',
   'stream_upstream_zone_module',
 ];
