@@ -43,6 +43,10 @@ import { streamReturnModule } from './stream/modules/return.ts';
 import { streamGeoModule } from './stream/modules/geo.ts';
 import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
+import { streamUpstreamHashModule } from './stream/modules/upstream-hash.ts';
+import { streamUpstreamLeastConnModule } from './stream/modules/upstream-least-conn.ts';
+import { streamUpstreamRandomModule } from './stream/modules/upstream-random.ts';
+import { streamUpstreamZoneModule } from './stream/modules/upstream-zone.ts';
 
 export const modules: CycleModule[] = [
   coreModule,
@@ -85,4 +89,8 @@ export const modules: CycleModule[] = [
   streamGeoModule,
   streamSplitClientsModule,
   streamSetModule,
+  streamUpstreamHashModule,
+  streamUpstreamLeastConnModule,
+  streamUpstreamRandomModule,
+  streamUpstreamZoneModule,
 ];

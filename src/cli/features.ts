@@ -19,6 +19,4 @@ export const WITHOUT: string[] = [
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
   'stream_limit_conn_module',
   'stream_pass_module',
-  'stream_upstream_hash_module', 'stream_upstream_least_conn_module', 'stream_upstream_random_module',
-  'stream_upstream_zone_module',
 ];

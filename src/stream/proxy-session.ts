@@ -21,6 +21,7 @@ import type { Peer, PeerList, UpstreamGroup } from '../upstream/group.ts';
 import { ResolveError } from '../upstream/resolver.ts';
 import type { Resolver } from '../upstream/resolver.ts';
 import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
+import { createPicker } from '../upstream/balancers.ts';
 import type { ComplexValue } from '../core/variables.ts';
 import { Status } from './conf.ts';
 import { Pump } from './pump.ts';
@@ -95,7 +96,7 @@ export class StreamProxy implements ConnectionUser {
     this.firstTry = performance.now();
     this.local = this.localAddress();
     if ('group' in target) {
-      this.usePeers(target.group.primary, target.group.name);
+      this.useGroup(target.group);
       return;
     }
     const text = target.value.evaluate(this.s);
@@ -107,7 +108,7 @@ export class StreamProxy implements ConnectionUser {
     }
     const group = target.find(u.host, u.port);
     if (group) {
-      this.usePeers(group.primary, group.name);
+      this.useGroup(group);
       return;
     }
     if (u.unix || net.isIP(u.host)) {
@@ -150,8 +151,16 @@ export class StreamProxy implements ConnectionUser {
     this.finish(Status.INTERNAL_SERVER_ERROR);
   }
 
-  private usePeers(list: PeerList, name: string): void {
-    this.picker = new RoundRobinPicker(list);
+  /** A group's peers, picked by its balancer (hash, least_conn, random; round robin otherwise). */
+  private useGroup(g: UpstreamGroup): void {
+    const b = g.balancer;
+    if (b.kind === 'round_robin') return this.usePeers(g.primary, g.name);
+    const key = b.kind === 'hash' ? (g.balanceKey as ComplexValue<StreamSession>).evaluate(this.s) : '';
+    this.usePeers(g.primary, g.name, createPicker(b, g.primary, { clientAddress: this.s.remoteAddress, key }, g.ring));
+  }
+
+  private usePeers(list: PeerList, name: string, picker = new RoundRobinPicker(list)): void {
+    this.picker = picker;
     this.listName = name;
     const max = this.conf.nextUpstreamTries;
     if (max && this.picker.tries > max) this.picker.tries = max;
