@@ -17,6 +17,5 @@ export const WITHOUT: string[] = [
   'http_browser_module',
   'http_tunnel_module',
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
-  'stream_limit_conn_module',
   'stream_pass_module',
 ];

@@ -8,6 +8,9 @@ import fs from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import { sysErrorText } from '../conf/errors.ts';
 
+/** The levels `limit_req_log_level` and `limit_conn_log_level` take (http and stream). */
+export const LIMIT_LOG_LEVELS = ['info', 'notice', 'warn', 'error'] as const;
+
 export const LogLevel = {
   stderr: 0, emerg: 1, alert: 2, crit: 3, error: 4, warn: 5, notice: 6, info: 7, debug: 8,
 } as const;

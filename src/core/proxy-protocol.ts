@@ -25,9 +25,26 @@ const V2_SIGNATURE = Buffer.from('\r\n\r\n\0\r\nQUIT\n', 'latin1');
 /** What a complete header gave: the addresses (undefined for UNKNOWN / LOCAL), and its length. */
 type Parsed = { info: ProxyProtocolInfo | undefined; length: number } | { error: string };
 
+/**
+ * Whether `buf` starts as no v1 line can (`PROXY INVALID`): nginx parses
+ * what one read brings and fails at once, so a broken start is not waited on.
+ */
+function impossibleStart(buf: Buffer): boolean {
+  const sig = Math.min(buf.length, V2_SIGNATURE.length);
+  if (buf.subarray(0, sig).equals(V2_SIGNATURE.subarray(0, sig))) return false;
+  const text = buf.subarray(0, 13).toString('latin1');
+  const n = Math.min(text.length, 6);
+  if (text.slice(0, n) !== 'PROXY '.slice(0, n)) return true;
+  const rest = text.slice(6);
+  return !['TCP4 ', 'TCP6 ', 'UNKNOWN'].some((p) => {
+    const k = Math.min(p.length, rest.length);
+    return p.slice(0, k) === rest.slice(0, k);
+  });
+}
+
 /** Whether `buf` holds a whole header yet (or can never hold one within the limit). */
 export function proxyHeaderComplete(buf: Buffer): boolean {
-  if (buf.length >= MAX_HEADER) return true;
+  if (buf.length >= MAX_HEADER || impossibleStart(buf)) return true;
   if (buf.length >= 16 && buf.subarray(0, 12).equals(V2_SIGNATURE)) return buf.length >= 16 + buf.readUInt16BE(14);
   return buf.indexOf('\n') >= 0;
 }

@@ -70,6 +70,8 @@ export class StreamSession implements VariableHost {
   readonly localAddress: string;
   readonly localPort: number;
   private sentAtClose = 0;
+  /** What modules release when the session ends (nginx's pool cleanups), after the log phase. */
+  private cleanups: Array<() => void> | undefined;
   private readonly onDone: (s: StreamSession) => void;
 
   constructor(main: StreamMainConf, server: StreamServerConf, listen: StreamListen, socket: Socket, log: ErrorLog, onDone: (s: StreamSession) => void) {
@@ -119,6 +121,11 @@ export class StreamSession implements VariableHost {
     if (this.log.enabled(level)) this.log.log(level, message, this.number);
   }
 
+  /** Runs `fn` when the session ends, after its access log lines. */
+  onEnd(fn: () => void): void {
+    (this.cleanups ??= []).push(fn);
+  }
+
   /** Ends the session (ngx_stream_finalize_session): `$status`, the log phase, then the client socket closes. */
   finalize(status: number): void {
     if (this.finalized) return;
@@ -133,6 +140,7 @@ export class StreamSession implements VariableHost {
         this.log.alert(`stream log handler failed: ${(e as Error).message}`);
       }
     }
+    for (const fn of this.cleanups ?? []) fn();
     this.socket.destroy();
     this.onDone(this);
   }
