@@ -43,6 +43,7 @@ import { streamReturnModule } from './stream/modules/return.ts';
 import { streamGeoModule } from './stream/modules/geo.ts';
 import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
+import { streamRealipModule } from './stream/modules/realip.ts';
 import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
 import { streamUpstreamHashModule } from './stream/modules/upstream-hash.ts';
 import { streamUpstreamLeastConnModule } from './stream/modules/upstream-least-conn.ts';
@@ -89,6 +90,7 @@ export const modules: CycleModule[] = [
   streamReturnModule,
   streamGeoModule,
   streamSplitClientsModule,
+  streamRealipModule,
   streamSetModule,
   streamLimitConnModule,
   streamUpstreamHashModule,

@@ -65,8 +65,9 @@ export class StreamSession implements VariableHost {
   /** A client socket error, for the content handler (the default ends the session). */
   onClientError: (err: NodeJS.ErrnoException) => void;
   finalized = false;
-  readonly remoteAddress: string;
-  readonly remotePort: number;
+  /** The client's address and port (the realip module may replace them with the PROXY protocol's). */
+  remoteAddress: string;
+  remotePort: number;
   readonly localAddress: string;
   readonly localPort: number;
   private sentAtClose = 0;
