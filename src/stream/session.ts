@@ -112,7 +112,7 @@ export class StreamSession implements VariableHost {
     if (!this.log.enabled(level)) return;
     let text = message;
     if (this.action) text += ` while ${this.action}`;
-    text += `, client: ${this.remoteAddress}, server: ${this.listen.addrText}`;
+    text += `, ${this.listen.udp ? 'udp ' : ''}client: ${this.remoteAddress}, server: ${this.listen.addrText}`;
     if (this.logContext) text += this.logContext();
     this.log.log(level, text, this.number);
   }

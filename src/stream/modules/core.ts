@@ -28,6 +28,7 @@ import { isStreamModule, StreamMainConf, streamConf, streamMainOf, streamServerO
 import type { StreamAddress, StreamModule, StreamServerConf, StreamVariable } from '../conf.ts';
 import { StreamSessions } from '../handler.ts';
 import { parseStreamListen } from '../listen.ts';
+import { udpDispatcher } from '../udp.ts';
 
 export interface StreamCoreSrvConf {
   errorLogs?: ErrorLogSpec[];
@@ -194,10 +195,15 @@ export const streamCoreModule: StreamModule = {
       return { tcpNodelay: c.tcpNodelay!, proxyProtocolTimeout: c.proxyProtocolTimeout! };
     });
     for (const address of stream.addresses.values()) {
-      worker.onConnection(address.listen.spec.key, (socket) => sessions.accept(address, socket));
+      const key = address.listen.spec.key;
+      if (address.listen.udp) worker.onDatagram(key, udpDispatcher((client) => sessions.acceptUdp(address, client)));
+      else worker.onConnection(key, (socket) => sessions.accept(address, socket));
     }
-    // a graceful stop leaves sessions running (nginx does not close them); a hard one ends them
-    worker.onShutdown((graceful) => { if (!graceful) sessions.terminateAll(); });
+    // a graceful stop leaves TCP sessions running (nginx does not close them); a hard one ends them
+    worker.onShutdown((graceful) => {
+      if (graceful) sessions.endUdpSessions();
+      else sessions.terminateAll();
+    });
     worker.onClose(() => { for (const log of logs.values()) log.close(); });
   },
 };
