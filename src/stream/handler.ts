@@ -48,8 +48,8 @@ export class StreamSessions {
   acceptUdp(address: StreamAddress, client: UdpClient): void {
     // the session reads and writes it as a socket: only what a TCP socket offers it is used
     const s = this.accept(address, client as unknown as Socket);
-    // every datagram counts as read when it arrives (nginx counts the first one as the session starts)
-    client.on('datagram', (n: number) => { s.received += n; });
+    // nginx counts the first datagram as read when the session starts; the handler counts the rest as it reads them
+    client.once('datagram', (n: number) => { s.received += n; });
   }
 
   /** The worker stops: UDP sessions end at once, as nginx's do when its worker exits. */

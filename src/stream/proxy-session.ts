@@ -331,7 +331,7 @@ function sentBytes(socket: Socket): number {
 }
 
 /** proxy_upload_rate / proxy_download_rate for this session, bytes per second (0: no limit). */
-function rate(value: ComplexValue<StreamSession> | undefined, s: StreamSession): number {
+export function rate(value: ComplexValue<StreamSession> | undefined, s: StreamSession): number {
   if (!value) return 0;
   const n = parseSize(value.constant ?? value.evaluate(s));
   return n > 0 ? n : 0;

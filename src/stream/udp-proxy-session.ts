@@ -20,6 +20,7 @@ import type { Peer } from '../upstream/group.ts';
 import { PEER_FAILED, PEER_OK } from '../upstream/round-robin.ts';
 import type { RoundRobinPicker } from '../upstream/round-robin.ts';
 import { Status } from './conf.ts';
+import { rate } from './proxy-session.ts';
 import type { ProxySettings } from './proxy-session.ts';
 import { choosePeers, localAddress } from './proxy-target.ts';
 import type { PeersUser, ProxyTarget } from './proxy-target.ts';
@@ -50,12 +51,20 @@ export class UdpProxy implements PeersUser {
   private upstreamSent = 0;
   /** The peer refused (a read or write error): it is freed as failed. */
   private peerError = false;
+  /** Datagrams handed to the upstream socket and not sent yet. */
+  private sending = 0;
+  /** Client → peer and peer → client, each held back by its rate. */
+  private readonly up: DatagramGate;
+  private readonly down: DatagramGate;
   done = false;
 
   constructor(s: StreamSession, conf: ProxySettings) {
     this.s = s;
     this.client = s.socket as unknown as UdpClient;
     this.conf = conf;
+    const startSec = Math.floor(Date.now() / 1000);
+    this.up = new DatagramGate(rate(conf.uploadRate, s), startSec, () => s.received, this.request);
+    this.down = new DatagramGate(rate(conf.downloadRate, s), startSec, () => this.received, this.response);
     s.upstreamStates = this.tries;
     s.logContext = this.logContext;
     s.terminate = () => this.finish(Status.OK);
@@ -120,10 +129,19 @@ export class UdpProxy implements PeersUser {
     }
     this.s.action = 'proxying connection';
     for (const d of this.queue.splice(0)) this.send(d);
+    this.testFinalize();
   };
 
   private readonly onClientData = (d: Buffer): void => {
     if (this.done) return;
+    // the first datagram was read with the session (nginx's c->buffer): no rate holds it
+    if (this.requests === 0) this.request(d);
+    else this.up.push(d);
+  };
+
+  /** A client datagram read (past proxy_upload_rate): the first one was counted as the session started. */
+  private readonly request = (d: Buffer): void => {
+    if (this.requests > 0) this.s.received += d.length;
     this.requests++;
     if (this.connected) this.send(d);
     else this.queue.push(d);
@@ -131,14 +149,22 @@ export class UdpProxy implements PeersUser {
   };
 
   private send(d: Buffer): void {
+    this.sending++;
     this.upstream!.send(d, (err) => {
+      this.sending--;
       if (!err) this.upstreamSent += d.length;
+      this.testFinalize();
     });
   }
 
   private readonly onUpstreamMessage = (d: Buffer): void => {
     if (this.done) return;
     if (this.state!.firstByteTime === -1) this.state!.firstByteTime = performance.now() - this.tryStart;
+    this.down.push(d);
+  };
+
+  /** A datagram from the peer read (past proxy_download_rate): on to the client. */
+  private readonly response = (d: Buffer): void => {
     this.responses++;
     this.received += d.length;
     this.client.write(d, () => this.testFinalize());
@@ -169,7 +195,7 @@ export class UdpProxy implements PeersUser {
     if (want) this.client.detach();
     const per = this.conf.responses;
     if (per === ALL_RESPONSES || this.responses < per * this.requests) return;
-    if (!this.connected || this.client.writableLength) return;
+    if (!this.connected || this.sending || this.client.writableLength) return;
     this.s.plain(LogLevel.info, `udp done${this.countsText()}`);
     this.finish(Status.OK);
   }
@@ -211,8 +237,61 @@ export class UdpProxy implements PeersUser {
       state.bytesReceived = this.received;
       state.bytesSent = this.upstreamSent;
     }
+    this.up.stop();
+    this.down.stop();
     if (this.picker?.current) this.picker.free(this.peerError ? PEER_FAILED : PEER_OK);
     this.upstream?.close();
     this.s.finalize(status);
   }
+}
+
+/**
+ * proxy_upload_rate / proxy_download_rate for datagrams, as
+ * ngx_stream_proxy_process: a datagram is read only while fewer than
+ * `rate × (seconds since start + 1)` bytes were, never split, and each one
+ * read holds the next back for `size / rate`.
+ */
+class DatagramGate {
+  private readonly queue: Buffer[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  private readonly rate: number;
+  private readonly startSec: number;
+  private readonly counted: () => number;
+  private readonly pass: (d: Buffer) => void;
+
+  constructor(rate: number, startSec: number, counted: () => number, pass: (d: Buffer) => void) {
+    this.rate = rate;
+    this.startSec = startSec;
+    this.counted = counted;
+    this.pass = pass;
+  }
+
+  push(d: Buffer): void {
+    if (this.rate === 0) return this.pass(d);
+    this.queue.push(d);
+    if (!this.timer) this.release();
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.queue.length = 0;
+  }
+
+  private readonly release = (): void => {
+    this.timer = undefined;
+    while (this.queue.length) {
+      const limit = this.rate * (Math.floor(Date.now() / 1000) - this.startSec + 1) - this.counted();
+      if (limit <= 0) {
+        this.timer = setTimeout(this.release, Math.floor((-limit * 1000) / this.rate) + 1);
+        return;
+      }
+      const d = this.queue.shift()!;
+      this.pass(d);
+      const delay = Math.floor((d.length * 1000) / this.rate);
+      if (delay > 0) {
+        this.timer = setTimeout(this.release, delay);
+        return;
+      }
+    }
+  };
 }
