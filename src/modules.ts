@@ -43,6 +43,7 @@ import { streamReturnModule } from './stream/modules/return.ts';
 import { streamGeoModule } from './stream/modules/geo.ts';
 import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
+import { streamSslPrereadModule } from './stream/modules/ssl-preread.ts';
 import { streamRealipModule } from './stream/modules/realip.ts';
 import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
 import { streamUpstreamHashModule } from './stream/modules/upstream-hash.ts';
@@ -97,4 +98,5 @@ export const modules: CycleModule[] = [
   streamUpstreamLeastConnModule,
   streamUpstreamRandomModule,
   streamUpstreamZoneModule,
+  streamSslPrereadModule,
 ];
