@@ -145,8 +145,13 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
     };
     const onData = (chunk: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      // as nginx's context: once bytes came, the variables are empty rather than not found, until they are no hello
+      if (!hellos.has(s)) hellos.set(s, { version: [0, 0], host: '', alpn: '' });
       const r = parseRecords(buf.subarray(0, core.prereadBufferSize));
-      if (r === NOT_HELLO) return finish(DECLINED);
+      if (r === NOT_HELLO) {
+        hellos.delete(s);
+        return finish(DECLINED);
+      }
       if (r !== AGAIN) {
         hellos.set(s, r);
         return finish(OK);
