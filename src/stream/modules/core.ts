@@ -19,9 +19,9 @@ import type { Cycle } from '../../core/cycle.ts';
 import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
-import { timeIso8601, timeLocal } from '../../http/core/variables.ts';
+import { currentTimeIso8601, currentTimeLocal } from '../../core/local-time.ts';
 import { addressBytes } from '../../core/inet.ts';
-import { NGINX_VERSION } from '../../http/special-response.ts';
+import { NGINX_VERSION } from '../../core/version.ts';
 import { parseResolverArgs } from '../../upstream/resolver.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
 import { isStreamModule, StreamMainConf, streamConf, streamMainOf, streamServerOf, streamSlot } from '../conf.ts';
@@ -139,8 +139,8 @@ const variables: StreamVariable[] = [
   { name: 'hostname', get: () => hostname },
   { name: 'pid', get: () => String(process.pid) },
   { name: 'msec', noCache: true, get: () => (Date.now() / 1000).toFixed(3) },
-  { name: 'time_iso8601', noCache: true, get: () => timeIso8601() },
-  { name: 'time_local', noCache: true, get: () => timeLocal() },
+  { name: 'time_iso8601', noCache: true, get: () => currentTimeIso8601() },
+  { name: 'time_local', noCache: true, get: () => currentTimeLocal() },
   { name: 'protocol', get: (s) => (s.listen.udp ? 'UDP' : 'TCP') },
   { name: 'proxy_protocol_addr', get: (s) => s.proxyProtocol?.srcAddr },
   { name: 'proxy_protocol_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.srcPort) : undefined) },

@@ -15,16 +15,16 @@
  * from here, and the variables engine it is generic over is src/http's —
  * src/core imports nothing from src/http.
  */
-import type { ConfContext, ConfSlot } from '../../../conf/context.ts';
-import { ConfError } from '../../../conf/errors.ts';
-import type { ConfNode } from '../../../conf/parser.ts';
-import { parseSize, parseTime } from '../../../conf/values.ts';
-import { Cycle } from '../../../core/cycle.ts';
-import { checkLogFile } from '../../../core/error-log.ts';
-import { LogFile } from '../../../core/log-file.ts';
-import { checkSyslog } from '../../../core/modules/core.ts';
-import { compileComplex } from '../../../core/variables.ts';
-import type { ComplexValue, VariableHost, VariableRegistry } from '../../../core/variables.ts';
+import type { ConfContext, ConfSlot } from '../../conf/context.ts';
+import { ConfError } from '../../conf/errors.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { parseSize, parseTime } from '../../conf/values.ts';
+import { Cycle } from '../cycle.ts';
+import { checkLogFile } from '../error-log.ts';
+import { LogFile } from '../log-file.ts';
+import { checkSyslog } from '../modules/core.ts';
+import { compileComplex } from '../variables.ts';
+import type { ComplexValue, VariableHost, VariableRegistry } from '../variables.ts';
 import { compileFormat, parseFormat } from './format.ts';
 import type { LogFormat, LogOps, Render } from './format.ts';
 import { SyslogPeer } from './syslog.ts';

@@ -9,7 +9,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import os from 'node:os';
-import { mainErrorLog } from '../../../core/error-log.ts';
+import { mainErrorLog } from '../error-log.ts';
 
 const FACILITIES = ['kern', 'user', 'mail', 'daemon', 'auth', 'intern', 'lpr', 'news', 'uucp', 'clock', 'authpriv',
   'ftp', 'ntp', 'audit', 'alert', 'cron', 'local0', 'local1', 'local2', 'local3', 'local4', 'local5', 'local6', 'local7'];
