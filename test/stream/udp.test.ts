@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { flavors, logLines, normalise, waitForLines } from './stream-kit.ts';
 
-const conf = (echo: number) => `
+const conf = (echo: number, syslog: number) => `
 events {}
 stream {
     log_format u '$protocol $status $bytes_sent $bytes_received "$upstream_addr" "$upstream_bytes_sent" "$upstream_bytes_received" $server_port';
@@ -20,6 +20,7 @@ stream {
     server {
         listen 127.0.0.1:%%PORT_8091_UDP%% udp;
         return "hello $remote_addr $protocol";
+        error_log syslog:server=127.0.0.1:${syslog},tag=udp info;
     }
     server {
         listen 127.0.0.1:%%PORT_8092_UDP%% udp;
@@ -63,10 +64,18 @@ const echo = dgram.createSocket('udp4');
 echo.on('message', (m, from) => echo.send(m.toString('latin1').toUpperCase(), from.port, from.address));
 await new Promise<void>((r) => echo.bind(0, '127.0.0.1', () => r()));
 test.after(() => echo.close());
+// and one syslog receiver for the error_log syslog: lines
+const syslog = dgram.createSocket('udp4');
+const syslogLines: string[] = [];
+let onSyslog: (() => void) | undefined;
+syslog.on('message', (m) => { syslogLines.push(m.toString('latin1')); onSyslog?.(); });
+await new Promise<void>((r) => syslog.bind(0, '127.0.0.1', () => r()));
+test.after(() => syslog.close());
 
 for (const flavor of flavors) {
   test(`stream UDP (${flavor.name})`, { skip: flavor.skip }, async (t) => {
-    const srv = await flavor.start({ conf: conf(echo.address().port) });
+    syslogLines.length = 0;
+    const srv = await flavor.start({ conf: conf(echo.address().port, syslog.address().port) });
     t.after(() => srv.stop());
     const out: Record<string, unknown> = {};
     observed.set(flavor.name, out);
@@ -78,6 +87,14 @@ for (const flavor of flavors) {
       t.after(() => c.close());
       c.send(port(8091), 'x');
       assert.equal(await c.next(), 'hello 127.0.0.1 UDP');
+    });
+
+    await t.test('error_log syslog: a datagram per line, at the line\'s severity', async () => {
+      while (!syslogLines.some((l) => l.includes('connected to'))) await new Promise<void>((r) => { onSyslog = r; });
+      out.syslog = syslogLines.filter((l) => l.includes('connected to')).map((l) => normalise(l, names)
+        .replace(/^<(\d+)>\w{3} [ \d]\d \d\d:\d\d:\d\d \S+ /, '<$1>TIME HOST ')
+        .replace(/\d{4}\/\d\d\/\d\d \d\d:\d\d:\d\d \[(\w+)\] \d+#\d+: \*\d+ /, 'LOGTIME [$1] PID: '));
+      assert.deepEqual(out.syslog, ['<190>TIME HOST udp: LOGTIME [info] PID: udp client 127.0.0.1:CPORT connected to 127.0.0.1:U1']);
     });
 
     await t.test('proxy_responses 1: a session per datagram', async () => {

@@ -70,15 +70,16 @@ export class SyslogPeer {
     this.prefix = nohostname ? `${tag}: ` : `${hostname} ${tag}: `;
   }
 
-  /** Sends one line (without its newline). */
-  send(line: string): void {
+  /** Sends one line (without its newline); `severity` replaces the configured one (error lines carry their level). */
+  send(line: string, severity?: number): void {
     if (this.unix) return;
     if (!this.socket) {
       this.socket = dgram.createSocket(net.isIPv6(this.host) ? 'udp6' : 'udp4');
       this.socket.on('error', (e) => this.warn(e));
       this.socket.unref();
     }
-    const data = Buffer.from(`<${this.pri}>${syslogTime()} ${this.prefix}${line}`, 'latin1');
+    const pri = severity === undefined ? this.pri : this.pri - (this.pri & 7) + severity;
+    const data = Buffer.from(`<${pri}>${syslogTime()} ${this.prefix}${line}`, 'latin1');
     this.socket.send(data, this.port, this.host, (e) => { if (e) this.warn(e); });
   }
 
