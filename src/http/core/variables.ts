@@ -2,6 +2,7 @@
  * ngx_http_core_module's variables ($host, $uri, $args, $http_*, $remote_addr, ...)
  * and ngx_http_log_module's time variables.
  */
+import { proxyProtocolTlv } from '../../core/proxy-protocol.ts';
 import { currentTimeIso8601, currentTimeLocal } from '../../core/local-time.ts';
 import crypto from 'node:crypto';
 import net from 'node:net';
@@ -191,6 +192,7 @@ export const coreVariables: HttpVariable[] = [
   { name: 'proxy_protocol_port', get: (r) => (r.conn.proxyProtocol ? String(r.conn.proxyProtocol.srcPort) : undefined) },
   { name: 'proxy_protocol_server_addr', get: (r) => r.conn.proxyProtocol?.dstAddr },
   { name: 'proxy_protocol_server_port', get: (r) => (r.conn.proxyProtocol ? String(r.conn.proxyProtocol.dstPort) : undefined) },
+  { name: 'proxy_protocol_tlv_', prefix: true, get: (r, name) => (r.conn.proxyProtocol ? proxyProtocolTlv(r.conn.proxyProtocol, name.slice(19)) : undefined) },
   // TCP_INFO is out of Node's reach: defined (configurations use them) but not found
   ...['tcpinfo_rtt', 'tcpinfo_rttvar', 'tcpinfo_snd_cwnd', 'tcpinfo_rcv_space'].map((name) => ({ name, get: () => undefined })),
   ...rootVariables,

@@ -21,6 +21,7 @@ import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
 import { currentTimeIso8601, currentTimeLocal } from '../../core/local-time.ts';
 import { addressBytes } from '../../core/inet.ts';
+import { proxyProtocolTlv } from '../../core/proxy-protocol.ts';
 import { NGINX_VERSION } from '../../core/version.ts';
 import { parseResolverArgs } from '../../upstream/resolver.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
@@ -146,6 +147,7 @@ const variables: StreamVariable[] = [
   { name: 'proxy_protocol_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.srcPort) : undefined) },
   { name: 'proxy_protocol_server_addr', get: (s) => s.proxyProtocol?.dstAddr },
   { name: 'proxy_protocol_server_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.dstPort) : undefined) },
+  { name: 'proxy_protocol_tlv_', prefix: true, get: (s, name) => (s.proxyProtocol ? proxyProtocolTlv(s.proxyProtocol, name.slice(19)) : undefined) },
 ];
 
 /** Every distinct error_log list of the block's levels. */
