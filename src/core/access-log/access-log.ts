@@ -8,12 +8,9 @@
  * default format and log operations, how an error about a request or a
  * session is reported).
  *
- * It lives with the http log module, not in src/core, because that is
- * where the access log has always been: whoever looks for `access_log`
- * finds this folder first, the stream module already took its formats
- * (format.ts), syslog (syslog.ts) and descriptor cache (variable-path.ts)
- * from here, and the variables engine it is generic over is src/http's —
- * src/core imports nothing from src/http.
+ * It lives in the core, with its formats (format.ts), syslog sender
+ * (syslog.ts) and descriptor cache (variable-path.ts), because stream
+ * imports nothing of http (test/layering/layers.ts, APART).
  */
 import type { ConfContext, ConfSlot } from '../../conf/context.ts';
 import { ConfError } from '../../conf/errors.ts';

@@ -3,8 +3,8 @@
  * `open_log_file_cache` of the stream block; one line per session and log
  * when the session ends. Unlike http there is no default log and no
  * built-in format: a format must be defined before an access_log names it.
- * The directives and the writing are the http log module's shared access
- * log (src/http/modules/log/access-log.ts); files are the core's LogFile
+ * The directives and the writing are the access log both subsystems share
+ * (src/core/access-log/access-log.ts); files are the core's LogFile
  * (one write per turn of the event loop, `buffer=`, `flush=`, `gzip`,
  * reopened on USR1).
  */
