@@ -24,6 +24,7 @@ import { choosePeers, localAddress } from './proxy-target.ts';
 import type { PeersUser, ProxyTarget } from './proxy-target.ts';
 import type { LocalAddress } from './listen.ts';
 import { proxyProtocolHeader } from '../core/proxy-protocol.ts';
+import { newTry } from './session.ts';
 import type { StreamSession, UpstreamTry } from './session.ts';
 
 /** The merged proxy settings of a server (every field set). */
@@ -89,14 +90,12 @@ export class StreamProxy implements ConnectionUser, PeersUser {
   start(target: ProxyTarget): void {
     this.firstTry = performance.now();
     this.local = localAddress(this.s, this.conf.bind);
-    choosePeers(this.s, target, this);
+    choosePeers(this.s, target, this.conf.nextUpstreamTries, this);
   }
 
   usePicker(picker: RoundRobinPicker, name: string): void {
     this.picker = picker;
     this.listName = name;
-    const max = this.conf.nextUpstreamTries;
-    if (max && picker.tries > max) picker.tries = max;
     this.connect();
   }
 
@@ -109,7 +108,7 @@ export class StreamProxy implements ConnectionUser, PeersUser {
     this.s.action = 'connecting to upstream';
     this.tryStart = now;
     const peer = this.picker!.get();
-    const state: UpstreamTry = { peer: peer ? peer.name : this.listName, connectTime: -1, firstByteTime: -1, sessionTime: -1, bytesSent: 0, bytesReceived: 0 };
+    const state = newTry(peer ? peer.name : this.listName);
     this.state = state;
     this.tries.push(state);
     if (!peer) {

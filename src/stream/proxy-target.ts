@@ -32,8 +32,23 @@ export interface PeersUser {
   fail(status: number): void;
 }
 
-/** Finds the peers of `target` for session `s`, now or once a name is resolved. */
-export function choosePeers(s: StreamSession, target: ProxyTarget, user: PeersUser): void {
+/**
+ * Finds the peers of `target` for session `s`, now or once a name is
+ * resolved; the picker allows at most `maxTries` tries (proxy_next_upstream_tries, 0: no limit).
+ */
+export function choosePeers(s: StreamSession, target: ProxyTarget, maxTries: number, user: PeersUser): void {
+  const ready: PeersUser = {
+    get done() { return user.done; },
+    usePicker(picker, name) {
+      if (maxTries && picker.tries > maxTries) picker.tries = maxTries;
+      user.usePicker(picker, name);
+    },
+    fail: (status) => user.fail(status),
+  };
+  pickFor(s, target, ready);
+}
+
+function pickFor(s: StreamSession, target: ProxyTarget, user: PeersUser): void {
   if ('group' in target) return useGroup(s, target.group, user);
   const text = target.value.evaluate(s);
   const u = parseUrl(text, { uriPart: false });

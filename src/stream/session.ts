@@ -26,6 +26,11 @@ export interface UpstreamTry {
   bytesReceived: number;
 }
 
+/** A try of peer `peer` (its `$upstream_addr` text), nothing measured yet. */
+export function newTry(peer: string): UpstreamTry {
+  return { peer, connectTime: -1, firstByteTime: -1, sessionTime: -1, bytesSent: 0, bytesReceived: 0 };
+}
+
 function stripV4Mapped(a: string): string {
   return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }

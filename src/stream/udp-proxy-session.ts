@@ -24,6 +24,7 @@ import { rate } from './proxy-session.ts';
 import type { ProxySettings } from './proxy-session.ts';
 import { choosePeers, localAddress } from './proxy-target.ts';
 import type { PeersUser, ProxyTarget } from './proxy-target.ts';
+import { newTry } from './session.ts';
 import type { StreamSession, UpstreamTry } from './session.ts';
 import type { UdpClient } from './udp.ts';
 
@@ -73,14 +74,12 @@ export class UdpProxy implements PeersUser {
   start(target: ProxyTarget): void {
     this.client.on('data', this.onClientData);
     this.client.setTimeout(this.conf.timeout, this.onTimeout);
-    choosePeers(this.s, target, this);
+    choosePeers(this.s, target, this.conf.nextUpstreamTries, this);
   }
 
   usePicker(picker: RoundRobinPicker, name: string): void {
     this.picker = picker;
     this.listName = name;
-    const max = this.conf.nextUpstreamTries;
-    if (max && picker.tries > max) picker.tries = max;
     this.connect();
   }
 
@@ -91,7 +90,7 @@ export class UdpProxy implements PeersUser {
     this.s.action = 'connecting to upstream';
     this.tryStart = performance.now();
     const peer = this.picker!.get() as Peer | undefined;
-    const state: UpstreamTry = { peer: peer ? peer.name : this.listName, connectTime: -1, firstByteTime: -1, sessionTime: -1, bytesSent: 0, bytesReceived: 0 };
+    const state = newTry(peer ? peer.name : this.listName);
     this.state = state;
     this.tries.push(state);
     if (!peer) {
