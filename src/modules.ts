@@ -43,6 +43,16 @@ import { streamUpstreamModule } from './stream/modules/upstream.ts';
 import { streamAccessModule } from './stream/modules/access.ts';
 import { streamMapModule } from './stream/modules/map.ts';
 import { streamReturnModule } from './stream/modules/return.ts';
+import { streamGeoModule } from './stream/modules/geo.ts';
+import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
+import { streamSetModule } from './stream/modules/set.ts';
+import { streamSslPrereadModule } from './stream/modules/ssl-preread.ts';
+import { streamRealipModule } from './stream/modules/realip.ts';
+import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
+import { streamUpstreamHashModule } from './stream/modules/upstream-hash.ts';
+import { streamUpstreamLeastConnModule } from './stream/modules/upstream-least-conn.ts';
+import { streamUpstreamRandomModule } from './stream/modules/upstream-random.ts';
+import { streamUpstreamZoneModule } from './stream/modules/upstream-zone.ts';
 
 export const modules: CycleModule[] = [
   coreModule,
@@ -85,4 +95,14 @@ export const modules: CycleModule[] = [
   streamAccessModule,
   streamMapModule,
   streamReturnModule,
+  streamGeoModule,
+  streamSplitClientsModule,
+  streamRealipModule,
+  streamSetModule,
+  streamLimitConnModule,
+  streamUpstreamHashModule,
+  streamUpstreamLeastConnModule,
+  streamUpstreamRandomModule,
+  streamUpstreamZoneModule,
+  streamSslPrereadModule,
 ];

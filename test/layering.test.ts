@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { importsOf, layerProblems, readImports } from './layering/check.ts';
+import { apartProblems, importsOf, layerProblems, readImports } from './layering/check.ts';
 import { LAYERS, layerOf } from './layering/layers.ts';
 import type { Layer } from './layering/layers.ts';
 
@@ -18,6 +18,16 @@ test('every import under src/ goes to the same layer or one below', () => {
   assert.ok(imports.length > 1000, `read ${imports.length} imports`);
   const problems = layerProblems(files, imports);
   assert.deepEqual(problems, [], `\n${problems.join('\n')}\n(layers: docs/architecture.md, map: test/layering/layers.ts)`);
+});
+
+test('stream imports nothing of http (what both use is in the core or src/upstream)', () => {
+  const problems = apartProblems(TREE.imports);
+  assert.deepEqual(problems, [], `\n${problems.join('\n')}\n(APART in test/layering/layers.ts)`);
+  const added = importsOf('src/stream/modules/map.ts', "import { readMap } from '../../http/modules/map.ts';\nimport type { HttpRequest } from '../../http/request.ts';\n");
+  assert.deepEqual(apartProblems(added), [
+    'src/stream/modules/map.ts (stream modules) imports src/http/modules/map.ts (http modules): the subsystems stay apart',
+    'src/stream/modules/map.ts (stream modules) imports src/http/request.ts (http engine): the subsystems stay apart',
+  ]);
 });
 
 test('an engine file that imports a module is reported as upward', () => {

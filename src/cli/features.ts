@@ -6,7 +6,7 @@
  */
 
 /** Optional nginx modules (off unless configured `--with-…`) that Gatehouse implements. */
-export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'http_sub_module', 'http_gzip_static_module', 'http_realip_module', 'stream'];
+export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'http_sub_module', 'http_gzip_static_module', 'http_realip_module', 'stream', 'stream_realip_module', 'stream_ssl_preread_module'];
 
 /** Standard nginx modules (on unless configured `--without-…`) that Gatehouse does not implement yet. */
 export const WITHOUT: string[] = [
@@ -17,8 +17,5 @@ export const WITHOUT: string[] = [
   'http_browser_module',
   'http_tunnel_module',
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
-  'stream_geo_module', 'stream_limit_conn_module',
-  'stream_pass_module', 'stream_set_module', 'stream_split_clients_module',
-  'stream_upstream_hash_module', 'stream_upstream_least_conn_module', 'stream_upstream_random_module',
-  'stream_upstream_zone_module',
+  'stream_pass_module',
 ];

@@ -7,6 +7,7 @@
  * Like nginx, a busy address is tried 5 times, half a second apart (an old
  * server may be about to release it), before giving up.
  */
+import dgram from 'node:dgram';
 import net from 'node:net';
 import type { ListenSpec } from './cycle.ts';
 import type { ErrorLog } from './error-log.ts';
@@ -19,6 +20,13 @@ const TRIES = 5;
 const RETRY_DELAY_MS = 500;
 
 function bindOnce(spec: ListenSpec): Promise<NodeJS.ErrnoException | undefined> {
+  if (spec.udp) {
+    return new Promise((resolve) => {
+      const socket = dgram.createSocket({ type: spec.host!.includes(':') ? 'udp6' : 'udp4', ipv6Only: spec.ipv6only });
+      socket.once('error', (e: NodeJS.ErrnoException) => { socket.close(); resolve(e); });
+      socket.bind({ address: spec.host, port: spec.port, exclusive: true }, () => socket.close(() => resolve(undefined)));
+    });
+  }
   return new Promise((resolve) => {
     const server = net.createServer();
     server.once('error', (e: NodeJS.ErrnoException) => resolve(e));
@@ -29,7 +37,7 @@ function bindOnce(spec: ListenSpec): Promise<NodeJS.ErrnoException | undefined> 
   });
 }
 
-/** TCP addresses only: unix sockets are unlinked and rebound by worker 0. */
+/** TCP and UDP addresses only: unix sockets are unlinked and rebound by worker 0. */
 function needsCheck(spec: ListenSpec): boolean {
   return spec.path === undefined && spec.port !== undefined;
 }

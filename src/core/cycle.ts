@@ -4,6 +4,7 @@
  * listen on. The master loads one to check a configuration; each worker
  * loads its own from the same file snapshot to serve it.
  */
+import type { RemoteInfo, Socket as DgramSocket } from 'node:dgram';
 import { ConfContext, Level } from '../conf/context.ts';
 import type { ConfPaths, ConfWarningSink } from '../conf/context.ts';
 import { Ctx } from '../conf/directive.ts';
@@ -27,9 +28,13 @@ export interface ListenSpec {
   /** TCP keepalive on accepted sockets (`so_keepalive=on`). */
   keepalive?: boolean;
   keepaliveInitialDelayMs?: number;
+  /** A UDP socket (stream's `listen … udp`): datagrams, not connections. */
+  udp?: boolean;
 }
 
 export type ConnectionHandler = (socket: Socket) => void;
+/** One datagram read on a UDP listener, and the socket to answer on. */
+export type DatagramHandler = (msg: Buffer, from: RemoteInfo, socket: DgramSocket) => void;
 
 /** Hooks a module may add besides its directives. */
 export interface CycleModule extends ModuleBase {
@@ -45,6 +50,8 @@ export interface CycleModule extends ModuleBase {
 export interface WorkerRuntime {
   /** Serve connections accepted on `key` with `handler`. */
   onConnection(key: string, handler: ConnectionHandler): void;
+  /** Serve datagrams read on the UDP listener `key` with `handler`. */
+  onDatagram(key: string, handler: DatagramHandler): void;
   /** Called when this cycle stops serving: graceful (reload, QUIT) or not. */
   onShutdown(fn: (graceful: boolean) => void): void;
   /** Called once this cycle is done in this worker (its last connection closed, or it was never committed): release files. */

@@ -4,9 +4,13 @@
  * workers never tear, several destinations with their own levels, reopened
  * on USR1.
  */
+import { SyslogPeer } from './access-log/syslog.ts';
 import fs from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import { sysErrorText } from '../conf/errors.ts';
+
+/** The levels `limit_req_log_level` and `limit_conn_log_level` take (http and stream). */
+export const LIMIT_LOG_LEVELS = ['info', 'notice', 'warn', 'error'] as const;
 
 export const LogLevel = {
   stderr: 0, emerg: 1, alert: 2, crit: 3, error: 4, warn: 5, notice: 6, info: 7, debug: 8,
@@ -18,15 +22,18 @@ export const LEVEL_NAMES = ['stderr', 'emerg', 'alert', 'crit', 'error', 'warn',
 const MAX_LINE = 2048;
 
 export interface ErrorLogSpec {
-  /** An absolute file path, or `stderr`. */
+  /** An absolute file path, or `stderr` (also for `syslog:`, which has no file). */
   file: string;
   level: number;
+  /** `error_log syslog:…`: what follows `syslog:`. */
+  syslog?: string;
 }
 
 interface Destination {
   spec: ErrorLogSpec;
-  /** The shared open file, or undefined for stderr. */
+  /** The shared open file, or undefined for stderr and syslog. */
   entry: OpenFile | undefined;
+  syslog?: SyslogPeer;
 }
 
 interface OpenFile {
@@ -146,7 +153,7 @@ export class ErrorLog {
   constructor(specs: ErrorLogSpec[], useStderr = false) {
     const dests: Destination[] = [];
     try {
-      for (const spec of specs) dests.push({ spec, entry: acquire(spec.file) });
+      for (const spec of specs) dests.push(spec.syslog !== undefined ? { spec, entry: undefined, syslog: new SyslogPeer(spec.syslog) } : { spec, entry: acquire(spec.file) });
     } catch (e) {
       for (const d of dests) if (d.entry) release(d.spec.file);
       throw e;
@@ -169,10 +176,16 @@ export class ErrorLog {
     }
     let wroteStderr = false;
     if (level <= this.maxLevel) {
-      const line = lineBytes(`${logTime()} [${LEVEL_NAMES[level]}] ${process.pid}#${threadId}: ${conn ? `*${conn} ` : ''}${message}`);
+      const text = `${logTime()} [${LEVEL_NAMES[level]}] ${process.pid}#${threadId}: ${conn ? `*${conn} ` : ''}${message}`;
+      const line = lineBytes(text);
       // each destination gets its own write, as in nginx: a file named twice gets the line twice
       for (const d of this.dests) {
         if (level > d.spec.level) continue;
+        if (d.syslog) {
+          // ngx_syslog_writer: the whole line after the syslog header, at the line's own severity
+          d.syslog.send(text, level - 1);
+          continue;
+        }
         const fd = d.entry ? d.entry.fd : 2;
         try { writeAll(fd, line); } catch { /* a log that cannot be written is not worth dying for */ }
         if (fd === 2) wroteStderr = true;
@@ -195,7 +208,10 @@ export class ErrorLog {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const d of this.dests) if (d.entry) release(d.spec.file);
+    for (const d of this.dests) {
+      if (d.entry) release(d.spec.file);
+      d.syslog?.close();
+    }
   }
 }
 

@@ -357,3 +357,27 @@ export function forwardedAddr(client: ClientAddr, values: readonly string[], pro
 export function clientAddrOf(text: string, port: number): ClientAddr {
   return { addr: text.startsWith('unix:') ? undefined : parseAddr(text), port };
 }
+
+/**
+ * One `set_real_ip_from` value (http and stream realip) onto `list`:
+ * `unix:`, a network, or a host name whose addresses `resolve` finds now
+ * (ngx_inet_resolve_host), with nginx's messages.
+ */
+export function addTrustedFrom(cf: ConfContext, value: string, list: Rule[], resolve: (host: string) => string[]): void {
+  if (value === 'unix:') {
+    list.push({ deny: false, family: 'unix' });
+    return;
+  }
+  const cidr = parseCidr(value);
+  if (cidr) {
+    if (cidr.hostBits) cf.warn(`low address bits of ${value} are meaningless`);
+    list.push(cidr);
+    return;
+  }
+  const ips = resolve(value);
+  if (ips.length === 0) throw cf.error(`host not found in set_real_ip_from "${value}"`);
+  for (const ip of ips) {
+    const addr = parseAddr(ip);
+    if (addr) list.push({ deny: false, family: addr.length === 4 ? 4 : 6, addr, mask: new Uint8Array(addr.length).fill(0xff) });
+  }
+}

@@ -4,8 +4,10 @@
  * as in nginx 1.22.
  */
 
-export const NGINX_VERSION = '1.28.0';
-export const NGINX_VER = `nginx/${NGINX_VERSION}`;
+import { NGINX_VER, NGINX_VERSION } from '../core/version.ts';
+
+// the version lives in the core (stream reports it too); the http engine's files import it from here
+export { NGINX_VER, NGINX_VERSION };
 /** `server_tokens build`: nginx's NGINX_VER_BUILD (the version, as no build name is configured). */
 export const NGINX_VER_BUILD = NGINX_VER;
 

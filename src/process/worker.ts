@@ -6,10 +6,11 @@
  * connections of the old configuration finish and close.
  */
 import net from 'node:net';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Cycle } from '../core/cycle.ts';
-import type { ConnectionHandler, CycleModule, ListenSpec, WorkerRuntime } from '../core/cycle.ts';
+import type { ConnectionHandler, CycleModule, DatagramHandler, ListenSpec, WorkerRuntime } from '../core/cycle.ts';
 import type { ConfPaths } from '../conf/context.ts';
 import { ErrorLog, setMainErrorLog } from '../core/error-log.ts';
 import { reopenAll } from '../core/reopen.ts';
@@ -24,6 +25,7 @@ import type { MasterMessage, WorkerMessage, WorkerStart } from '../core/messages
 class Generation implements WorkerRuntime {
   readonly cycle: Cycle;
   readonly handlers = new Map<string, ConnectionHandler>();
+  readonly datagramHandlers = new Map<string, DatagramHandler>();
   readonly sockets = new Set<net.Socket>();
   private readonly shutdownHooks: Array<(graceful: boolean) => void> = [];
   readonly workerId: number;
@@ -40,6 +42,10 @@ class Generation implements WorkerRuntime {
 
   onConnection(key: string, handler: ConnectionHandler): void {
     this.handlers.set(key, handler);
+  }
+
+  onDatagram(key: string, handler: DatagramHandler): void {
+    this.datagramHandlers.set(key, handler);
   }
 
   onShutdown(fn: (graceful: boolean) => void): void {
@@ -102,7 +108,10 @@ const workerId = start.workerId;
 useSharedCounters(start.counters);
 adoptSharedZones(start.zones);
 
-const listeners = new Map<string, net.Server>();
+/** A listening socket: TCP or unix (a server), or UDP. */
+type Listener = net.Server | dgram.Socket;
+
+const listeners = new Map<string, Listener>();
 let current: Generation | undefined;
 /** The current generation and older ones still finishing their connections. */
 const live = new Set<Generation>();
@@ -144,7 +153,22 @@ function bindsHere(spec: ListenSpec): boolean {
   return spec.path === undefined || workerId === 0;
 }
 
-function listen(spec: ListenSpec): Promise<net.Server> {
+/** A UDP listener (SO_REUSEPORT: the kernel sends each client's datagrams to one worker's socket). */
+function listenUdp(spec: ListenSpec): Promise<dgram.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = dgram.createSocket({ type: spec.host!.includes(':') ? 'udp6' : 'udp4', reuseAddr: true, reusePort: true, ipv6Only: spec.ipv6only });
+    socket.on('message', (msg, from) => current?.datagramHandlers.get(spec.key)?.(msg, from, socket));
+    socket.once('error', reject);
+    socket.bind({ address: spec.host, port: spec.port }, () => {
+      socket.off('error', reject);
+      socket.on('error', (e) => current?.log.error(`recvmsg() failed ${sysErrorText(e)}`));
+      resolve(socket);
+    });
+  });
+}
+
+function listen(spec: ListenSpec): Promise<Listener> {
+  if (spec.udp) return listenUdp(spec);
   return new Promise((resolve, reject) => {
     const server = net.createServer({ pauseOnConnect: false, noDelay: true });
     server.on('connection', (socket) => {

@@ -13,6 +13,7 @@ import { DECLINED, DONE, OK, Status } from './conf.ts';
 import type { StreamAddress, StreamMainConf } from './conf.ts';
 import { readProxyProtocol } from '../core/proxy-protocol.ts';
 import { StreamSession } from './session.ts';
+import type { UdpClient } from './udp.ts';
 
 /** Sessions of one stream block in one worker. */
 export class StreamSessions {
@@ -29,7 +30,7 @@ export class StreamSessions {
   }
 
   /** Serves an accepted connection on `address`. */
-  accept(address: StreamAddress, socket: Socket): void {
+  accept(address: StreamAddress, socket: Socket): StreamSession {
     // the proxy passes half-closes on itself (proxy_half_close), so Node must not end the socket on FIN
     socket.allowHalfOpen = true;
     const s = new StreamSession(this.main, address.server, address.listen, socket, this.logOf(address) ?? mainErrorLog(), this.remove);
@@ -38,8 +39,26 @@ export class StreamSessions {
     // closed under us (after an error or by the worker): the session ends with what it has
     socket.on('close', () => { if (!s.finalized) s.terminate(); });
     // nginx logs this before the connection number is attached, so the number is part of the text
-    if (s.log.enabled(LogLevel.info)) s.log.info(`*${s.number} client ${clientText(s)} connected to ${address.listen.addrText}`);
+    if (s.log.enabled(LogLevel.info)) s.log.info(`*${s.number} ${address.listen.udp ? 'udp ' : ''}client ${clientText(s)} connected to ${address.listen.addrText}`);
     void start(s, this.settings(address));
+    return s;
+  }
+
+  /** A UDP client's datagrams (src/stream/udp.ts) served as a session on `address`. */
+  acceptUdp(address: StreamAddress, client: UdpClient): void {
+    // the session reads and writes it as a socket: only what a TCP socket offers it is used
+    const s = this.accept(address, client as unknown as Socket);
+    // nginx counts the first datagram as read when the session starts; the handler counts the rest as it reads them
+    client.once('datagram', (n: number) => { s.received += n; });
+  }
+
+  /** The worker stops: UDP sessions end at once, as nginx's do when its worker exits. */
+  endUdpSessions(): void {
+    for (const s of [...this.live]) {
+      if (!s.listen.udp) continue;
+      s.plain(LogLevel.info, 'disconnected on shutdown');
+      s.terminate();
+    }
   }
 
   /** worker_shutdown_timeout (or a fast stop): every session still running ends now. */

@@ -97,12 +97,14 @@ export function parseStreamListen(cf: ConfContext, args: string[]): StreamListen
   if (base.udp) {
     const clash = backlog ? 'backlog' : base.ssl ? 'ssl' : keepalive ? 'so_keepalive' : base.proxyProtocol ? 'proxy_protocol' : undefined;
     if (clash) throw cf.error(`"listen" directive "${clash}" parameter is incompatible with "udp"`);
-    throw cf.error('"listen" directive "udp" parameter is not supported by gatehouse yet');
   }
   if (base.ssl) throw cf.error('the "ssl" parameter requires ngx_stream_ssl_module');
   return listenAddresses(cf, args[0]).map((a) => {
-    const key = a.path !== undefined ? `unix:${a.path}` : addressName(a.host!, a.port!);
-    return { ...base, spec: { ...spec, ...a, key, protocol: 'stream' }, addrText: key };
+    const addrText = a.path !== undefined ? `unix:${a.path}` : addressName(a.host!, a.port!);
+    if (base.udp && a.path !== undefined) throw cf.error('"listen" directive "udp" parameter on a unix socket is not supported by gatehouse yet');
+    // a TCP and a UDP socket may share an address: the worker's listener key tells them apart
+    const key = base.udp ? `udp:${addrText}` : addrText;
+    return { ...base, spec: { ...spec, ...a, key, protocol: 'stream', udp: base.udp || undefined }, addrText };
   });
 }
 

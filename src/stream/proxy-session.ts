@@ -7,26 +7,24 @@
  * either side ends the session once what was read is written on; with it,
  * the FIN is passed on and the other direction goes on until it ends too.
  */
-import net from 'node:net';
 import type { Socket } from 'node:net';
 import { sysErrorText } from '../conf/errors.ts';
 import { parseSize } from '../conf/values.ts';
 import { LogLevel } from '../core/error-log.ts';
 import { nextConnectionNumber } from '../core/shared.ts';
-import { addressName, parseUrl } from '../upstream/address.ts';
+import { addressName } from '../upstream/address.ts';
 import { UpstreamConnection } from '../upstream/connection.ts';
 import type { ConnectionUser } from '../upstream/connection.ts';
-import { resolvedPeerList } from '../upstream/group.ts';
-import type { Peer, PeerList, UpstreamGroup } from '../upstream/group.ts';
-import { ResolveError } from '../upstream/resolver.ts';
-import type { Resolver } from '../upstream/resolver.ts';
+import type { Peer } from '../upstream/group.ts';
 import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
 import type { ComplexValue } from '../core/variables.ts';
 import { Status } from './conf.ts';
 import { Pump } from './pump.ts';
-import { parseLocalAddress } from './listen.ts';
+import { choosePeers, localAddress } from './proxy-target.ts';
+import type { PeersUser, ProxyTarget } from './proxy-target.ts';
 import type { LocalAddress } from './listen.ts';
 import { proxyProtocolHeader } from '../core/proxy-protocol.ts';
+import { newTry } from './session.ts';
 import type { StreamSession, UpstreamTry } from './session.ts';
 
 /** The merged proxy settings of a server (every field set). */
@@ -44,14 +42,12 @@ export interface ProxySettings {
   downloadRate: ComplexValue<StreamSession> | undefined;
   /** proxy_bind: a fixed address or one computed per session. */
   bind: LocalAddress | ComplexValue<StreamSession> | undefined;
+  /** UDP: datagrams from the client per session, answers expected per datagram (proxy_requests, proxy_responses). */
+  requests: number;
+  responses: number;
 }
 
-/** Where to connect: a configured group, or a target computed from variables. */
-export type ProxyTarget =
-  | { group: UpstreamGroup }
-  | { value: ComplexValue<StreamSession>; find(host: string, port: number | undefined): UpstreamGroup | undefined; resolver: Resolver | undefined };
-
-export class StreamProxy implements ConnectionUser {
+export class StreamProxy implements ConnectionUser, PeersUser {
   private readonly s: StreamSession;
   private readonly client: Socket;
   private readonly conf: ProxySettings;
@@ -76,7 +72,7 @@ export class StreamProxy implements ConnectionUser {
   /** When proxying started, in whole seconds (nginx's u->start_sec, for the rates). */
   private readonly startSec = Math.floor(Date.now() / 1000);
   private local: LocalAddress | undefined;
-  private done = false;
+  done = false;
   /** Bytes sent to the upstream when the session ended (for the log lines written after). */
   private finalSent = 0;
 
@@ -93,70 +89,17 @@ export class StreamProxy implements ConnectionUser {
   /** Picks the peers for `target` and connects to the first one. */
   start(target: ProxyTarget): void {
     this.firstTry = performance.now();
-    this.local = this.localAddress();
-    if ('group' in target) {
-      this.usePeers(target.group.primary, target.group.name);
-      return;
-    }
-    const text = target.value.evaluate(this.s);
-    const u = parseUrl(text, { uriPart: false });
-    if (typeof u === 'string') {
-      this.s.error(LogLevel.error, `${u} in upstream "${text}"`);
-      this.finish(Status.INTERNAL_SERVER_ERROR);
-      return;
-    }
-    const group = target.find(u.host, u.port);
-    if (group) {
-      this.usePeers(group.primary, group.name);
-      return;
-    }
-    if (u.unix || net.isIP(u.host)) {
-      if (u.port === undefined && !u.unix) return this.noPort(u.host);
-      const addr = u.unix ? { name: 'unix:' + u.host, path: u.host } : { name: addressName(u.host, u.port!), host: u.host, port: u.port! };
-      this.usePeers(resolvedPeerList([addr], text), u.host);
-      return;
-    }
-    if (u.port === undefined) return this.noPort(u.host);
-    if (!target.resolver) {
-      this.s.error(LogLevel.error, `no resolver defined to resolve ${u.host}`);
-      this.finish(Status.INTERNAL_SERVER_ERROR);
-      return;
-    }
-    target.resolver.resolve(u.host).then((ips) => {
-      if (this.done) return;
-      const port = u.port!;
-      this.usePeers(resolvedPeerList(ips.map((ip) => ({ name: addressName(ip, port), host: ip, port })), u.host), u.host);
-    }, (err: unknown) => {
-      if (this.done) return;
-      const e = err instanceof ResolveError ? err : new ResolveError(2, 'Server failure');
-      this.s.error(LogLevel.error, `${u.host} could not be resolved (${e.code}: ${e.message})`);
-      this.finish(Status.BAD_GATEWAY);
-    });
+    this.local = localAddress(this.s, this.conf.bind);
+    choosePeers(this.s, target, this.conf.nextUpstreamTries, this);
   }
 
-  /** ngx_stream_proxy_set_local: an address that does not parse is logged and not used. */
-  private localAddress(): LocalAddress | undefined {
-    const bind = this.conf.bind;
-    if (!bind || 'address' in bind) return bind;
-    const text = bind.evaluate(this.s);
-    if (text === '') return undefined;
-    const addr = parseLocalAddress(text);
-    if (!addr) this.s.error(LogLevel.error, `invalid local address "${text}"`);
-    return addr;
-  }
-
-  private noPort(host: string): void {
-    this.s.error(LogLevel.error, `no port in upstream "${host}"`);
-    this.finish(Status.INTERNAL_SERVER_ERROR);
-  }
-
-  private usePeers(list: PeerList, name: string): void {
-    this.picker = new RoundRobinPicker(list);
+  usePicker(picker: RoundRobinPicker, name: string): void {
+    this.picker = picker;
     this.listName = name;
-    const max = this.conf.nextUpstreamTries;
-    if (max && this.picker.tries > max) this.picker.tries = max;
     this.connect();
   }
+
+  readonly fail = (status: number): void => this.finish(status);
 
   /** ngx_stream_proxy_connect: a new try on the next peer. */
   private connect(): void {
@@ -165,7 +108,7 @@ export class StreamProxy implements ConnectionUser {
     this.s.action = 'connecting to upstream';
     this.tryStart = now;
     const peer = this.picker!.get();
-    const state: UpstreamTry = { peer: peer ? peer.name : this.listName, connectTime: -1, firstByteTime: -1, sessionTime: -1, bytesSent: 0, bytesReceived: 0 };
+    const state = newTry(peer ? peer.name : this.listName);
     this.state = state;
     this.tries.push(state);
     if (!peer) {
@@ -387,7 +330,7 @@ function sentBytes(socket: Socket): number {
 }
 
 /** proxy_upload_rate / proxy_download_rate for this session, bytes per second (0: no limit). */
-function rate(value: ComplexValue<StreamSession> | undefined, s: StreamSession): number {
+export function rate(value: ComplexValue<StreamSession> | undefined, s: StreamSession): number {
   if (!value) return 0;
   const n = parseSize(value.constant ?? value.evaluate(s));
   return n > 0 ? n : 0;

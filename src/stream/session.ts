@@ -26,6 +26,11 @@ export interface UpstreamTry {
   bytesReceived: number;
 }
 
+/** A try of peer `peer` (its `$upstream_addr` text), nothing measured yet. */
+export function newTry(peer: string): UpstreamTry {
+  return { peer, connectTime: -1, firstByteTime: -1, sessionTime: -1, bytesSent: 0, bytesReceived: 0 };
+}
+
 function stripV4Mapped(a: string): string {
   return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
 }
@@ -65,11 +70,14 @@ export class StreamSession implements VariableHost {
   /** A client socket error, for the content handler (the default ends the session). */
   onClientError: (err: NodeJS.ErrnoException) => void;
   finalized = false;
-  readonly remoteAddress: string;
-  readonly remotePort: number;
+  /** The client's address and port (the realip module may replace them with the PROXY protocol's). */
+  remoteAddress: string;
+  remotePort: number;
   readonly localAddress: string;
   readonly localPort: number;
   private sentAtClose = 0;
+  /** What modules release when the session ends (nginx's pool cleanups), after the log phase. */
+  private cleanups: Array<() => void> | undefined;
   private readonly onDone: (s: StreamSession) => void;
 
   constructor(main: StreamMainConf, server: StreamServerConf, listen: StreamListen, socket: Socket, log: ErrorLog, onDone: (s: StreamSession) => void) {
@@ -109,7 +117,7 @@ export class StreamSession implements VariableHost {
     if (!this.log.enabled(level)) return;
     let text = message;
     if (this.action) text += ` while ${this.action}`;
-    text += `, client: ${this.remoteAddress}, server: ${this.listen.addrText}`;
+    text += `, ${this.listen.udp ? 'udp ' : ''}client: ${this.remoteAddress}, server: ${this.listen.addrText}`;
     if (this.logContext) text += this.logContext();
     this.log.log(level, text, this.number);
   }
@@ -117,6 +125,11 @@ export class StreamSession implements VariableHost {
   /** A line without the context (nginx clears its log handler for these). */
   plain(level: number, message: string): void {
     if (this.log.enabled(level)) this.log.log(level, message, this.number);
+  }
+
+  /** Runs `fn` when the session ends, after its access log lines. */
+  onEnd(fn: () => void): void {
+    (this.cleanups ??= []).push(fn);
   }
 
   /** Ends the session (ngx_stream_finalize_session): `$status`, the log phase, then the client socket closes. */
@@ -133,6 +146,7 @@ export class StreamSession implements VariableHost {
         this.log.alert(`stream log handler failed: ${(e as Error).message}`);
       }
     }
+    for (const fn of this.cleanups ?? []) fn();
     this.socket.destroy();
     this.onDone(this);
   }

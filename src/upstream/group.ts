@@ -6,6 +6,7 @@
  * connection counts, idle keepalive connections) is per worker, as in nginx
  * without a `zone`.
  */
+import { sharedZone } from '../core/shared.ts';
 import type { PeerAddress } from './address.ts';
 import { buildRing } from './balancers.ts';
 import type { Balancer, ChashRing } from './balancers.ts';
@@ -159,6 +160,18 @@ export class UpstreamGroup {
   zone: { name: string; size: number } | undefined;
   /** Shared memory for the peers' state (`zone`), set before init(). */
   zoneMemory: SharedArrayBuffer | undefined;
+
+  /**
+   * With `zone`: the peers' state in shared memory, the same for every
+   * worker (made by the master as it loads); `use` keeps http's and
+   * stream's groups of one name apart.
+   */
+  attachZone(use: string): void {
+    if (!this.zone) return;
+    const need = Math.max(this.peerCount() * PEER_SLOTS * 4, 8);
+    const servers = this.servers.map((s) => s.name).join(',');
+    this.zoneMemory = sharedZone(`${use}:${this.zone.name}:${this.name}:${servers}`, Math.max(need, this.zone.size));
+  }
 
   /** How many peers the servers make (the size a zone must hold). */
   peerCount(): number {

@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
-import { LAYERS, layerOf, ROOTS } from './layers.ts';
+import { APART, LAYERS, layerOf, ROOTS } from './layers.ts';
 import type { Layer } from './layers.ts';
 
 /** One import: files as paths from the repository root, with `/`. */
@@ -212,4 +212,18 @@ if (import.meta.main) {
   for (const p of problems) console.log(p);
   console.log(problems.length ? `${problems.length} problems` : 'the layering holds');
   process.exitCode = problems.length ? 1 : 0;
+}
+
+/** Imports that join subsystems kept apart (APART in layers.ts), one message each. */
+export function apartProblems(imports: readonly Import[], layers: readonly Layer[] = LAYERS, apart = APART): string[] {
+  const problems: string[] = [];
+  for (const imp of imports) {
+    const from = layerOf(imp.from, layers)?.name;
+    const to = layerOf(imp.to, layers)?.name;
+    if (from === undefined || to === undefined) continue;
+    if (apart.some((a) => a.from.includes(from) && a.to.includes(to))) {
+      problems.push(`${describe(imp.from, layers)} imports ${describe(imp.to, layers)}: the subsystems stay apart`);
+    }
+  }
+  return problems;
 }

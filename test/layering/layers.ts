@@ -34,6 +34,15 @@ export const LAYERS: Layer[] = [
 ];
 
 /**
+ * Subsystems kept apart, as nginx keeps http and stream: no file of the
+ * first layers imports a file of the second, whatever their tiers (what
+ * both use lives in the core or src/upstream).
+ */
+export const APART: Array<{ from: string[]; to: string[] }> = [
+  { from: ['stream engine', 'stream modules'], to: ['http engine', 'http modules'] },
+];
+
+/**
  * The folders whose files are checked. A module kept outside src/ (one
  * `load_module` loads, e.g. a test module in test/modules/) is checked by
  * adding its folder here and to a modules layer above.

@@ -72,7 +72,8 @@ const EVENT_METHODS = ['epoll', 'poll', 'select'];
 /**
  * Parses `error_log file|stderr|syslog:...|memory:size [level ...]`
  * (ngx_log_set_log; shared by the main, http and stream contexts). `syslog:`
- * goes to stderr and `memory:` is dropped (see docs/directives.md).
+ * sends each line as a datagram (src/core/access-log/syslog.ts) and
+ * `memory:` is dropped (see docs/directives.md).
  */
 export function parseErrorLog(cf: ConfContext, args: string[]): ErrorLogSpec {
   const target = args[0];
@@ -87,7 +88,7 @@ export function parseErrorLog(cf: ConfContext, args: string[]): ErrorLogSpec {
     file = '/dev/null';
   } else if (target.startsWith('syslog:')) {
     checkSyslog(cf, target.slice(7));
-    file = 'stderr';
+    return { file: 'stderr', level: parseLogLevels(cf, args.slice(1)), syslog: target.slice(7) };
   } else {
     file = cf.prefixPath(target);
   }

@@ -2,6 +2,8 @@
  * ngx_http_core_module's variables ($host, $uri, $args, $http_*, $remote_addr, ...)
  * and ngx_http_log_module's time variables.
  */
+import { proxyProtocolTlv } from '../../core/proxy-protocol.ts';
+import { currentTimeIso8601, currentTimeLocal } from '../../core/local-time.ts';
 import crypto from 'node:crypto';
 import net from 'node:net';
 import os from 'node:os';
@@ -118,42 +120,6 @@ function statusText(r: HttpRequest): string {
   return String(wireStatus(s)).padStart(3, '0');
 }
 
-function pad(n: number, w = 2): string {
-  return String(n).padStart(w, '0');
-}
-
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-
-function tzOffset(d: Date, colon: boolean): string {
-  const off = -d.getTimezoneOffset();
-  const sign = off >= 0 ? '+' : '-';
-  const a = Math.abs(off);
-  return `${sign}${pad(Math.floor(a / 60))}${colon ? ':' : ''}${pad(a % 60)}`;
-}
-
-let localSec = -1;
-let localText = '';
-let isoText = '';
-
-/** $time_local and $time_iso8601 change once a second: formatted once a second. */
-function refreshTimes(): void {
-  const now = Date.now();
-  const sec = Math.floor(now / 1000);
-  if (sec === localSec) return;
-  localSec = sec;
-  const d = new Date(sec * 1000);
-  localText = timeLocal(d);
-  isoText = timeIso8601(d);
-}
-
-export function timeLocal(d = new Date()): string {
-  return `${pad(d.getDate())}/${MONTHS[d.getMonth()]}/${d.getFullYear()}:${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${tzOffset(d, false)}`;
-}
-
-export function timeIso8601(d = new Date()): string {
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}${tzOffset(d, true)}`;
-}
-
 /** Seconds with millisecond resolution, as nginx prints times (`0.012`). */
 export function msecText(ms: number): string {
   return (Math.max(0, ms) / 1000).toFixed(3);
@@ -210,8 +176,8 @@ export const coreVariables: HttpVariable[] = [
   { name: 'remote_user', get: (r) => basicAuthUser(r) },
   { name: 'request_time', noCache: true, get: (r) => msecText(Number(process.hrtime.bigint() - r.startHr) / 1e6) },
   { name: 'msec', noCache: true, get: () => (Date.now() / 1000).toFixed(3) },
-  { name: 'time_local', noCache: true, get: () => { refreshTimes(); return localText; } },
-  { name: 'time_iso8601', noCache: true, get: () => { refreshTimes(); return isoText; } },
+  { name: 'time_local', noCache: true, get: () => currentTimeLocal() },
+  { name: 'time_iso8601', noCache: true, get: () => currentTimeIso8601() },
   { name: 'pid', get: () => String(process.pid) },
   { name: 'hostname', get: () => hostname },
   { name: 'connection', get: (r) => String(r.conn.number) },
@@ -225,6 +191,7 @@ export const coreVariables: HttpVariable[] = [
   { name: 'proxy_protocol_port', get: (r) => (r.conn.proxyProtocol ? String(r.conn.proxyProtocol.srcPort) : undefined) },
   { name: 'proxy_protocol_server_addr', get: (r) => r.conn.proxyProtocol?.dstAddr },
   { name: 'proxy_protocol_server_port', get: (r) => (r.conn.proxyProtocol ? String(r.conn.proxyProtocol.dstPort) : undefined) },
+  { name: 'proxy_protocol_tlv_', prefix: true, get: (r, name) => (r.conn.proxyProtocol ? proxyProtocolTlv(r.conn.proxyProtocol, name.slice(19)) : undefined) },
   // TCP_INFO is out of Node's reach: defined (configurations use them) but not found
   ...['tcpinfo_rtt', 'tcpinfo_rttvar', 'tcpinfo_snd_cwnd', 'tcpinfo_rcv_space'].map((name) => ({ name, get: () => undefined })),
   ...rootVariables,

@@ -24,7 +24,7 @@ import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { enumArg, flagArg, numberArg, parseNumber } from '../../conf/values.ts';
 import { setting } from '../../conf/setters.ts';
-import { LogLevel, mainErrorLog } from '../../core/error-log.ts';
+import { LIMIT_LOG_LEVELS, LogLevel, mainErrorLog } from '../../core/error-log.ts';
 import { bindZoneKey, declareZone, definedZones, monotonicMs, sharedTable, zoneParam } from '../../core/shared-zone.ts';
 import type { SharedTable, ZoneDecl } from '../../core/shared-zone.ts';
 import type { Cycle } from '../../core/cycle.ts';
@@ -63,8 +63,6 @@ const LIMIT_REQ_DEFAULTS = { logLevel: LogLevel.error, status: 503, dryRun: fals
 const limitReqSlot = defineSlot<LimitReqConf, typeof LIMIT_REQ_DEFAULTS>('limit_req', () => ({}), inheritUnset, LIMIT_REQ_DEFAULTS);
 
 /** The allowed `limit_req_log_level` / `limit_conn_log_level` values. */
-export const LIMIT_LOG_LEVELS = ['info', 'notice', 'warn', 'error'] as const;
-
 /** nginx's `value must be between 400 and 599` status check (ngx_conf_check_num_bounds). */
 export function statusArg(cf: ConfContext, value: string): number {
   const n = numberArg(cf, value);

@@ -20,7 +20,7 @@ import { setting } from '../../conf/setters.ts';
 import { resolveHostSync } from '../../upstream/address.ts';
 import { DECLINED } from '../http-conf.ts';
 import type { HttpModule } from '../http-conf.ts';
-import { addrText, clientAddrOf, forwardedAddr, FWD_DECLINED, parseAddr, parseCidr } from '../../core/inet.ts';
+import { addTrustedFrom, addrText, clientAddrOf, forwardedAddr, FWD_DECLINED } from '../../core/inet.ts';
 import type { Rule } from '../../core/inet.ts';
 import type { HttpRequest } from '../request.ts';
 import { headerValues } from './geo.ts';
@@ -74,24 +74,7 @@ function realipHandler(r: HttpRequest): number {
 function setRealIpFrom(cf: ConfContext, node: ConfNode): undefined {
   const conf = cf.get(realipSlot);
   if (!Object.hasOwn(conf, 'from') || conf.from === undefined) conf.from = [];
-  const value = node.args[0];
-  if (value === 'unix:') {
-    conf.from.push({ deny: false, family: 'unix' });
-    return undefined;
-  }
-  const cidr = parseCidr(value);
-  if (cidr) {
-    if (cidr.hostBits) cf.warn(`low address bits of ${value} are meaningless`);
-    conf.from.push(cidr);
-    return undefined;
-  }
-  // a host name: each of its addresses, resolved now (ngx_inet_resolve_host)
-  const ips = resolveHostSync(value);
-  if (ips.length === 0) throw cf.error(`host not found in set_real_ip_from "${value}"`);
-  for (const ip of ips) {
-    const addr = parseAddr(ip);
-    if (addr) conf.from.push({ deny: false, family: addr.length === 4 ? 4 : 6, addr, mask: new Uint8Array(addr.length).fill(0xff) });
-  }
+  addTrustedFrom(cf, node.args[0], conf.from, resolveHostSync);
   return undefined;
 }
 

@@ -10,14 +10,15 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
-import { msecArg, parseSize, parseTime } from '../../conf/values.ts';
+import { msecArg, parseTime } from '../../conf/values.ts';
 import { setting, unique } from '../../conf/setters.ts';
 import { parseServerParams } from '../../upstream/server-params.ts';
 import { sharedZone } from '../../core/shared.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
 import type { Balancer } from '../../upstream/balancers.ts';
-import { PEER_SLOTS, UpstreamGroup } from '../../upstream/group.ts';
+import { readBalancer, readZone } from '../../upstream/block-directives.ts';
+import { UpstreamGroup } from '../../upstream/group.ts';
 import { ANSWER_MEMORY, watchResolvedServers } from '../../upstream/resolve-servers.ts';
 import { parseResolverArgs, resolverForArgs } from '../../upstream/resolver.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
@@ -78,12 +79,7 @@ export function findUpstream(main: HttpMainConf, host: string, port: number | un
 /** Builds every group's peers once the http block is read (ngx_http_upstream_init_main_conf). */
 function initGroups(http: HttpMainConf): void {
   for (const g of http.level.get(upstreamMainSlot).groups) {
-    if (g.zone) {
-      // the peers' state in shared memory, the same for every worker (made by the master as it loads)
-      const need = Math.max(g.peerCount() * PEER_SLOTS * 4, 8);
-      const servers = g.servers.map((s) => s.name).join(',');
-      g.zoneMemory = sharedZone(`upstream:${g.zone.name}:${g.name}:${servers}`, Math.max(need, g.zone.size));
-    }
+    g.attachZone('upstream');
     if (g.servers.some((s) => s.resolve)) {
       if (!g.zone) throw new ConfError(`resolving names at run time requires upstream "${g.name}" in ${g.file}:${g.line} to be in shared memory`);
       const core = http.level.get(coreLoc);
@@ -157,18 +153,8 @@ const KEEPALIVE_DEFAULTS = { requests: 1000, timeMs: 3_600_000, timeoutMs: 60_00
 function balancerDirective(kind: Balancer['kind']): Directive['handler'] {
   return (cf, node) => {
     const g = cf.data.upstreamGroup as UpstreamGroup;
-    const a = node.args;
-    if (kind === 'hash') {
-      if (a[1] !== undefined && a[1] !== 'consistent') throw cf.error(`invalid parameter "${a[1]}"`);
-      g.balancer = { kind: 'hash', consistent: a[1] === 'consistent' };
-      g.balanceKey = compileComplex(cf, httpMainOf(cf).variables, a[0]);
-    } else if (kind === 'random') {
-      if (a[0] !== undefined && a[0] !== 'two') throw cf.error(`invalid parameter "${a[0]}"`);
-      if (a[1] !== undefined && a[1] !== 'least_conn') throw cf.error(`invalid parameter "${a[1]}"`);
-      g.balancer = { kind: 'random', two: a[0] === 'two' };
-    } else {
-      g.balancer = kind === 'ip_hash' ? { kind } : { kind: 'least_conn' };
-    }
+    g.balancer = readBalancer(cf, kind, node.args);
+    if (kind === 'hash') g.balanceKey = compileComplex(cf, httpMainOf(cf).variables, node.args[0]);
   };
 }
 
@@ -200,18 +186,7 @@ const directives: Directive[] = [
   },
   {
     name: 'zone', contexts: Ctx.UPSTREAM, args: [1, 2],
-    handler(cf, node) {
-      const g = cf.data.upstreamGroup as UpstreamGroup;
-      const [name, size] = node.args;
-      if (!name) throw cf.error(`invalid zone name "${name}"`);
-      let bytes = 0;
-      if (size !== undefined) {
-        bytes = parseSize(size);
-        if (Number.isNaN(bytes)) throw cf.error(`invalid zone size "${size}"`);
-        if (bytes < 8 * 4096) throw cf.error(`zone "${name}" is too small`);
-      }
-      g.zone = { name, size: bytes };
-    },
+    handler: (cf, node) => readZone(cf, cf.data.upstreamGroup as UpstreamGroup, node.args),
   },
   {
     // nginx 1.27.3+: the resolver of this upstream's `resolve` servers

@@ -19,15 +19,17 @@ import type { Cycle } from '../../core/cycle.ts';
 import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { parseErrorLog } from '../../core/modules/core.ts';
-import { timeIso8601, timeLocal } from '../../http/core/variables.ts';
+import { currentTimeIso8601, currentTimeLocal } from '../../core/local-time.ts';
 import { addressBytes } from '../../core/inet.ts';
-import { NGINX_VERSION } from '../../http/special-response.ts';
+import { proxyProtocolTlv } from '../../core/proxy-protocol.ts';
+import { NGINX_VERSION } from '../../core/version.ts';
 import { parseResolverArgs } from '../../upstream/resolver.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
 import { isStreamModule, StreamMainConf, streamConf, streamMainOf, streamServerOf, streamSlot } from '../conf.ts';
 import type { StreamAddress, StreamModule, StreamServerConf, StreamVariable } from '../conf.ts';
 import { StreamSessions } from '../handler.ts';
 import { parseStreamListen } from '../listen.ts';
+import { udpDispatcher } from '../udp.ts';
 
 export interface StreamCoreSrvConf {
   errorLogs?: ErrorLogSpec[];
@@ -138,13 +140,14 @@ const variables: StreamVariable[] = [
   { name: 'hostname', get: () => hostname },
   { name: 'pid', get: () => String(process.pid) },
   { name: 'msec', noCache: true, get: () => (Date.now() / 1000).toFixed(3) },
-  { name: 'time_iso8601', noCache: true, get: () => timeIso8601() },
-  { name: 'time_local', noCache: true, get: () => timeLocal() },
+  { name: 'time_iso8601', noCache: true, get: () => currentTimeIso8601() },
+  { name: 'time_local', noCache: true, get: () => currentTimeLocal() },
   { name: 'protocol', get: (s) => (s.listen.udp ? 'UDP' : 'TCP') },
   { name: 'proxy_protocol_addr', get: (s) => s.proxyProtocol?.srcAddr },
   { name: 'proxy_protocol_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.srcPort) : undefined) },
   { name: 'proxy_protocol_server_addr', get: (s) => s.proxyProtocol?.dstAddr },
   { name: 'proxy_protocol_server_port', get: (s) => (s.proxyProtocol ? String(s.proxyProtocol.dstPort) : undefined) },
+  { name: 'proxy_protocol_tlv_', prefix: true, get: (s, name) => (s.proxyProtocol ? proxyProtocolTlv(s.proxyProtocol, name.slice(19)) : undefined) },
 ];
 
 /** Every distinct error_log list of the block's levels. */
@@ -194,10 +197,15 @@ export const streamCoreModule: StreamModule = {
       return { tcpNodelay: c.tcpNodelay!, proxyProtocolTimeout: c.proxyProtocolTimeout! };
     });
     for (const address of stream.addresses.values()) {
-      worker.onConnection(address.listen.spec.key, (socket) => sessions.accept(address, socket));
+      const key = address.listen.spec.key;
+      if (address.listen.udp) worker.onDatagram(key, udpDispatcher((client) => sessions.acceptUdp(address, client)));
+      else worker.onConnection(key, (socket) => sessions.accept(address, socket));
     }
-    // a graceful stop leaves sessions running (nginx does not close them); a hard one ends them
-    worker.onShutdown((graceful) => { if (!graceful) sessions.terminateAll(); });
+    // a graceful stop leaves TCP sessions running (nginx does not close them); a hard one ends them
+    worker.onShutdown((graceful) => {
+      if (graceful) sessions.endUdpSessions();
+      else sessions.terminateAll();
+    });
     worker.onClose(() => { for (const log of logs.values()) log.close(); });
   },
 };

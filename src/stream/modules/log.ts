@@ -3,8 +3,8 @@
  * `open_log_file_cache` of the stream block; one line per session and log
  * when the session ends. Unlike http there is no default log and no
  * built-in format: a format must be defined before an access_log names it.
- * The directives and the writing are the http log module's shared access
- * log (src/http/modules/log/access-log.ts); files are the core's LogFile
+ * The directives and the writing are the access log both subsystems share
+ * (src/core/access-log/access-log.ts); files are the core's LogFile
  * (one write per turn of the event loop, `buffer=`, `flush=`, `gzip`,
  * reopened on USR1).
  */
@@ -14,8 +14,8 @@ import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { checkLogFile } from '../../core/error-log.ts';
-import { mergeLogLevel, newLogMain, openLogFiles, setAccessLog, setLogFormat, setOpenLogFileCache, writeAccessLogs } from '../../http/modules/log/access-log.ts';
-import type { AccessLogProtocol, LogLevelConf } from '../../http/modules/log/access-log.ts';
+import { mergeLogLevel, newLogMain, openLogFiles, setAccessLog, setLogFormat, setOpenLogFileCache, writeAccessLogs } from '../../core/access-log/access-log.ts';
+import type { AccessLogProtocol, LogLevelConf } from '../../core/access-log/access-log.ts';
 import { streamConf, streamMainOf } from '../conf.ts';
 import type { StreamModule } from '../conf.ts';
 import type { StreamSession } from '../session.ts';

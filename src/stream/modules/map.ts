@@ -1,11 +1,11 @@
 /**
  * ngx_stream_map_module: `map source $variable { ... }` in the stream
  * block. Maps are read and matched exactly as in http (hostnames, volatile,
- * `~` regexes with captures, default), by the http map module's code, with
+ * `~` regexes with captures, default), by the core's map (src/core/map-block.ts), with
  * the stream block's variables.
  */
 import { Ctx } from '../../conf/directive.ts';
-import { readMap } from '../../http/modules/map.ts';
+import { readMap } from '../../core/map-block.ts';
 import { streamMainOf } from '../conf.ts';
 import type { StreamModule } from '../conf.ts';
 

@@ -18,7 +18,9 @@ import type { ComplexValue } from '../../core/variables.ts';
 import { streamMainOf, streamServerOf } from '../conf.ts';
 import type { StreamMainConf, StreamModule } from '../conf.ts';
 import { StreamProxy } from '../proxy-session.ts';
-import type { ProxySettings, ProxyTarget } from '../proxy-session.ts';
+import { UdpProxy } from '../udp-proxy-session.ts';
+import type { ProxySettings } from '../proxy-session.ts';
+import type { ProxyTarget } from '../proxy-target.ts';
 import { parseLocalAddress } from '../listen.ts';
 import type { LocalAddress } from '../listen.ts';
 import type { StreamSession } from '../session.ts';
@@ -159,6 +161,7 @@ function prepareServers(stream: StreamMainConf): void {
       nextUpstreamTries: c.nextUpstreamTries, nextUpstreamTimeout: c.nextUpstreamTimeout, halfClose: c.halfClose,
       proxyProtocol: c.proxyProtocol, socketKeepalive: c.socketKeepalive, tcpNodelay: core.tcpNodelay,
       uploadRate: c.uploadRate, downloadRate: c.downloadRate, bind: c.bind ?? undefined,
+      requests: c.requests, responses: c.responses,
     };
     if (c.upstreamValue) {
       const resolver = core.resolver;
@@ -176,7 +179,8 @@ function prepareServers(stream: StreamMainConf): void {
 
 function proxyHandler(s: StreamSession): void {
   const c = s.level.get(proxySrv);
-  new StreamProxy(s, c.settings!).start(c.target!);
+  if (s.listen.udp) new UdpProxy(s, c.settings!).start(c.target!);
+  else new StreamProxy(s, c.settings!).start(c.target!);
 }
 
 export const streamProxyModule: StreamModule = {

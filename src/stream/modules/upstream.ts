@@ -16,6 +16,9 @@ import { parseServerParams } from '../../upstream/server-params.ts';
 import { parseUrl, resolveAddresses } from '../../upstream/address.ts';
 import type { ParsedUrl } from '../../upstream/address.ts';
 import { UpstreamGroup } from '../../upstream/group.ts';
+import { readBalancer } from '../../upstream/block-directives.ts';
+import { compileComplex } from '../../core/variables.ts';
+import { streamMainOf } from '../conf.ts';
 import type { StreamMainConf, StreamModule, StreamVariable } from '../conf.ts';
 import type { StreamSession, UpstreamTry } from '../session.ts';
 import { msText } from './core.ts';
@@ -57,6 +60,7 @@ export function findStreamUpstream(main: StreamMainConf, host: string, port: num
 /** Builds every group's peers once the block is read (ngx_stream_upstream_init_round_robin). */
 function initGroups(stream: StreamMainConf): void {
   for (const g of stream.level.get(streamUpstreams).groups) {
+    g.attachZone('stream-upstream');
     if (g.explicit || g.servers.length) {
       if (!g.servers.some((s) => !s.backup)) throw new ConfError(`no servers in upstream "${g.name}" in ${g.file}:${g.line}`);
       g.init();
@@ -73,6 +77,22 @@ function initGroups(stream: StreamMainConf): void {
     });
     g.init();
   }
+}
+
+/** The group whose `upstream {}` block is being read (for the balancer and zone modules). */
+export function streamUpstreamGroupOf(cf: ConfContext): UpstreamGroup {
+  return cf.data.streamUpstream as UpstreamGroup;
+}
+
+/** A balancing method's directive (ngx_stream_upstream_hash / least_conn / random): nginx warns when one replaces another. */
+export function balancerDirective(kind: 'hash' | 'least_conn' | 'random'): Directive['handler'] {
+  return (cf, node) => {
+    const g = streamUpstreamGroupOf(cf);
+    const key = kind === 'hash' ? compileComplex(cf, streamMainOf(cf).variables, node.args[0]) : undefined;
+    if (g.balancer.kind !== 'round_robin') cf.warn('load balancing method redefined');
+    g.balancer = readBalancer(cf, kind, node.args);
+    g.balanceKey = key;
+  };
 }
 
 function readUpstream(cf: ConfContext, node: ConfNode): void {

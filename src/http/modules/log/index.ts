@@ -27,11 +27,11 @@ import type { HttpRequest } from '../../request.ts';
 import { openRequestErrorLogs, requestErrorLogFiles, requestLog } from '../../request-log.ts';
 import { mapUriToPath } from '../../core/root.ts';
 import { httpConf } from '../../core/structure.ts';
-import { timeIso8601, timeLocal } from '../../core/variables.ts';
-import { logFileFor, mergeLogLevel, newLogMain, openLogFiles, renderOf, setAccessLog, setLogFormat, setOpenLogFileCache, writeAccessLogs } from './access-log.ts';
-import type { AccessLog, AccessLogProtocol, LogLevelConf, LogMainConf } from './access-log.ts';
-import { parseFormat } from './format.ts';
-import type { LogOps, Render } from './format.ts';
+import { timeIso8601, timeLocal } from '../../../core/local-time.ts';
+import { logFileFor, mergeLogLevel, newLogMain, openLogFiles, renderOf, setAccessLog, setLogFormat, setOpenLogFileCache, writeAccessLogs } from '../../../core/access-log/access-log.ts';
+import type { AccessLog, AccessLogProtocol, LogLevelConf, LogMainConf } from '../../../core/access-log/access-log.ts';
+import { parseFormat } from '../../../core/access-log/format.ts';
+import type { LogOps, Render } from '../../../core/access-log/format.ts';
 
 /** nginx's built-in `combined` format. */
 const COMBINED_FORMAT = '$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"';

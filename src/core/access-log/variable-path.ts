@@ -6,8 +6,8 @@
  * request's root directory does not exist, is the http module's.)
  */
 import fs from 'node:fs';
-import { sysErrorText } from '../../../conf/errors.ts';
-import { LogLevel, openAppend, writeAll } from '../../../core/error-log.ts';
+import { sysErrorText } from '../../conf/errors.ts';
+import { LogLevel, openAppend, writeAll } from '../error-log.ts';
 
 export interface OpenLogCacheOptions {
   max: number;

@@ -9,7 +9,7 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import os from 'node:os';
-import { mainErrorLog } from '../../../core/error-log.ts';
+import { mainErrorLog } from '../error-log.ts';
 
 const FACILITIES = ['kern', 'user', 'mail', 'daemon', 'auth', 'intern', 'lpr', 'news', 'uucp', 'clock', 'authpriv',
   'ftp', 'ntp', 'audit', 'alert', 'cron', 'local0', 'local1', 'local2', 'local3', 'local4', 'local5', 'local6', 'local7'];
@@ -70,15 +70,16 @@ export class SyslogPeer {
     this.prefix = nohostname ? `${tag}: ` : `${hostname} ${tag}: `;
   }
 
-  /** Sends one line (without its newline). */
-  send(line: string): void {
+  /** Sends one line (without its newline); `severity` replaces the configured one (error lines carry their level). */
+  send(line: string, severity?: number): void {
     if (this.unix) return;
     if (!this.socket) {
       this.socket = dgram.createSocket(net.isIPv6(this.host) ? 'udp6' : 'udp4');
       this.socket.on('error', (e) => this.warn(e));
       this.socket.unref();
     }
-    const data = Buffer.from(`<${this.pri}>${syslogTime()} ${this.prefix}${line}`, 'latin1');
+    const pri = severity === undefined ? this.pri : this.pri - (this.pri & 7) + severity;
+    const data = Buffer.from(`<${pri}>${syslogTime()} ${this.prefix}${line}`, 'latin1');
     this.socket.send(data, this.port, this.host, (e) => { if (e) this.warn(e); });
   }
 

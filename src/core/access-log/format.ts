@@ -4,7 +4,7 @@
  * ngx_stream_log_compile_format), with nginx's three escapings of variable
  * values. http adds its built-in log operations (LogOps) from its module.
  */
-import type { VariableHost, VariableRegistry } from '../../../core/variables.ts';
+import type { VariableHost, VariableRegistry } from '../variables.ts';
 
 export type Escape = 'default' | 'json' | 'none';
 

@@ -8,23 +8,20 @@
  * default format and log operations, how an error about a request or a
  * session is reported).
  *
- * It lives with the http log module, not in src/core, because that is
- * where the access log has always been: whoever looks for `access_log`
- * finds this folder first, the stream module already took its formats
- * (format.ts), syslog (syslog.ts) and descriptor cache (variable-path.ts)
- * from here, and the variables engine it is generic over is src/http's —
- * src/core imports nothing from src/http.
+ * It lives in the core, with its formats (format.ts), syslog sender
+ * (syslog.ts) and descriptor cache (variable-path.ts), because stream
+ * imports nothing of http (test/layering/layers.ts, APART).
  */
-import type { ConfContext, ConfSlot } from '../../../conf/context.ts';
-import { ConfError } from '../../../conf/errors.ts';
-import type { ConfNode } from '../../../conf/parser.ts';
-import { parseSize, parseTime } from '../../../conf/values.ts';
-import { Cycle } from '../../../core/cycle.ts';
-import { checkLogFile } from '../../../core/error-log.ts';
-import { LogFile } from '../../../core/log-file.ts';
-import { checkSyslog } from '../../../core/modules/core.ts';
-import { compileComplex } from '../../../core/variables.ts';
-import type { ComplexValue, VariableHost, VariableRegistry } from '../../../core/variables.ts';
+import type { ConfContext, ConfSlot } from '../../conf/context.ts';
+import { ConfError } from '../../conf/errors.ts';
+import type { ConfNode } from '../../conf/parser.ts';
+import { parseSize, parseTime } from '../../conf/values.ts';
+import { Cycle } from '../cycle.ts';
+import { checkLogFile } from '../error-log.ts';
+import { LogFile } from '../log-file.ts';
+import { checkSyslog } from '../modules/core.ts';
+import { compileComplex } from '../variables.ts';
+import type { ComplexValue, VariableHost, VariableRegistry } from '../variables.ts';
 import { compileFormat, parseFormat } from './format.ts';
 import type { LogFormat, LogOps, Render } from './format.ts';
 import { SyslogPeer } from './syslog.ts';
