@@ -8,7 +8,7 @@ import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, sizeArg, tempPathArg } from '../../conf/values.ts';
-import { parseErrorLog } from '../../core/modules/core.ts';
+import { parseErrorLog } from '../../core/error-log-args.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Parse } from '../../conf/setters.ts';

@@ -22,7 +22,7 @@ import { parseSize, parseTime } from '../../../conf/values.ts';
 import { Cycle } from '../../../core/cycle.ts';
 import { checkLogFile } from '../../../core/error-log.ts';
 import { LogFile } from '../../../core/log-file.ts';
-import { checkSyslog } from '../../../core/modules/core.ts';
+import { checkSyslog } from '../../../core/error-log-args.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import type { ComplexValue, VariableHost, VariableRegistry } from '../../../core/variables.ts';
 import { compileFormat, parseFormat } from './format.ts';
