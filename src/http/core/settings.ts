@@ -12,8 +12,8 @@ import { parseErrorLog } from '../../core/error-log-args.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Parse } from '../../conf/setters.ts';
-import { compileDocRoot } from './root.ts';
-import type { DocRoot } from './root.ts';
+import { compileDocRoot } from './doc-root.ts';
+import type { DocRoot } from './doc-root.ts';
 
 export interface CoreLocConf {
   /** `root` or `alias` (one field: they inherit together); unset means `html` under the prefix. */
