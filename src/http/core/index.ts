@@ -8,7 +8,8 @@ import type { HttpModule } from '../http-conf.ts';
 import { coreVariables } from './variables.ts';
 import { httpSettingsDirectives } from './settings.ts';
 import { typesDirectives } from './types.ts';
-import { addHttpListeners, httpConf, httpStructureDirectives } from './structure.ts';
+import { addHttpListeners, httpStructureDirectives } from './structure.ts';
+import { httpConf } from '../http-conf.ts';
 
 export const httpCoreModule: HttpModule = {
   name: 'ngx_http_core_module',

@@ -8,7 +8,7 @@ import type { Cycle } from '../../core/cycle.ts';
 import type { HttpMainConf, HttpVariable } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { coreLoc } from './settings.ts';
-import { httpConf } from './structure.ts';
+import { httpConf } from '../http-conf.ts';
 
 /** The prefix of each loaded http block, for the default root and relative roots with variables. */
 const prefixes = new WeakMap<HttpMainConf, string>();
