@@ -11,9 +11,15 @@ import type { UpstreamConf, UpstreamDerived } from '../../upstream/conf.ts';
 import type { MergedConf } from '../../../conf/context.ts';
 import type { CertCacheConf } from '../../upstream/cert-cache.ts';
 import type { HeaderPlan } from './request-head.ts';
-import type { CookieFlagRule } from './cookies.ts';
 import type { RedirectRule } from './redirect.ts';
 import type { ProxyTarget } from './target.ts';
+
+/** A `proxy_cookie_flags` rule: the cookie (a name or a regex) and the flags to set or clear. */
+export interface CookieFlagRule {
+  cookie: ComplexValue | undefined;
+  regex: RegExp | undefined;
+  flags: ComplexValue[];
+}
 
 export interface ProxyLocConf extends UpstreamConf {
   target?: ProxyTarget;
