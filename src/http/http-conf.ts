@@ -3,8 +3,9 @@
  * variables and phase handlers, virtual servers, locations, and the module
  * interface HTTP modules implement.
  */
+import { defineSlot } from '../conf/context.ts';
 import type { ConfContext, Level } from '../conf/context.ts';
-import type { CycleModule, ListenSpec } from '../core/cycle.ts';
+import type { Cycle, CycleModule, ListenSpec } from '../core/cycle.ts';
 import type { HttpRequest } from './request.ts';
 import type { HttpRegex } from './regex.ts';
 import { MAX_BODY_FILTERS } from './body-filter.ts';
@@ -222,4 +223,12 @@ function insertOrdered<T>(list: T[], orders: number[], order: number, item: T): 
 /** The main conf while the http block is being read (for handlers that compile variables). */
 export function httpMainOf(cf: ConfContext): HttpMainConf {
   return cf.data.http as HttpMainConf;
+}
+
+/** The loaded `http {}` block of a cycle (one per configuration). */
+export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
+
+/** The `http {}` block a cycle loaded, if any. */
+export function httpConf(cycle: Cycle): HttpMainConf | undefined {
+  return cycle.main.get(httpSlot).conf;
 }

@@ -12,7 +12,8 @@
 import http2 from 'node:http2';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { HttpAddressServer, HttpConnection } from './connection.ts';
+import type { AddressServer } from './address-server.ts';
+import type { HttpConnection } from './connection.ts';
 import type { AddressConf, ServerConf } from './http-conf.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { http2Srv, HTTP2_DEFAULTS } from './http2/module.ts';
@@ -94,7 +95,7 @@ export function shutdownHttp2(conn: HttpConnection): boolean {
 }
 
 /** Serves HTTP/2 on a TLS socket that negotiated `h2`, or a plain one that sent the HTTP/2 preface (h2c). */
-export function serveHttp2(server: HttpAddressServer, conn: HttpConnection, socket: Socket, named: ServerConf): void {
+export function serveHttp2(server: AddressServer, conn: HttpConnection, socket: Socket, named: ServerConf): void {
   conn.socket = socket;
   // a server-side TLS socket keeps `secureConnecting` set (only clients get 'secureConnect'),
   // which would make node:http2 wait for that event forever before reading

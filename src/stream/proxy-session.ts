@@ -15,7 +15,7 @@ import { nextConnectionNumber } from '../core/shared.ts';
 import { addressName } from '../upstream/address.ts';
 import { UpstreamConnection } from '../upstream/connection.ts';
 import type { ConnectionUser } from '../upstream/connection.ts';
-import type { Peer } from '../upstream/group.ts';
+import type { Peer } from '../upstream/peer.ts';
 import { PEER_FAILED, PEER_OK, RoundRobinPicker } from '../upstream/round-robin.ts';
 import type { ComplexValue } from '../core/variables.ts';
 import { Status } from './conf.ts';

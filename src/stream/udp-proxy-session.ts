@@ -16,7 +16,7 @@ import { sysErrorText } from '../conf/errors.ts';
 import { LogLevel } from '../core/error-log.ts';
 import { nextConnectionNumber } from '../core/shared.ts';
 import { addressName } from '../upstream/address.ts';
-import type { Peer } from '../upstream/group.ts';
+import type { Peer } from '../upstream/peer.ts';
 import { PEER_FAILED, PEER_OK } from '../upstream/round-robin.ts';
 import type { RoundRobinPicker } from '../upstream/round-robin.ts';
 import { Status } from './conf.ts';

@@ -8,16 +8,7 @@ import type { X509Certificate } from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import type { ClientHello } from './client-hello.ts';
 import type { ServerTls } from './server-tls.ts';
-
-/** nginx's view of the client certificate check (SSL_get_verify_result plus OCSP). */
-export interface ClientVerifyResult {
-  /** 0 = X509_V_OK, else OpenSSL's X509_V_ERR_* code. */
-  code: number;
-  /** X509_verify_cert_error_string(code), or the OCSP failure text. */
-  reason: string;
-  /** An OCSP check failed (`certificate status request failed`, `certificate revoked`, ...). */
-  ocspFailed?: boolean;
-}
+import type { ClientVerifyResult } from './verify.ts';
 
 export interface TlsConnection {
   readonly socket: TLSSocket;

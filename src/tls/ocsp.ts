@@ -11,7 +11,7 @@
 import crypto from 'node:crypto';
 import { ConfError } from '../conf/errors.ts';
 import { mainErrorLog } from '../core/error-log.ts';
-import type { ClientVerifyResult } from './connection-info.ts';
+import type { ClientVerifyResult } from './verify.ts';
 import { checkOcspResponse, fetchOcsp, ocspRequest, OcspError, parseResponder } from './ocsp-protocol.ts';
 import type { CertStatus, Responder } from './ocsp-protocol.ts';
 import { sharedSessionCache } from './session-cache.ts';

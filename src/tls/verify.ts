@@ -12,11 +12,10 @@
 import crypto from 'node:crypto';
 import type { TLSSocket } from 'node:tls';
 import { ConfError } from '../conf/errors.ts';
-import type { ClientVerifyResult } from './connection-info.ts';
 import { derChildren, readDer } from './der.ts';
 import type { Der } from './der.ts';
 import { readPem } from './certificates.ts';
-import type { ServerTls } from './server-tls.ts';
+import type { SslSrvConf } from './server-conf.ts';
 import { certFields, issued, selfSigned, verifySignature } from './x509.ts';
 
 /** X509_verify_cert_error_string() of OpenSSL 3. */
@@ -41,6 +40,16 @@ const REASONS: Record<number, string> = {
 
 function fail(code: number): ClientVerifyResult {
   return { code, reason: REASONS[code] ?? 'certificate verify error' };
+}
+
+/** nginx's view of the client certificate check (SSL_get_verify_result plus OCSP). */
+export interface ClientVerifyResult {
+  /** 0 = X509_V_OK, else OpenSSL's X509_V_ERR_* code. */
+  code: number;
+  /** X509_verify_cert_error_string(code), or the OCSP failure text. */
+  reason: string;
+  /** An OCSP check failed (`certificate status request failed`, `certificate revoked`, ...). */
+  ocspFailed?: boolean;
 }
 
 /** Errors `ssl_verify_client optional_no_ca` lets through (ngx_ssl_verify_error_optional). */
@@ -180,8 +189,17 @@ function opensslVerdict(socket: TLSSocket, depth: number): ClientVerifyResult | 
   return code === undefined || code === 20 ? undefined : fail(code);
 }
 
+/** What the client certificate check reads from a server block's TLS settings (a ServerTls). */
+export interface ClientVerifySettings {
+  readonly conf: Pick<SslSrvConf, 'verify'> & { verifyDepth: number };
+  readonly trusted: crypto.X509Certificate[];
+  readonly crls: Crl[];
+  /** `ssl_ocsp`: the chain's OCSP check. */
+  readonly ocsp: { check(chain: crypto.X509Certificate[]): Promise<ClientVerifyResult> } | undefined;
+}
+
 /** Verifies the client certificate of a finished handshake (undefined when none was asked for or sent). */
-export async function verifyClient(settings: ServerTls, socket: TLSSocket): Promise<ClientVerifyResult | undefined> {
+export async function verifyClient(settings: ClientVerifySettings, socket: TLSSocket): Promise<ClientVerifyResult | undefined> {
   if (settings.conf.verify === 'off') return undefined;
   const leaf = socket.getPeerX509Certificate();
   if (!leaf) return undefined;

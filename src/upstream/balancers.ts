@@ -7,7 +7,7 @@
  */
 import { crc32 } from 'node:zlib';
 import net from 'node:net';
-import type { Peer, PeerList } from './group.ts';
+import type { Peer, PeerList } from './peer.ts';
 import { nowSec, RoundRobinPicker } from './round-robin.ts';
 
 /** How a group picks its peers (the directive in its `upstream {}` block). */

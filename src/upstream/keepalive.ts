@@ -5,9 +5,16 @@
  * closes it or sends anything, after `keepalive_timeout`, and is not kept
  * after `keepalive_requests` requests or `keepalive_time`.
  */
-import type { KeepaliveConf } from './group.ts';
 import type { ChosenPeer } from './peer-chooser.ts';
 import type { ConnectionUser, UpstreamConnection } from './connection.ts';
+
+/** Upstream keepalive settings (`keepalive`, `keepalive_requests`, `keepalive_time`, `keepalive_timeout`). */
+export interface KeepaliveConf {
+  max: number;
+  requests: number;
+  timeMs: number;
+  timeoutMs: number;
+}
 
 export class KeepalivePool implements ConnectionUser {
   readonly conf: KeepaliveConf;

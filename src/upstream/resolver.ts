@@ -13,6 +13,8 @@ import type { SrvRecord } from './dns-message.ts';
 import { DnsServer } from './dns-transport.ts';
 import { parseResolverArgs, ResolveError } from './resolver-conf.ts';
 import type { Resolved, ResolverConf } from './resolver-conf.ts';
+import { rotated } from './resolver-node.ts';
+import type { NameNode, Waiter } from './resolver-node.ts';
 
 export { parseResolverArgs, ResolveError } from './resolver-conf.ts';
 export type { Resolved, ResolverConf } from './resolver-conf.ts';
@@ -23,43 +25,6 @@ const EXPIRE_MS = 30_000;
 const MAX_RECURSION = 50;
 const NXDOMAIN = 3;
 const TIMEDOUT = 110;
-
-interface Waiter {
-  resolve(addrs: string[], valid: number): void;
-  reject(e: ResolveError): void;
-  /** Set for an SRV lookup: gets the records (sorted by priority). */
-  srv?: (srvs: SrvRecord[], valid: number) => void;
-  timer: NodeJS.Timeout;
-  recursion: number;
-  node: NameNode | undefined;
-}
-
-/** One name: its answer (while valid) or its query in progress (nginx's ngx_resolver_node_t). */
-interface NameNode {
-  name: string;
-  /** The answer is good until then (ms); 0 while being resolved. */
-  valid: number;
-  /** Dropped from memory after then, unless in use. */
-  expire: number;
-  /** Addresses per family; null while that query is outstanding. */
-  addrs4: string[] | null;
-  addrs6: string[] | null;
-  cname: string | undefined;
-  /** An SRV name (its own map, one query), with its records once answered. */
-  srv: boolean;
-  srvs: SrvRecord[] | undefined;
-  waiting: Waiter[];
-  /** The queries in progress (their first two bytes are the ids). */
-  query4: Buffer | undefined;
-  query6: Buffer | undefined;
-  tcp4: boolean;
-  tcp6: boolean;
-  /** An error code kept until the other family's answer comes. */
-  code: number;
-  ttl: number;
-  server: number;
-  resend: NodeJS.Timeout | undefined;
-}
 
 export class Resolver {
   readonly conf: ResolverConf;
@@ -363,26 +328,6 @@ export class Resolver {
 
 function randomId(): number {
   return Math.floor(Math.random() * 0x10000);
-}
-
-/** A cached answer as nginx hands it out: each family rotated, the whole list rotated too. */
-function rotated(rn: NameNode): string[] {
-  const v4 = rn.addrs4!;
-  const v6 = rn.addrs6!;
-  const n = v4.length + v6.length;
-  if (n === 1) return v4.length ? v4 : v6;
-  const out = new Array<string>(n);
-  let d = Math.floor(Math.random() * n);
-  for (const list of [v4, v6]) {
-    if (!list.length) continue;
-    let j = Math.floor(Math.random() * list.length);
-    for (let k = 0; k < list.length; k++) {
-      out[d] = list[j];
-      d = (d + 1) % n;
-      j = (j + 1) % list.length;
-    }
-  }
-  return out;
 }
 
 const byArgs = new WeakMap<string[], Resolver | null>();

@@ -5,7 +5,7 @@
  * skipped until `fail_timeout` has passed; backup peers are used when every
  * primary peer is unavailable.
  */
-import type { Peer, PeerList } from './group.ts';
+import type { Peer, PeerList } from './peer.ts';
 import type { PeerChooser } from './peer-chooser.ts';
 
 /** What a try's end means for the peer (NGX_PEER_FAILED / NGX_PEER_NEXT / success). */

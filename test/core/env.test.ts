@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Cycle, resolvePaths } from '../../src/core/cycle.ts';
-import { workerEnv } from '../../src/process/master.ts';
+import { workerEnv } from '../../src/process/worker-thread.ts';
 import { modules } from '../../src/modules.ts';
 
 function load(conf: string): Cycle {

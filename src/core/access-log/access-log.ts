@@ -19,7 +19,7 @@ import { parseSize, parseTime } from '../../conf/values.ts';
 import { Cycle } from '../cycle.ts';
 import { checkLogFile } from '../error-log.ts';
 import { LogFile } from '../log-file.ts';
-import { checkSyslog } from '../modules/core.ts';
+import { checkSyslog } from '../error-log-args.ts';
 import { compileComplex } from '../variables.ts';
 import type { ComplexValue, VariableHost, VariableRegistry } from '../variables.ts';
 import { compileFormat, parseFormat } from './format.ts';

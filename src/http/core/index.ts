@@ -3,12 +3,13 @@
  * settings (root, timeouts, limits, ...) and core variables, split over the
  * files of this folder. This object is what the module list registers.
  */
-import { HttpAddressServer } from '../connection.ts';
+import { AddressServer } from '../address-server.ts';
 import type { HttpModule } from '../http-conf.ts';
 import { coreVariables } from './variables.ts';
 import { httpSettingsDirectives } from './settings.ts';
 import { typesDirectives } from './types.ts';
-import { addHttpListeners, httpConf, httpStructureDirectives } from './structure.ts';
+import { addHttpListeners, httpStructureDirectives } from './structure.ts';
+import { httpConf } from '../http-conf.ts';
 
 export const httpCoreModule: HttpModule = {
   name: 'ngx_http_core_module',
@@ -18,9 +19,9 @@ export const httpCoreModule: HttpModule = {
   initWorker(cycle, worker) {
     const http = httpConf(cycle);
     if (!http) return;
-    const servers: HttpAddressServer[] = [];
+    const servers: AddressServer[] = [];
     for (const addr of http.addresses.values()) {
-      const s = new HttpAddressServer(http, addr);
+      const s = new AddressServer(http, addr);
       servers.push(s);
       worker.onConnection(addr.spec.key, (socket) => s.accept(socket));
     }

@@ -8,12 +8,12 @@ import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, sizeArg, tempPathArg } from '../../conf/values.ts';
-import { parseErrorLog } from '../../core/modules/core.ts';
+import { parseErrorLog } from '../../core/error-log-args.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
 import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Parse } from '../../conf/setters.ts';
-import { compileDocRoot } from './root.ts';
-import type { DocRoot } from './root.ts';
+import { compileDocRoot } from './doc-root.ts';
+import type { DocRoot } from './doc-root.ts';
 
 export interface CoreLocConf {
   /** `root` or `alias` (one field: they inherit together); unset means `html` under the prefix. */

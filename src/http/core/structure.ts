@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import os from 'node:os';
-import { defineSlot, Level } from '../../conf/context.ts';
+import { Level } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
@@ -14,7 +14,7 @@ import { parseTime } from '../../conf/values.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { Cycle } from '../../core/cycle.ts';
 import type { ListenSpec } from '../../core/cycle.ts';
-import { HttpMainConf, httpMainOf, isHttpModule } from '../http-conf.ts';
+import { HttpMainConf, httpConf, httpMainOf, httpSlot, isHttpModule } from '../http-conf.ts';
 import type { HttpModule, ListenConf, LocationConf, LocationMatch, ServerConf } from '../http-conf.ts';
 import { checkNesting, indexLocations } from '../location.ts';
 import { unique } from '../../conf/setters.ts';
@@ -22,13 +22,6 @@ import { errorPageDirectives, sendErrorPage } from './error-page.ts';
 import { compileHttpRegex } from '../regex.ts';
 import { checkServerSettings, coreSrv } from './settings.ts';
 import { conflictingNames } from '../virtual-server.ts';
-
-/** The loaded `http {}` block of a cycle (one per configuration). */
-export const httpSlot = defineSlot<{ conf?: HttpMainConf }>('http', () => ({}));
-
-export function httpConf(cycle: Cycle): HttpMainConf | undefined {
-  return cycle.main.get(httpSlot).conf;
-}
 
 
 function newLocation(name: string, match: LocationMatch, path: string, level: Level, node: ConfNode): LocationConf {

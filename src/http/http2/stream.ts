@@ -8,7 +8,8 @@
  * - the response goes to the stream's sink (src/http/http2/response.ts).
  */
 import http2 from 'node:http2';
-import type { HttpAddressServer, HttpConnection } from '../connection.ts';
+import type { AddressServer as HttpAddressServer } from '../address-server.ts';
+import type { HttpConnection } from '../connection.ts';
 import type { ServerConf } from '../http-conf.ts';
 import { handleRequest } from '../phases.ts';
 import { RequestHead } from '../request-head.ts';

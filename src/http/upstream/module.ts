@@ -22,13 +22,12 @@ import { UpstreamGroup } from '../../upstream/group.ts';
 import { ANSWER_MEMORY, watchResolvedServers } from '../../upstream/resolve-servers.ts';
 import { parseResolverArgs, resolverForArgs } from '../../upstream/resolver.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
-import { httpMainOf } from '../http-conf.ts';
+import { httpConf, httpMainOf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule, HttpVariable } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue, VariableDef, VarValue } from '../../core/variables.ts';
 import { CORE_LOC_DEFAULTS, coreLoc } from '../core/settings.ts';
-import { httpConf } from '../core/structure.ts';
 
 /** Every upstream group of an `http {}` block, explicit and implicit (nginx's umcf->upstreams). */
 export const upstreamMainSlot = defineSlot<{ groups: UpstreamGroup[] }>('upstream_main', () => ({ groups: [] }));

@@ -8,7 +8,8 @@
  * choice) or for every request to a group (a directive in `upstream {}`).
  */
 import { createPicker } from '../../upstream/balancers.ts';
-import type { PeerList, UpstreamGroup } from '../../upstream/group.ts';
+import type { UpstreamGroup } from '../../upstream/group.ts';
+import type { PeerList } from '../../upstream/peer.ts';
 import type { PeerChooser } from '../../upstream/peer-chooser.ts';
 import { RoundRobinPicker } from '../../upstream/round-robin.ts';
 import type { HttpRequest } from '../request.ts';

@@ -18,7 +18,7 @@ import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Cycle } from '../../core/cycle.ts';
 import { checkLogFile, ErrorLog, mainErrorLog } from '../../core/error-log.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
-import { parseErrorLog } from '../../core/modules/core.ts';
+import { parseErrorLog } from '../../core/error-log-args.ts';
 import { currentTimeIso8601, currentTimeLocal } from '../../core/local-time.ts';
 import { addressBytes } from '../../core/inet.ts';
 import { proxyProtocolTlv } from '../../core/proxy-protocol.ts';

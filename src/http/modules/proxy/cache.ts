@@ -34,7 +34,7 @@ import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from './response-head.ts';
 import type { UpstreamHead } from '../../upstream/protocol.ts';
-import type { ProxyUpstream } from './protocol.ts';
+import type { ProxyUpstream } from './conf.ts';
 
 const CACHE_CTX = {};
 

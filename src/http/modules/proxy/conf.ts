@@ -10,10 +10,17 @@ import { UPSTREAM_DEFAULTS } from '../../upstream/conf.ts';
 import type { UpstreamConf, UpstreamDerived } from '../../upstream/conf.ts';
 import type { MergedConf } from '../../../conf/context.ts';
 import type { CertCacheConf } from '../../upstream/cert-cache.ts';
+import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 import type { HeaderPlan } from './request-head.ts';
-import type { CookieFlagRule } from './cookies.ts';
 import type { RedirectRule } from './redirect.ts';
 import type { ProxyTarget } from './target.ts';
+
+/** A `proxy_cookie_flags` rule: the cookie (a name or a regex) and the flags to set or clear. */
+export interface CookieFlagRule {
+  cookie: ComplexValue | undefined;
+  regex: RegExp | undefined;
+  flags: ComplexValue[];
+}
 
 export interface ProxyLocConf extends UpstreamConf {
   target?: ProxyTarget;
@@ -81,3 +88,6 @@ export const proxyLoc = defineSlot<ProxyLocConf, typeof PROXY_DEFAULTS>('proxy_l
 
 /** A location's merged configuration, as run time reads it (every field with a default present). */
 export type ProxyLoc = MergedConf<typeof proxyLoc>;
+
+/** One proxied request's exchange with the engine. */
+export type ProxyUpstream = UpstreamRequest<ProxyLoc, DerivedConf>;

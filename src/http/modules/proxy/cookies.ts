@@ -15,7 +15,7 @@ import type { HttpRequest } from '../../request.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
 import { proxyLoc } from './conf.ts';
-import type { ProxyLocConf } from './conf.ts';
+import type { CookieFlagRule, ProxyLocConf } from './conf.ts';
 import { compileRule, rewriteRedirect } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 
@@ -24,12 +24,6 @@ interface DomainRule {
   pattern: ComplexValue | undefined;
   regex: RegExp | undefined;
   replacement: ComplexValue;
-}
-
-export interface CookieFlagRule {
-  cookie: ComplexValue | undefined;
-  regex: RegExp | undefined;
-  flags: ComplexValue[];
 }
 
 const SECURE_ON = 1, SECURE_OFF = 2, HTTPONLY_ON = 4, HTTPONLY_OFF = 8;

@@ -7,14 +7,10 @@
  * by index.ts (ngx_http_proxy_create_request) before the exchange starts.
  */
 import type { UpstreamHead, UpstreamProtocol } from '../../upstream/protocol.ts';
-import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 import { cacheError, cacheLookup, cacheServeStale, cacheStaleStatus, cacheWriter } from './cache.ts';
-import type { DerivedConf, ProxyLoc, ProxyLocConf } from './conf.ts';
+import type { DerivedConf, ProxyLoc, ProxyUpstream } from './conf.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from './response-head.ts';
-
-/** One proxied request's exchange with the engine. */
-export type ProxyUpstream = UpstreamRequest<ProxyLoc, DerivedConf>;
 
 /** Offset just after the blank line ending the head in `b`, or -1. */
 function headEnd(b: Buffer): number {

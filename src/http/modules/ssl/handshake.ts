@@ -11,7 +11,8 @@
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { LogLevel } from '../../../core/error-log.ts';
-import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
+import type { AddressServer } from '../../address-server.ts';
+import type { HttpConnection } from '../../connection.ts';
 import type { AddressConf, ServerConf } from '../../http-conf.ts';
 import { HttpRequest, placeholderHead } from '../../request.ts';
 import { Http1Response } from '../../http1-response.ts';
@@ -34,7 +35,7 @@ export const serverTls = new WeakMap<ServerConf, ServerTls>();
 /** The SNI of a connection still in its handshake (for `$ssl_server_name` in `ssl_certificate $ssl_server_name.crt`). */
 export const handshakeServerName = new WeakMap<HttpConnection, string>();
 
-export function secureAccept(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
+export function secureAccept(server: AddressServer, conn: HttpConnection, socket: Socket): void {
   const addr = server.addr;
   // nginx waits for the first bytes (and the handshake) as long as for a request head
   const timeout = addr.defaultServer.level.get(coreSrv).clientHeaderTimeout;
@@ -65,7 +66,7 @@ export function secureAccept(server: HttpAddressServer, conn: HttpConnection, so
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 
 /** `listen … http2` without TLS: HTTP/2 with prior knowledge (h2c) when the client starts with its preface, else HTTP/1.x. */
-function acceptCleartext(server: HttpAddressServer, conn: HttpConnection, socket: Socket): void {
+function acceptCleartext(server: AddressServer, conn: HttpConnection, socket: Socket): void {
   let buffered: Buffer = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
@@ -112,7 +113,7 @@ function refuse(socket: Socket, alert: number): void {
   setTimeout(() => socket.destroy(), 1000).unref();
 }
 
-function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socket, hello: ClientHello | undefined): void {
+function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, hello: ClientHello | undefined): void {
   const addr = server.addr;
   const { server: named, matched } = serverBySni(addr, hello?.serverName);
   // a server block without certificates keeps the default server's context, as in nginx
@@ -187,7 +188,7 @@ function startTls(server: HttpAddressServer, conn: HttpConnection, socket: Socke
 }
 
 /** A request object for evaluating variables during the handshake (nginx's fake request in its certificate callback). */
-function handshakeRequest(server: HttpAddressServer, conn: HttpConnection, srv: ServerConf): HttpRequest {
+function handshakeRequest(server: AddressServer, conn: HttpConnection, srv: ServerConf): HttpRequest {
   // nothing is ever written to its sink: it answers variables only
   const sink = new Http1Response(conn.socket, false, false);
   return new HttpRequest(conn, server.main, srv, placeholderHead(srv), [], sink, RequestBodySource.empty());

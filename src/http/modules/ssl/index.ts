@@ -9,7 +9,7 @@
  * (495, 496).
  */
 import { ConfError } from '../../../conf/errors.ts';
-import { setSecureAccept } from '../../connection.ts';
+import { setSecureAccept } from '../../address-server.ts';
 import { DECLINED } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, ServerConf } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';

@@ -3,12 +3,13 @@
  * handshake), with nginx's suffix for them: `, client: ADDR, server: LISTEN`.
  */
 import { ErrorLog, mainErrorLog } from '../../../core/error-log.ts';
-import type { HttpAddressServer, HttpConnection } from '../../connection.ts';
+import type { AddressServer } from '../../address-server.ts';
+import type { HttpConnection } from '../../connection.ts';
 import { coreLoc } from '../../core/settings.ts';
 
 const logs = new WeakMap<object, ErrorLog>();
 
-export function connectionLog(server: HttpAddressServer, conn: HttpConnection, level: number, msg: string): void {
+export function connectionLog(server: AddressServer, conn: HttpConnection, level: number, msg: string): void {
   const specs = server.addr.defaultServer.level.get(coreLoc).errorLogs;
   let log = mainErrorLog();
   if (specs) {
