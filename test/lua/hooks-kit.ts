@@ -35,16 +35,16 @@ export function seen(raw: Buffer): Seen {
   };
 }
 
-/** `GET path` (or a whole request head) to `srv`'s port 8080, connection closed after it. */
-export async function ask(srv: RunningServer, path: string, extra = ''): Promise<Seen> {
+/** `GET path` (or a request line) to `srv`'s port 8080 with `extra` header lines and `body`, connection closed after it. */
+export async function ask(srv: RunningServer, path: string, extra = '', body = ''): Promise<Seen> {
   const head = path.includes(' ') ? path : `GET ${path} HTTP/1.1`;
-  return seen(await rawRequest(srv.port(8080), `${head}\r\nHost: localhost\r\n${extra}Connection: close\r\n\r\n`));
+  return seen(await rawRequest(srv.port(8080), `${head}\r\nHost: localhost\r\n${extra}Connection: close\r\n\r\n${body}`));
 }
 
 /** Asks both servers; Gatehouse's answer must equal nginx's. Returns Gatehouse's. */
-export async function same(pair: Pair, path: string, extra = ''): Promise<Seen> {
-  const gh = await ask(pair.gh, path, extra);
-  if (pair.ng) assert.deepEqual(gh, await ask(pair.ng, path, extra), `${path}: Gatehouse and nginx differ`);
+export async function same(pair: Pair, path: string, extra = '', body = ''): Promise<Seen> {
+  const gh = await ask(pair.gh, path, extra, body);
+  if (pair.ng) assert.deepEqual(gh, await ask(pair.ng, path, extra, body), `${path}: Gatehouse and nginx differ`);
   return gh;
 }
 

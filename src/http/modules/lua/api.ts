@@ -131,7 +131,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       const ctx = requestContext(rt, 'ngx.exec');
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const uri = bridge.toString(L, 1);
-      if (!uri) throw new LuaError('The uri argument is empty', 1);
+      if (!uri) throw new LuaError('The uri argument is empty', 2);
       let args = bridge.type(L, 2) === T.TABLE ? encodeArgsAt(L, 2) : bridge.toString(L, 2);
       let path = uri;
       const q = uri.indexOf('?');
@@ -148,7 +148,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const status = bridge.toInteger(L, 2) ?? 302;
       if (![301, 302, 303, 307, 308].includes(status)) {
-        throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed');
+        throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed', 2);
       }
       // OpenResty's Location goes out as given (nginx does not make it absolute)
       ctx.r.setHeader('Location', bridge.toString(L, 1) ?? '');
@@ -178,7 +178,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       const vars = r.main.variables;
       const def = vars.lookup(name);
       if (!def || (!def.changeable && !def.set)) {
-        throw new LuaError(`variable "${name}" not found for writing; maybe it is a built-in variable that is not changeable or you forgot to use "set $${name} '';" in the config file to define it first`);
+        throw new LuaError(`variable "${name}" not found for writing; maybe it is a built-in variable that is not changeable or you forgot to use "set $${name} '';" in the config file to define it first`, 2);
       }
       vars.assign(r, vars.index(name), bridge.toString(L, 2) ?? '');
       return 0;
@@ -216,7 +216,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
         return 0;
       }
       const status = bridge.toInteger(L, 1);
-      if (status === undefined) throw new LuaError('attempt to set ngx.status to a non-number', 1);
+      if (status === undefined) throw new LuaError('attempt to set ngx.status to a non-number', 2);
       ctx.r.status = status;
       return 0;
     },

@@ -59,7 +59,7 @@ function afterHook(ctx: HookContext, outcome: LuaOutcome<undefined>): HandlerRes
   }
   if (ctx.exec) {
     const { uri, args } = ctx.exec;
-    return uri.startsWith('@') ? namedLocation(r, uri.slice(1)) : internalRedirect(r, uri, args);
+    return uri.startsWith('@') ? namedLocation(r, uri) : internalRedirect(r, uri, args);
   }
   if (ctx.jumped) return DECLINED;
   const code = ctx.exit;
