@@ -11,9 +11,9 @@ import type { RunningServer } from '../kit/server.ts';
 export const LUA_MODULES = 'load_module /usr/lib/nginx/modules/ndk_http_module.so;\n'
   + 'load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;\n';
 
-/** Both servers on `http` (the inside of an http block; `listen %%PORT_8080%%` in its server). */
-export function luaPair(t: { after(fn: () => unknown): void }, http: string, files?: Record<string, string>): Promise<Pair> {
-  return startPair(t, { conf: `${LUA_MODULES}events {}\nhttp {\n    access_log off;\n${http}\n}\n`, files });
+/** Both servers on `http` (the inside of an http block; `listen %%PORT_8080%%` in its server); `main` goes before it. */
+export function luaPair(t: { after(fn: () => unknown): void }, http: string, files?: Record<string, string>, main = ''): Promise<Pair> {
+  return startPair(t, { conf: `${LUA_MODULES}${main}events {}\nhttp {\n    access_log off;\n${http}\n}\n`, files });
 }
 
 export interface Seen {

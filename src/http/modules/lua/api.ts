@@ -12,6 +12,7 @@ import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { sendBody, sendHeader } from '../../response.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
+import { sharedLibrary } from './api-shared.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
@@ -256,6 +257,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     util: utilLibrary(rt),
     time: timeLibrary(rt),
     config: configLibrary(rt, rt.prefix),
+    shdict: sharedLibrary(rt, rt.conf.sharedDicts),
     ...argsAndHeadersLibrary(rt),
   };
 

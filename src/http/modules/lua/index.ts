@@ -27,6 +27,7 @@ import type { LuaLocConf, LuaMainConf } from './conf.ts';
 import { luaBodyFilter, luaHeaderFilter } from './filters.ts';
 import { accessHandler, contentHandler, logHandler, rewriteHandler, runSetHook, setRuntime } from './hooks.ts';
 import { LuaRuntime } from './runtime.ts';
+import { dictZones } from './api-shared.ts';
 import type { HookContext } from './runtime.ts';
 
 const mains = new WeakMap<HttpMainConf, LuaMainConf>();
@@ -156,6 +157,8 @@ export const luaModule: HttpModule = {
         const conf = luaMainOf(cf);
         if (conf.sharedDicts.has(name)) throw cf.error(`lua_shared_dict "${name}" is already defined as "${name}"`);
         conf.sharedDicts.set(name, size);
+        // made now, so the master hands the same memory to every worker
+        dictZones(name, size);
       },
     },
   ],

@@ -200,7 +200,20 @@ end
 ngx.worker = host.worker
 ngx.config = host.config
 ngx.location = host.location or {}
-ngx.shared = host.shared or {}
+ngx.shared = {}
+do
+  local methods = {}
+  for k, f in pairs(host.shdict.ops) do
+    methods[k] = function(self, ...)
+      if type(self) ~= 'table' or rawget(self, '__name') == nil then
+        error('bad "zone" argument', 2)
+      end
+      return f(rawget(self, '__name'), ...)
+    end
+  end
+  local dict_mt = { __index = methods }
+  for _, name in ipairs(host.shdict.names) do ngx.shared[name] = setmetatable({ __name = name }, dict_mt) end
+end
 ngx.timer = host.timer or {}
 
 package.loaded.ngx = ngx
