@@ -2,7 +2,7 @@
 -- (api.ts and the files it gathers). What is a plain function here is a host function; what needs
 -- Lua semantics (metatables, varargs, ngx.exit unwinding the hook) is written here.
 local host = ...
-local type, select, tostring, error, pcall, xpcall = type, select, tostring, error, pcall, xpcall
+local type, select, error, pcall, xpcall = type, select, error, pcall, xpcall
 local setmetatable, rawget, getinfo, concat = setmetatable, rawget, debug.getinfo, table.concat
 local gsub, lower = string.gsub, string.lower
 
@@ -10,6 +10,15 @@ local ngx = {}
 _G.ngx = ngx
 for k, v in pairs(host.constants) do ngx[k] = v end
 ngx.null = host.null()
+-- LuaJIT writes a NULL light userdata as "userdata: NULL" (Lua 5.4: "userdata: 0")
+do
+  local native, null = tostring, ngx.null
+  tostring = function(v)
+    if v == null then return 'userdata: NULL' end
+    return native(v)
+  end
+  _G.tostring = tostring
+end
 
 -- ---- ngx.exit and its kin end the hook: an error no pcall keeps (OpenResty yields for good) ----
 local EXIT = setmetatable({}, { __tostring = function() return 'ngx.exit' end })
