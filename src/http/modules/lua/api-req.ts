@@ -200,6 +200,16 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
   };
 }
 
+/** The response headers as name, value in turn (nginx's own fields first). */
+export function responseHeaderList(r: HttpRequest): string[] {
+  const list: string[] = [];
+  if (r.contentType !== undefined) list.push('Content-Type', r.contentType);
+  if (r.contentLength !== undefined) list.push('Content-Length', String(r.contentLength));
+  if (r.location !== undefined) list.push('Location', r.location);
+  for (const h of r.headersOut) list.push(h.name, h.value);
+  return list;
+}
+
 /** ngx.decode_args's list and ngx.resp.get_headers's, for ngx.lua. */
 export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
@@ -211,12 +221,7 @@ export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     resp_headers_list(L: number) {
       const { r } = requestContext(rt, 'ngx.resp.get_headers');
-      const list: string[] = [];
-      if (r.contentType !== undefined) list.push('Content-Type', r.contentType);
-      if (r.contentLength !== undefined) list.push('Content-Length', String(r.contentLength));
-      if (r.location !== undefined) list.push('Location', r.location);
-      for (const h of r.headersOut) list.push(h.name, h.value);
-      pushList(bridge, L, list);
+      pushList(bridge, L, responseHeaderList(r));
       return 1;
     },
   };

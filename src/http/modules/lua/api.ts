@@ -13,6 +13,7 @@ import { requestLog } from '../../request-log.ts';
 import { sendBody, sendHeader } from '../../response.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
+import { locationLibrary } from './api-location.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
@@ -258,6 +259,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     time: timeLibrary(rt),
     config: configLibrary(rt, rt.prefix),
     shdict: sharedLibrary(rt, rt.conf.sharedDicts),
+    location: locationLibrary(rt),
     ...argsAndHeadersLibrary(rt),
   };
 

@@ -208,7 +208,35 @@ for _, lib in ipairs({ 'util', 'time' }) do
 end
 ngx.worker = host.worker
 ngx.config = host.config
-ngx.location = host.location or {}
+ngx.location = {}
+do
+  local start, wait, unpack = host.location.start, host.location.wait, table.unpack
+  local function options(opts)
+    if not opts then return nil, nil end
+    local args = opts.args
+    if type(args) == 'table' then args = ngx.encode_args(args) end
+    return args, opts.method
+  end
+  local function result(list, i)
+    return { status = list[i * 4 + 1], body = list[i * 4 + 2], header = headers_table(list[i * 4 + 3], true),
+      truncated = list[i * 4 + 4] }
+  end
+  function ngx.location.capture(uri, opts)
+    local args, method = options(opts)
+    return result(wait(start(uri, args, method)), 0)
+  end
+  function ngx.location.capture_multi(reqs)
+    local ids = {}
+    for i, req in ipairs(reqs) do
+      local args, method = options(req[2])
+      ids[i] = start(req[1], args, method)
+    end
+    local list = wait(unpack(ids))
+    local out = {}
+    for i = 1, #ids do out[i] = result(list, i - 1) end
+    return unpack(out)
+  end
+end
 ngx.shared = {}
 do
   local methods = {}
