@@ -29,7 +29,7 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
 
   return {
     start(L: number) {
-      const ctx = requestContext(rt, 'ngx.location.capture');
+      const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter', 'init_worker']);
       const target = bridge.toString(L, 1) ?? '';
       if (target === '') throw new LuaError('uri is empty', 2);

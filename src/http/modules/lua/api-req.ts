@@ -65,7 +65,7 @@ function bodyText(r: HttpRequest): string | undefined {
 export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
-  const req = (what: string) => requestContext(rt, what).r;
+  const req = () => requestContext(rt).r;
 
   /** Replaces request header `name` with `values` (none: removes it), as ngx.req.set_header. */
   const setHeader = (r: HttpRequest, name: string, values: string[]): void => {
@@ -77,38 +77,38 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
   };
 
   return {
-    get_method: (L: number) => (bridge.pushString(L, req('ngx.req.get_method').method), 1),
+    get_method: (L: number) => (bridge.pushString(L, req().method), 1),
     set_method(L: number) {
       const code = bridge.toInteger(L, 1) ?? 0;
       const names: Record<number, string> = { 2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 512: 'OPTIONS', 16384: 'PATCH' };
       const name = names[code];
       if (!name) throw new LuaError(`unsupported HTTP method: ${code}`);
-      req('ngx.req.set_method').method = name;
+      req().method = name;
       return 0;
     },
     http_version(L: number) {
-      const v = req('ngx.req.http_version').httpVersion;
+      const v = req().httpVersion;
       bridge.pushJsNumber(L, Number(v));
       return 1;
     },
-    start_time: (L: number) => (bridge.pushNumber(L, req('ngx.req.start_time').startMs / 1000), 1),
-    is_internal: (L: number) => (bridge.pushBoolean(L, req('ngx.req.is_internal').internal), 1),
+    start_time: (L: number) => (bridge.pushNumber(L, req().startMs / 1000), 1),
+    is_internal: (L: number) => (bridge.pushBoolean(L, req().internal), 1),
     headers_list(L: number) {
-      const r = req('ngx.req.get_headers');
+      const r = req();
       const max = bridge.toInteger(L, 1) ?? 100;
       const list = r.headersIn;
       const truncated = max > 0 && list.length / 2 > max;
       return pushListResult(bridge, L, { list: truncated ? list.slice(0, max * 2) : list, truncated });
     },
     raw_header(L: number) {
-      const r = req('ngx.req.raw_header');
+      const r = req();
       let s = bridge.toBoolean(L, 1) ? '' : `${r.rawRequestLine ?? ''}\r\n`;
       for (let i = 0; i < r.headersIn.length; i += 2) s += `${r.headersIn[i]}: ${r.headersIn[i + 1]}\r\n`;
       bridge.pushString(L, s + '\r\n');
       return 1;
     },
     set_header(L: number) {
-      const ctx = requestContext(rt, 'ngx.req.set_header');
+      const ctx = requestContext(rt);
       const name = bridge.toString(L, 1);
       if (name === undefined) throw new LuaError('bad argument #1 to \'set_header\' (string expected)');
       const values: string[] = [];
@@ -124,16 +124,16 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     clear_header(L: number) {
-      const ctx = requestContext(rt, 'ngx.req.clear_header');
+      const ctx = requestContext(rt);
       setHeader(ctx.r, (bridge.toString(L, 1) ?? '').replace(/_/g, '-'), []);
       return 0;
     },
     uri_args_list(L: number) {
-      const r = req('ngx.req.get_uri_args');
+      const r = req();
       return pushListResult(bridge, L, parseArgs(r.args, bridge.toInteger(L, 1) ?? 100));
     },
     post_args_list(L: number) {
-      const r = req('ngx.req.get_post_args');
+      const r = req();
       const b = requestBodyOf(r);
       if (!b) {
         bridge.pushNil(L);
@@ -148,7 +148,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       return pushListResult(bridge, L, parseArgs(bodyText(r) ?? '', bridge.toInteger(L, 1) ?? 100));
     },
     read_body(_L: number) {
-      const ctx = requestContext(rt, 'ngx.req.read_body');
+      const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       return bridge.suspend(readRequestBody(ctx.r), (L1, got) => {
         if (typeof got !== 'number') return 0;
@@ -158,19 +158,19 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     discard_body: () => 0,
     get_body_data(L: number) {
-      const text = bodyText(req('ngx.req.get_body_data'));
+      const text = bodyText(req());
       if (text === undefined) bridge.pushNil(L);
       else bridge.pushString(L, text);
       return 1;
     },
     get_body_file(L: number) {
-      const file = requestBodyOf(req('ngx.req.get_body_file'))?.file;
+      const file = requestBodyOf(req())?.file;
       if (file === undefined) bridge.pushNil(L);
       else bridge.pushString(L, file);
       return 1;
     },
     set_uri(L: number) {
-      const ctx = requestContext(rt, 'ngx.req.set_uri');
+      const ctx = requestContext(rt);
       const uri = bridge.toString(L, 1);
       if (!uri) throw new LuaError('attempt to use zero-length uri');
       const jump = bridge.toBoolean(L, 2);
@@ -184,7 +184,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     set_uri_args(L: number) {
-      const r = req('ngx.req.set_uri_args');
+      const r = req();
       let args: string;
       if (bridge.type(L, 1) === T.TABLE) {
         bridge.getGlobal(L, 'ngx');
@@ -220,7 +220,7 @@ export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     resp_headers_list(L: number) {
-      const { r } = requestContext(rt, 'ngx.resp.get_headers');
+      const { r } = requestContext(rt);
       pushList(bridge, L, responseHeaderList(r));
       return 1;
     },

@@ -68,12 +68,12 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       return bridge.suspend(new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
     },
     flush(L: number) {
-      requestContext(rt, 'ngx.flush');
+      requestContext(rt);
       bridge.pushInteger(L, 1);
       return 1;
     },
     eof(L: number) {
-      const ctx = requestContext(rt, 'ngx.eof');
+      const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const r = ctx.r;
       if (ctx.eof) {

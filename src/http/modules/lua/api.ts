@@ -15,21 +15,25 @@ import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
-import { currentContext } from './runtime.ts';
+import { currentContext, logFor } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 import { CONSTANTS } from './constants.ts';
 
 /** The running hook's context, or OpenResty's error for code outside any request. */
-export function requestContext(rt: LuaRuntime, what: string): HookContext & { r: HttpRequest } {
+export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
   const ctx = currentContext(rt);
-  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? ctx.phase + '_by_lua*' : 'init_by_lua*'}`);
-  void what;
+  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? phaseName(ctx.phase) : 'init_by_lua*'}`, level);
   return ctx as HookContext & { r: HttpRequest };
 }
 
 /** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
-export function refuseIn(ctx: HookContext, phases: string[]): void {
-  if (phases.includes(ctx.phase)) throw new LuaError(`API disabled in the context of ${ctx.phase}_by_lua*`);
+export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
+  if (phases.includes(ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
+}
+
+/** How OpenResty names a phase in "API disabled in the context of …". */
+function phaseName(phase: string): string {
+  return phase === 'timer' ? 'ngx.timer' : `${phase}_by_lua*`;
 }
 
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
@@ -91,8 +95,9 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
   };
 
   const write: HostFunction = (L) => {
-    const ctx = requestContext(rt, 'ngx.say');
-    refuseIn(ctx, OUTPUT_DISABLED);
+    // called from ngx.lua's output(), which ngx.say tail-calls: level 2 is ngx.say's caller
+    const ctx = requestContext(rt, 2);
+    refuseIn(ctx, OUTPUT_DISABLED, 2);
     const r = ctx.r;
     if (ctx.eof || r.finished) {
       bridge.pushNil(L);
@@ -130,7 +135,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     exec(L: number) {
-      const ctx = requestContext(rt, 'ngx.exec');
+      const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const uri = bridge.toString(L, 1);
       if (!uri) throw new LuaError('The uri argument is empty', 2);
@@ -146,7 +151,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     redirect(L: number) {
-      const ctx = requestContext(rt, 'ngx.redirect');
+      const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const status = bridge.toInteger(L, 2) ?? 302;
       if (![301, 302, 303, 307, 308].includes(status)) {
@@ -161,13 +166,11 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       const level = bridge.toInteger(L, 1) ?? 0;
       if (level < 0 || level > 8) throw new LuaError(`bad log level: ${level}`);
       const msg = '[lua] ' + (bridge.toString(L, 2) ?? '');
-      const ctx = currentContext(rt);
-      if (ctx?.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : undefined).log(level, msg);
-      else mainErrorLog().log(level, msg);
+      logFor(currentContext(rt), level, msg);
       return 0;
     },
     var_get(L: number) {
-      const { r } = requestContext(rt, 'ngx.var');
+      const { r } = requestContext(rt);
       const key = bridge.type(L, 1) === T.NUMBER ? bridge.toInteger(L, 1) : undefined;
       const v = key !== undefined ? r.captures?.[key] : r.main.variables.valueByName(r, (bridge.toString(L, 1) ?? '').toLowerCase());
       if (v === undefined) bridge.pushNil(L);
@@ -175,7 +178,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     var_set(L: number) {
-      const { r } = requestContext(rt, 'ngx.var');
+      const { r } = requestContext(rt);
       const name = (bridge.toString(L, 1) ?? '').toLowerCase();
       const vars = r.main.variables;
       const def = vars.lookup(name);
@@ -186,7 +189,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     header_get(L: number) {
-      const { r } = requestContext(rt, 'ngx.header');
+      const { r } = requestContext(rt);
       const values = responseHeaderValues(r, headerName(L, rt));
       if (values.length === 0) bridge.pushNil(L);
       else if (values.length === 1) bridge.pushString(L, values[0]);
@@ -197,7 +200,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     header_set(L: number) {
-      const ctx = requestContext(rt, 'ngx.header');
+      const ctx = requestContext(rt);
       const name = headerName(L, rt);
       if (ctx.r.headerSent && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
@@ -207,12 +210,12 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     status_get(L: number) {
-      const { r } = requestContext(rt, 'ngx.status');
+      const { r } = requestContext(rt);
       bridge.pushInteger(L, r.status);
       return 1;
     },
     status_set(L: number) {
-      const ctx = requestContext(rt, 'ngx.status');
+      const ctx = requestContext(rt);
       if (ctx.r.headerSent && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error('attempt to set ngx.status after sending out response headers');
         return 0;
@@ -223,7 +226,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     ctx_id(L: number) {
-      const { r } = requestContext(rt, 'ngx.ctx');
+      const { r } = requestContext(rt);
       bridge.pushInteger(L, rt.ctxId(r));
       return 1;
     },
@@ -252,7 +255,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       id: (L: number) => (bridge.pushInteger(L, rt.workerId), 1),
       count: (L: number) => (bridge.pushInteger(L, rt.workerCount), 1),
       pid: (L: number) => (bridge.pushInteger(L, process.pid), 1),
-      exiting: (L: number) => (bridge.pushBoolean(L, false), 1),
+      exiting: (L: number) => (bridge.pushBoolean(L, rt.timers.exiting), 1),
     },
     req: reqLibrary(rt),
     util: utilLibrary(rt),
@@ -260,6 +263,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     config: configLibrary(rt, rt.prefix),
     shdict: sharedLibrary(rt, rt.conf.sharedDicts),
     location: locationLibrary(rt),
+    timer: rt.timers.library(),
     ...argsAndHeadersLibrary(rt),
   };
 

@@ -179,6 +179,7 @@ export const luaModule: HttpModule = {
     if (!http || !conf?.used) return;
     const rt = await LuaRuntime.create(conf, worker.workerId, coreSettings(cycle).workerProcesses, cycle.paths.prefix);
     setRuntime(http, rt);
+    worker.onShutdown(() => rt.timers.expire());
     worker.onClose(() => rt.close());
     try {
       runInit(rt, conf);

@@ -251,9 +251,31 @@ do
   local dict_mt = { __index = methods }
   for _, name in ipairs(host.shdict.names) do ngx.shared[name] = setmetatable({ __name = name }, dict_mt) end
 end
-ngx.timer = host.timer or {}
+ngx.timer = {}
+local timers = {}
+do
+  local lib, pack = host.timer, table.pack
+  local function add(kind, delay, f, ...)
+    if type(f) ~= 'function' or getinfo(f, 'S').what == 'C' then
+      error("bad argument #2 to '?' (Lua function expected)", 2)
+    end
+    local id, err = lib[kind](delay)
+    if not id then return nil, err end
+    timers[id] = pack(f, ...)
+    return 1
+  end
+  function ngx.timer.at(delay, f, ...) return add('at', delay, f, ...) end
+  function ngx.timer.every(delay, f, ...) return add('every', delay, f, ...) end
+  ngx.timer.running_count = lib.running_count
+  ngx.timer.pending_count = lib.pending_count
+end
+local function run_timer(id, premature, last)
+  local t = timers[id]
+  if last then timers[id] = nil end
+  if t then return t[1](premature, table.unpack(t, 2, t.n)) end
+end
 
 package.loaded.ngx = ngx
 
--- the host frees a request's ngx.ctx tables when it is done
-return function(id) ctxs[id] = nil end
+-- the host frees a request's ngx.ctx tables when it is done, and runs timers that are due
+return function(id) ctxs[id] = nil end, run_timer

@@ -12,12 +12,13 @@ import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH } from '../../../lua/packag
 import { LuaVm } from '../../../lua/vm.ts';
 import type { LuaChunk } from '../../../lua/vm.ts';
 import { pushValue } from '../../../lua/convert.ts';
-import { mainErrorLog } from '../../../core/error-log.ts';
+import { LogLevel, mainErrorLog } from '../../../core/error-log.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { hostLibrary } from './api.ts';
 import { expandPackagePath } from './conf.ts';
 import type { LuaHook, LuaMainConf } from './conf.ts';
+import { LuaTimers } from './api-timer.ts';
 
 /** What a hook's host functions act on: OpenResty's ngx_http_lua_ctx_t for one run. */
 export interface HookContext {
@@ -32,6 +33,8 @@ export interface HookContext {
   exec?: { uri: string; args: string | undefined };
   /** ngx.eof was called: the body is complete. */
   eof?: boolean;
+  /** A timer's `, client: …, server: …` log suffix. */
+  origin?: string;
   /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
   jumped?: boolean;
   /** ngx.arg: set_by_lua's arguments, body_filter_by_lua's chunk and end flag. */
@@ -46,13 +49,17 @@ export class LuaRuntime {
   /** nginx's prefix (ngx.config.prefix()). */
   readonly prefix: string;
   private readonly chunks = new Map<LuaHook, LuaChunk | string>();
-  /** The Lua function that forgets a request's ngx.ctx tables (ngx.lua's result). */
+  /** The Lua function that forgets a request's ngx.ctx tables (ngx.lua's first result). */
   private releaseCtx = 0;
+  /** The Lua function that runs timer `id` (ngx.lua's second result). */
+  private timerRunner = 0;
+  readonly timers: LuaTimers;
   private nextCtxId = 1;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
     this.vm = vm;
     this.prefix = prefix;
+    this.timers = new LuaTimers(this);
     this.conf = conf;
     this.workerId = workerId;
     this.workerCount = workerCount;
@@ -68,7 +75,8 @@ export class LuaRuntime {
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
     pushValue(bridge, L, hostLibrary(rt));
-    bridge.call(L, 1, 1);
+    bridge.call(L, 1, 2);
+    rt.timerRunner = bridge.ref(L);
     rt.releaseCtx = bridge.ref(L);
     return rt;
   }
@@ -97,11 +105,23 @@ export class LuaRuntime {
     return this.vm.run(chunk, ctx, options);
   }
 
+  /** Runs timer `id`'s function in a coroutine (`last`: forget it after). */
+  runTimer(id: number, premature: boolean, last: boolean, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+    const { bridge } = this.vm;
+    return this.vm.run(this.timerRunner as LuaChunk, ctx, {
+      args: (L) => {
+        bridge.pushInteger(L, id);
+        bridge.pushBoolean(L, premature);
+        bridge.pushBoolean(L, last);
+        return 3;
+      },
+    });
+  }
+
   /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
   logFailure(ctx: HookContext, outcome: { error: string; traceback: string }): void {
     const text = outcome.traceback ? abortedMessage(outcome) : outcome.error;
-    if (ctx.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : undefined).error(text);
-    else mainErrorLog().error(text);
+    logFor(ctx, LogLevel.error, text);
   }
 
   /** The id behind a request's current ngx.ctx (a new one after an internal redirect). */
@@ -134,6 +154,13 @@ export class LuaRuntime {
   close(): void {
     this.vm.close();
   }
+}
+
+/** Logs for the hook's request (with nginx's context), or for a timer (`context: ngx.timer`), or the main log. */
+export function logFor(ctx: HookContext | undefined, level: number, text: string): void {
+  if (ctx?.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : undefined).log(level, text);
+  else if (ctx?.phase === 'timer') mainErrorLog().log(level, `${text}, context: ngx.timer${ctx.origin ?? ''}`);
+  else mainErrorLog().log(level, text);
 }
 
 const CTX_ID = {};
