@@ -65,6 +65,7 @@ const pair = await luaPair({ after }, `
             }
         }
         location /eof { content_by_lua_block { ngx.say("done") ngx.eof() ngx.say("after") } }
+        location /syntax { content_by_lua_block { ngx.say( } }
     }
 `, { 'html/hello.lua': 'ngx.say("from a file")\n' });
 
@@ -133,4 +134,10 @@ test('ngx.sleep yields: requests sleeping together each get their own answer', a
 
 test('ngx.eof ends the body; later output is dropped', async () => {
   assert.equal((await same(pair, '/eof')).body, 'done\n');
+});
+
+test('a chunk that does not compile: 500, and Lua\'s message in error.log when it is first run', async () => {
+  assert.equal((await same(pair, '/syntax')).status, 500);
+  const lines = await sameLog(pair, /failed to load inlined Lua code/);
+  assert.equal(lines.length, 1);
 });

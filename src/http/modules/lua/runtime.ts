@@ -90,7 +90,8 @@ export class LuaRuntime {
         c = this.vm.load(code, hook.name);
       } catch (e) {
         c = e instanceof LuaSyntaxError
-          ? `failed to load ${hook.file ? 'external' : 'inlined'} Lua code: ${e.message}`
+          // LuaJIT quotes the end of input: near '<eof>'
+          ? `failed to load ${hook.file ? 'external' : 'inlined'} Lua code: ${e.message.replace(/near <eof>$/, "near '<eof>'")}`
           : `failed to load external Lua file "${hook.file}": cannot open ${hook.file}`;
       }
       if (this.conf.codeCache !== false || typeof c === 'string') this.chunks.set(hook, c);
