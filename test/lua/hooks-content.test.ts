@@ -65,6 +65,9 @@ const pair = await luaPair({ after }, `
             }
         }
         location /eof { content_by_lua_block { ngx.say("done") ngx.eof() ngx.say("after") } }
+        location /error-after-say { content_by_lua_block { ngx.say("held") error("late") } }
+        location /error-after-flush { content_by_lua_block { ngx.say("flushed") ngx.flush(true) error("late") } }
+        location /big { content_by_lua_block { for i = 1, 100 do ngx.say(string.rep("x", 99)) end } }
         location /syntax { content_by_lua_block { ngx.say( } }
     }
 `, { 'html/hello.lua': 'ngx.say("from a file")\n' });
@@ -140,4 +143,15 @@ test('a chunk that does not compile: 500, and Lua\'s message in error.log when i
   assert.equal((await same(pair, '/syntax')).status, 500);
   const lines = await sameLog(pair, /failed to load inlined Lua code/);
   assert.equal(lines.length, 1);
+});
+
+test('output is held as nginx holds it: an error after a small ngx.say sends nothing; after ngx.flush the body is cut short', async () => {
+  const held = await same(pair, '/error-after-say');
+  assert.equal(held.status, 0, 'the connection closes with nothing sent');
+  const flushed = await same(pair, '/error-after-flush');
+  assert.equal(flushed.status, 200);
+  assert.equal(flushed.body, 'flushed\n');
+  assert.equal(flushed.complete, false);
+  const big = await same(pair, '/big');
+  assert.equal(big.body.length, 10000);
 });

@@ -5,8 +5,8 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { endBody, sendHeader } from '../../response.ts';
-import { prepareHeader, refuseIn, requestContext } from './api.ts';
+import { finishOutput, flushOutput } from './output.ts';
+import { refuseIn, requestContext } from './api.ts';
 import { unescapeArg } from './api-req.ts';
 import { currentContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -68,14 +68,18 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       return bridge.suspend(new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
     },
     flush(L: number) {
-      requestContext(rt);
-      bridge.pushInteger(L, 1);
-      return 1;
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
+      if (ctx.eof || ctx.r.finished) return ok(L);
+      const wait = flushOutput(ctx.r);
+      // ngx.flush(true) waits until the client took it all
+      if (wait && bridge.toBoolean(L, 1)) return bridge.suspend(wait, ok);
+      return ok(L);
     },
     eof(L: number) {
       const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
-      const r = ctx.r;
       if (ctx.eof) {
         bridge.pushNil(L);
         bridge.pushString(L, 'seen eof');
@@ -83,13 +87,8 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       }
       ctx.eof = true;
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
-      if (!r.headerSent) {
-        prepareHeader(r);
-        const sent = sendHeader(r);
-        if (sent) return bridge.suspend(sent.then(() => endBody(r)), ok);
-      }
-      endBody(r);
-      return ok(L);
+      const wait = finishOutput(ctx.r);
+      return wait ? bridge.suspend(wait, ok) : ok(L);
     },
     get_phase(L: number) {
       return ret(L, currentContext(rt)?.phase ?? 'init');

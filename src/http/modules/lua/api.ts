@@ -6,11 +6,9 @@
 import type { HostFunction } from '../../../lua/bridge.ts';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
-import { cancelBodyDrain, waitBodyDrain } from '../../body-filter.ts';
-import { contentTypeFor } from '../../core/types.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { sendBody, sendHeader } from '../../response.ts';
+import { headStarted, writeOutput } from './output.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
@@ -37,12 +35,6 @@ function phaseName(phase: string): string {
 }
 
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
-
-/** Status and Content-Type before the first byte, as ngx_http_lua_send_header_if_needed sets them. */
-export function prepareHeader(r: HttpRequest): void {
-  if (!r.status) r.status = 200;
-  if (r.contentType === undefined) r.contentType = contentTypeFor(r);
-}
 
 /** The response name a Lua key stands for: `_` is `-` (lua_transform_underscores_in_response_headers). */
 function headerName(L: number, rt: LuaRuntime): string {
@@ -104,21 +96,10 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       bridge.pushString(L, 'seen eof');
       return 2;
     }
-    const data = bridge.toBuffer(L, 1) ?? Buffer.alloc(0);
-    const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
-    const body = (): boolean => (data.length === 0 || r.method === 'HEAD' ? true : sendBody(r, data));
-    const drained = (): Promise<void> => new Promise((resolve) => {
-      const fn = () => resolve();
-      waitBodyDrain(r, fn);
-      r.sink.onClose(() => { cancelBodyDrain(r, fn); resolve(); });
-    });
-    if (!r.headerSent) {
-      prepareHeader(r);
-      const sent = sendHeader(r);
-      if (sent) return bridge.suspend(sent.then(() => (body() ? undefined : drained())), ok);
-    }
-    if (!body()) return bridge.suspend(drained(), ok);
-    return ok(L);
+    const wait = writeOutput(r, bridge.toBuffer(L, 1) ?? Buffer.alloc(0));
+    if (wait) return bridge.suspend(wait, (L1) => (bridge.pushInteger(L1, 1), 1));
+    bridge.pushInteger(L, 1);
+    return 1;
   };
 
   const lib: Record<string, unknown> = {
@@ -202,7 +183,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     header_set(L: number) {
       const ctx = requestContext(rt);
       const name = headerName(L, rt);
-      if (ctx.r.headerSent && ctx.phase !== 'header_filter') {
+      if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
         return 0;
       }
@@ -216,7 +197,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     status_set(L: number) {
       const ctx = requestContext(rt);
-      if (ctx.r.headerSent && ctx.phase !== 'header_filter') {
+      if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error('attempt to set ngx.status after sending out response headers');
         return 0;
       }

@@ -10,8 +10,7 @@ import type { HandlerResult, HttpMainConf } from '../../http-conf.ts';
 import { internalRedirect, namedLocation } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { endBody, sendHeader } from '../../response.ts';
-import { prepareHeader } from './api.ts';
+import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
@@ -27,24 +26,11 @@ export function runtimeOf(r: HttpRequest): LuaRuntime {
 }
 
 /** Ends the response the hook wrote (ngx_http_lua_send_chain_link with last_buf). */
-function finishOutput(ctx: HookContext): HandlerResult | Promise<HandlerResult> {
-  const r = ctx.r!;
+function finishResponse(ctx: HookContext): HandlerResult | Promise<HandlerResult> {
   if (ctx.eof) return DONE;
   ctx.eof = true;
-  if (r.headerSent) {
-    endBody(r);
-    return DONE;
-  }
-  prepareHeader(r);
-  const sent = sendHeader(r);
-  if (!sent) {
-    endBody(r);
-    return DONE;
-  }
-  return sent.then(() => {
-    endBody(r);
-    return DONE;
-  });
+  const wait = finishOutput(ctx.r!);
+  return wait ? wait.then(() => DONE) : DONE;
 }
 
 /** What a rewrite, access or content hook's end means for the phase (ngx_http_lua_handle_exit and friends). */
@@ -52,9 +38,9 @@ function afterHook(ctx: HookContext, outcome: LuaOutcome<undefined>): HandlerRes
   const r = ctx.r!;
   if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
     ctx.runtime.logFailure(ctx, outcome);
-    if (!r.headerSent) return 500;
-    // the head is out: the response is cut short, as nginx does
-    r.sink.abort();
+    if (!headStarted(r)) return 500;
+    // output started: the connection is closed, what was held never goes out (nginx's NGX_ERROR)
+    dropOutput(r);
     return DONE;
   }
   if (ctx.exec) {
@@ -64,14 +50,14 @@ function afterHook(ctx: HookContext, outcome: LuaOutcome<undefined>): HandlerRes
   if (ctx.jumped) return DECLINED;
   const code = ctx.exit;
   if (code === undefined || code === OK) {
-    if (ctx.phase === 'content' || r.headerSent) return finishOutput(ctx);
+    if (ctx.phase === 'content' || headStarted(r)) return finishResponse(ctx);
     return ctx.phase === 'access' && code === OK ? OK : DECLINED;
   }
   if (code === -1) {
-    r.sink.abort();
+    dropOutput(r);
     return DONE;
   }
-  if (code === DONE || (code >= 200 && code < 300 && code !== 204) || r.headerSent) return finishOutput(ctx);
+  if (code === DONE || (code >= 200 && code < 300 && code !== 204) || headStarted(r)) return finishResponse(ctx);
   return code;
 }
 
