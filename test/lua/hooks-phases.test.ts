@@ -56,6 +56,20 @@ const pair = await luaPair({ after }, `
             }
         }
         location /rewrite-exit { rewrite_by_lua_block { ngx.exit(ngx.HTTP_GONE) } }
+        location /need-body {
+            lua_need_request_body on;
+            content_by_lua_block { ngx.say(ngx.req.get_body_data()) }
+        }
+        location /raw-names {
+            lua_use_default_type off;
+            lua_transform_underscores_in_response_headers off;
+            content_by_lua_block { ngx.header.x_under = "1" ngx.say("t") }
+        }
+        location /order {
+            set $v "\${v}set";
+            rewrite_by_lua_block { ngx.var.v = ngx.var.v .. "lua" }
+            content_by_lua_block { ngx.say(ngx.var.v) }
+        }
     }
 `, { 'html/set.lua': 'return "file"\n' });
 
@@ -106,4 +120,27 @@ test('ngx.req.read_body waits for the body; get_body_data and get_post_args read
 
 test('ngx.exit in rewrite_by_lua ends the request with that status', async () => {
   assert.equal((await same(pair, '/rewrite-exit')).status, 410);
+});
+
+test('lua_need_request_body, lua_use_default_type off, lua_transform_underscores_in_response_headers off', async () => {
+  const body = 'raw body';
+  assert.equal((await same(pair, 'POST /need-body HTTP/1.1', `Content-Length: ${body.length}\r\n`, body)).body, 'raw body\n');
+  const r = await same(pair, '/raw-names');
+  assert.deepEqual(r.headers.filter(([n]) => /type|under/i.test(n)), [['x_under', '1']]);
+});
+
+test('rewrite_by_lua runs after the rewrite module, or before it with rewrite_by_lua_no_postpone', async () => {
+  assert.equal((await same(pair, '/order')).body, 'setlua\n');
+  const early = await luaPair({ after }, `
+    rewrite_by_lua_no_postpone on;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        location /order {
+            set $v "\${v}set";
+            rewrite_by_lua_block { ngx.var.v = ngx.var.v .. "lua" }
+            content_by_lua_block { ngx.say(ngx.var.v) }
+        }
+    }
+  `);
+  assert.equal((await same(early, '/order')).body, 'luaset\n');
 });

@@ -42,7 +42,7 @@ export class LuaTimers {
       const delay = Math.max(0, given);
       if (every && delay === 0) throw new LuaError("bad argument #1 to 'every' (delay cannot be zero)", 2);
       if (this.exiting) return (bridge.pushNil(L), bridge.pushString(L, 'process exiting'), 2);
-      if (this.pending.size >= MAX_PENDING) return (bridge.pushNil(L), bridge.pushString(L, 'too many pending timers'), 2);
+      if (this.pending.size >= (this.rt.conf.maxPendingTimers ?? MAX_PENDING)) return (bridge.pushNil(L), bridge.pushString(L, 'too many pending timers'), 2);
       const id = this.nextId++;
       const r = currentContext(this.rt)?.r;
       const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.localAddress}:${r.conn.localPort}` : '';
@@ -67,9 +67,10 @@ export class LuaTimers {
     const t = this.pending.get(id);
     if (!t) return;
     this.pending.delete(id);
-    if (this.running >= MAX_RUNNING) {
+    const maxRunning = this.rt.conf.maxRunningTimers ?? MAX_RUNNING;
+    if (this.running >= maxRunning) {
       this.rt.logFailure({ runtime: this.rt, r: undefined, phase: 'timer' },
-        { error: `${MAX_RUNNING} lua_max_running_timers are not enough`, traceback: '' });
+        { error: `${maxRunning} lua_max_running_timers are not enough`, traceback: '' });
       return;
     }
     // a repeating timer is scheduled again before its run, as OpenResty does

@@ -16,6 +16,7 @@ import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext, logFor } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 import { CONSTANTS } from './constants.ts';
+import { luaLoc } from './conf.ts';
 
 /** The running hook's context, or OpenResty's error for code outside any request. */
 export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
@@ -37,10 +38,10 @@ function phaseName(phase: string): string {
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
 
 /** The response name a Lua key stands for: `_` is `-` (lua_transform_underscores_in_response_headers). */
-function headerName(L: number, rt: LuaRuntime): string {
+function headerName(L: number, rt: LuaRuntime, r: HttpRequest): string {
   const name = rt.vm.bridge.toString(L, 1);
   if (name === undefined) throw new LuaError('bad argument #2 to \'?\' (string expected)');
-  return name.replace(/_/g, '-');
+  return r.level.get(luaLoc).transformUnderscores === false ? name : name.replace(/_/g, '-');
 }
 
 function setResponseHeader(r: HttpRequest, name: string, values: string[]): void {
@@ -171,7 +172,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     header_get(L: number) {
       const { r } = requestContext(rt);
-      const values = responseHeaderValues(r, headerName(L, rt));
+      const values = responseHeaderValues(r, headerName(L, rt, r));
       if (values.length === 0) bridge.pushNil(L);
       else if (values.length === 1) bridge.pushString(L, values[0]);
       else {
@@ -182,7 +183,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     header_set(L: number) {
       const ctx = requestContext(rt);
-      const name = headerName(L, rt);
+      const name = headerName(L, rt, ctx.r);
       if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
         return 0;

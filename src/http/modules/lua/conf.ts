@@ -22,6 +22,12 @@ export interface LuaHook {
 }
 
 export interface LuaLocConf {
+  /** lua_need_request_body: the body is read before the rewrite, access and content hooks. */
+  needBody?: boolean;
+  /** lua_transform_underscores_in_response_headers (default on). */
+  transformUnderscores?: boolean;
+  /** lua_use_default_type (default on). */
+  useDefaultType?: boolean;
   rewrite?: LuaHook;
   access?: LuaHook;
   content?: LuaHook;
@@ -42,6 +48,10 @@ export interface LuaMainConf {
   sharedDicts: Map<string, number>;
   /** Set when any Lua directive appears: workers then create a VM. */
   used: boolean;
+  maxPendingTimers?: number;
+  maxRunningTimers?: number;
+  rewriteNoPostpone?: boolean;
+  accessNoPostpone?: boolean;
 }
 
 export const luaMain = defineSlot<LuaMainConf>('lua_main', () => ({ sharedDicts: new Map(), used: false }));

@@ -10,6 +10,7 @@ import type { HandlerResult, HttpMainConf } from '../../http-conf.ts';
 import { internalRedirect, namedLocation } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
+import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
@@ -62,6 +63,10 @@ function afterHook(ctx: HookContext, outcome: LuaOutcome<undefined>): HandlerRes
 }
 
 function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | Promise<HandlerResult> {
+  // lua_need_request_body: the whole body first (a failure to read it is the request's status)
+  if (r.level.get(luaLoc).needBody && !requestBodyOf(r)) {
+    return readRequestBody(r).then((got) => (typeof got === 'number' ? got : runHook(r, hook, phase)));
+  }
   const runtime = runtimeOf(r);
   const ctx: HookContext = { runtime, r, phase };
   const outcome = runtime.run(hook, ctx);

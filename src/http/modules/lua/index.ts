@@ -23,7 +23,7 @@ import type { BodyFilterEntry } from '../../body-filter.ts';
 import { program, setTarget } from '../rewrite.ts';
 import { NEXT } from '../rewrite/program.ts';
 import { luaLoc, readHook } from './conf.ts';
-import type { LuaLocConf, LuaMainConf } from './conf.ts';
+import type { LuaMainConf } from './conf.ts';
 import { luaBodyFilter, luaHeaderFilter } from './filters.ts';
 import { accessHandler, contentHandler, logHandler, rewriteHandler, runSetHook, setRuntime } from './hooks.ts';
 import { LuaRuntime } from './runtime.ts';
@@ -47,12 +47,36 @@ function family(name: string, contexts: number, args: Directive['args'], handler
   return ['', '_block', '_file'].map((suffix) => ({ name: name + suffix, contexts, args, handler }));
 }
 
+/** An on|off at any level of the location tree. */
+function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType'): Directive[] {
+  return [{
+    name, contexts: IN_LOCATION, args: 'flag',
+    handler(cf, node) {
+      luaMainOf(cf);
+      const conf = cf.get(luaLoc);
+      if (conf[field] !== undefined) return 'is duplicate';
+      conf[field] = flagArg(cf, node.args[0]);
+    },
+  }];
+}
+
+/** A one-argument http-level setting. */
+function mainSetting(name: string, set: (conf: LuaMainConf, cf: ConfContext, value: string) => void): Directive {
+  return { name, contexts: Ctx.HTTP, args: 1, handler(cf, node) { set(luaMainOf(cf), cf, node.args[0]); } };
+}
+
+function count(cf: ConfContext, v: string): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || !Number.isSafeInteger(n)) throw cf.invalid(v);
+  return n;
+}
+
 function duplicate(cf: ConfContext, have: unknown): void {
   if (have !== undefined) throw cf.error('is duplicate');
 }
 
 /** A hook stored at this level of the location tree. */
-function locHook(field: keyof LuaLocConf) {
+function locHook(field: 'rewrite' | 'access' | 'log' | 'headerFilter' | 'bodyFilter') {
   return (cf: ConfContext, node: ConfNode): void | string => {
     luaMainOf(cf);
     const conf = cf.get(luaLoc);
@@ -147,6 +171,18 @@ export const luaModule: HttpModule = {
       name: 'lua_code_cache', contexts: IN_LOCATION, args: 'flag',
       handler(cf, node) { luaMainOf(cf).codeCache = flagArg(cf, node.args[0]); },
     },
+    ...locFlag('lua_need_request_body', 'needBody'),
+    ...locFlag('lua_transform_underscores_in_response_headers', 'transformUnderscores'),
+    ...locFlag('lua_use_default_type', 'useDefaultType'),
+    mainSetting('lua_max_pending_timers', (conf, cf, v) => { conf.maxPendingTimers = count(cf, v); }),
+    mainSetting('lua_max_running_timers', (conf, cf, v) => { conf.maxRunningTimers = count(cf, v); }),
+    mainSetting('rewrite_by_lua_no_postpone', (conf, cf, v) => { conf.rewriteNoPostpone = flagArg(cf, v); }),
+    mainSetting('access_by_lua_no_postpone', (conf, cf, v) => { conf.accessNoPostpone = flagArg(cf, v); }),
+    // accepted: cosockets, regex limits and client-abort checks are not there yet (docs/lua.md)
+    ...['lua_socket_connect_timeout', 'lua_socket_send_timeout', 'lua_socket_read_timeout', 'lua_socket_send_lowat',
+      'lua_socket_buffer_size', 'lua_socket_pool_size', 'lua_socket_keepalive_timeout', 'lua_socket_log_errors',
+      'lua_check_client_abort', 'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
+      .map((name): Directive => ({ name, contexts: IN_LOCATION, args: 1, handler(cf) { luaMainOf(cf); } })),
     {
       name: 'lua_shared_dict', contexts: Ctx.HTTP, args: 2,
       handler(cf, node) {
@@ -164,9 +200,11 @@ export const luaModule: HttpModule = {
   ],
   postconfiguration(http) {
     if (!mains.get(http)?.used) return;
-    // OpenResty postpones rewrite_by_lua and access_by_lua to the end of their phases
-    http.addPhaseHandler('REWRITE', 1000, rewriteHandler);
-    http.addPhaseHandler('ACCESS', 1000, accessHandler);
+    // OpenResty postpones rewrite_by_lua and access_by_lua to the end of their phases; with
+    // *_no_postpone they run where a dynamic module's handlers run, first
+    const conf = mains.get(http)!;
+    http.addPhaseHandler('REWRITE', conf.rewriteNoPostpone ? 50 : 1000, rewriteHandler);
+    http.addPhaseHandler('ACCESS', conf.accessNoPostpone ? 50 : 1000, accessHandler);
     // OpenResty moves its log handler to the front of the log phase
     http.addPhaseHandler('LOG', 50, logHandler);
     // a dynamic module's filters come first in nginx's chains

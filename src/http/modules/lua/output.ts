@@ -11,6 +11,7 @@ import { cancelBodyDrain, waitBodyDrain } from '../../body-filter.ts';
 import { contentTypeFor } from '../../core/types.ts';
 import type { HttpRequest } from '../../request.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
+import { luaLoc } from './conf.ts';
 
 /** nginx's postpone_output default. */
 const POSTPONE = 1460;
@@ -25,7 +26,7 @@ const outputs = new WeakMap<HttpRequest, Output>();
 /** Status and Content-Type before the head, as ngx_http_lua_send_header_if_needed sets them. */
 function prepareHeader(r: HttpRequest): void {
   if (!r.status) r.status = 200;
-  if (r.contentType === undefined) r.contentType = contentTypeFor(r);
+  if (r.contentType === undefined && r.level.get(luaLoc).useDefaultType !== false) r.contentType = contentTypeFor(r);
 }
 
 /** Whether the response head counts as sent for Lua (written, or output is waiting to be). */
