@@ -39,6 +39,13 @@ const pair = await luaPair({ after }, `
                 ngx.say(resp["x-out"], " ", resp.x_out)
             }
         }
+        location /re {
+            content_by_lua_block {
+                local m = ngx.re.match(ngx.var.uri, [[^/(\\w+)/(?<rest>.*)$]], "jo")
+                local s, n = ngx.re.gsub("a1b22c333", [[\\d+]], "<$0>")
+                ngx.say(m[1], " ", m.rest, " ", s, " ", n, " ", type(require("ngx.re")))
+            }
+        }
         location /traceback {
             content_by_lua_block {
                 local function inner() error("deep") end
@@ -72,4 +79,8 @@ test('a failed hook logs its traceback as OpenResty does', async () => {
   const mine = text(pair.gh);
   assert.match(mine, /stack traceback:\ncoroutine 0:\n/);
   if (pair.ng) assert.equal(mine, text(pair.ng));
+});
+
+test('ngx.re is there, and require "ngx.re" loads', async () => {
+  assert.equal((await same(pair, '/re/tail/end')).body, 're tail/end a<1>b<22>c<333> 3 table\n');
 });

@@ -16,6 +16,7 @@ import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext, logFor } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 import { CONSTANTS } from './constants.ts';
+import { regexTable } from '../../../lua/re.ts';
 import { luaLoc } from './conf.ts';
 
 /** The running hook's context, or OpenResty's error for code outside any request. */
@@ -246,6 +247,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     shdict: sharedLibrary(rt, rt.conf.sharedDicts),
     location: locationLibrary(rt),
     timer: rt.timers.library(),
+    re_table: regexTable(bridge),
     ...argsAndHeadersLibrary(rt),
   };
 

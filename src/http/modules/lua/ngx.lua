@@ -275,7 +275,10 @@ local function run_timer(id, premature, last)
   if t then return t[1](premature, table.unpack(t, 2, t.n)) end
 end
 
+ngx.re = host.re_table()
+
 package.loaded.ngx = ngx
+package.preload['ngx.re'] = function() return ngx.re end
 
 -- the host frees a request's ngx.ctx tables when it is done, and runs timers that are due
 return function(id) ctxs[id] = nil end, run_timer
