@@ -2,7 +2,8 @@
 // writes them. Reference: Debian's nginx 1.22 + libnginx-mod-http-lua 0.10.23 on the same config.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ask, luaPair, same, sameLog } from './hooks-kit.ts';
+import { ask, logged, luaPair, same, sameLog } from './hooks-kit.ts';
+import { rawRequest } from '../kit/client.ts';
 
 const pair = await luaPair({ after }, `
     server {
@@ -69,6 +70,14 @@ const pair = await luaPair({ after }, `
         location /error-after-flush { content_by_lua_block { ngx.say("flushed") ngx.flush(true) error("late") } }
         location /big { content_by_lua_block { for i = 1, 100 do ngx.say(string.rep("x", 99)) end } }
         location /syntax { content_by_lua_block { ngx.say( } }
+        location /hf-error {
+            header_filter_by_lua_block { error("in header filter") }
+            content_by_lua_block { ngx.say("body") }
+        }
+        location /bf-error {
+            body_filter_by_lua_block { error("in body filter") }
+            content_by_lua_block { ngx.say("body") }
+        }
     }
 `, { 'html/hello.lua': 'ngx.say("from a file")\n' });
 
@@ -154,4 +163,26 @@ test('output is held as nginx holds it: an error after a small ngx.say sends not
   assert.equal(flushed.complete, false);
   const big = await same(pair, '/big');
   assert.equal(big.body.length, 10000);
+});
+
+test('HEAD gets the head only; two requests on one kept-alive connection', async () => {
+  const head = await same(pair, 'HEAD /say HTTP/1.1');
+  assert.equal(head.status, 200);
+  for (const srv of [pair.gh, pair.ng]) {
+    if (!srv) continue;
+    const raw = await rawRequest(srv.port(8080), 'GET /inline?v=1 HTTP/1.1\r\nHost: localhost\r\n\r\nGET /inline?v=2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+    const text = raw.toString('latin1');
+    assert.match(text, /inline: 1\n\r\n0\r\n\r\nHTTP\/1\.1 200 OK/);
+    assert.match(text, /inline: 2\n/);
+  }
+});
+
+test('an error in header_filter_by_lua or body_filter_by_lua: "failed to run …" and the connection closed', async () => {
+  assert.equal((await same(pair, '/hf-error')).status, 0);
+  assert.equal((await same(pair, '/bf-error')).status, 0);
+  assert.equal((await sameLog(pair, /failed to run header_filter_by_lua/)).length, 1);
+  // nginx runs the failed filter again for the end of the body (a second line); Gatehouse hands
+  // the held output and the end over in one call (docs/lua.md)
+  const bf = await logged(pair.gh, /failed to run body_filter_by_lua/);
+  assert.deepEqual(bf, ['[error] failed to run body_filter_by_lua*: body_filter_by_lua(nginx.conf:76):1: in body filter']);
 });
