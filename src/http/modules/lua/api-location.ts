@@ -9,7 +9,7 @@ import { Writable } from 'node:stream';
 import { LuaError } from '../../../lua/bridge.ts';
 import { createSubrequest } from '../../subrequest.ts';
 import type { HttpRequest } from '../../request.ts';
-import { refuseIn, requestContext } from './api.ts';
+import { refuseIn, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
 import type { LuaRuntime } from './runtime.ts';
 

@@ -6,7 +6,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
 import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
-import { refuseIn, requestContext } from './api.ts';
+import { refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 
 /** Percent-decoding as ngx_http_lua_unescape_uri does for arguments: `+` is a space, a bad `%` stays. */

@@ -6,9 +6,8 @@ import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import { finishOutput, flushOutput } from './output.ts';
-import { refuseIn, requestContext } from './api.ts';
+import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
-import { currentContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 
 /** ngx.escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */

@@ -5,7 +5,6 @@
  */
 import type { HostFunction } from '../../../lua/bridge.ts';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { mainErrorLog } from '../../../core/error-log.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { headStarted, writeOutput } from './output.ts';
@@ -13,28 +12,12 @@ import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
-import { currentContext, logFor } from './runtime.ts';
-import type { HookContext, LuaRuntime } from './runtime.ts';
+import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
+import type { LuaRuntime } from './runtime.ts';
+import type { LuaTimers } from './api-timer.ts';
 import { CONSTANTS } from './constants.ts';
 import { regexTable } from '../../../lua/re.ts';
 import { luaLoc } from './conf.ts';
-
-/** The running hook's context, or OpenResty's error for code outside any request. */
-export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
-  const ctx = currentContext(rt);
-  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? phaseName(ctx.phase) : 'init_by_lua*'}`, level);
-  return ctx as HookContext & { r: HttpRequest };
-}
-
-/** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
-export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
-  if (phases.includes(ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
-}
-
-/** How OpenResty names a phase in "API disabled in the context of …". */
-function phaseName(phase: string): string {
-  return phase === 'timer' ? 'ngx.timer' : `${phase}_by_lua*`;
-}
 
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
 
@@ -69,7 +52,7 @@ function responseHeaderValues(r: HttpRequest, name: string): string[] {
   return r.headersOut.filter((h) => h.name.toLowerCase() === lower).map((h) => h.value);
 }
 
-export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
+export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
 
@@ -238,7 +221,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
       id: (L: number) => (bridge.pushInteger(L, rt.workerId), 1),
       count: (L: number) => (bridge.pushInteger(L, rt.workerCount), 1),
       pid: (L: number) => (bridge.pushInteger(L, process.pid), 1),
-      exiting: (L: number) => (bridge.pushBoolean(L, rt.timers.exiting), 1),
+      exiting: (L: number) => (bridge.pushBoolean(L, timers.exiting), 1),
     },
     req: reqLibrary(rt),
     util: utilLibrary(rt),
@@ -246,7 +229,7 @@ export function hostLibrary(rt: LuaRuntime): Record<string, unknown> {
     config: configLibrary(rt, rt.prefix),
     shdict: sharedLibrary(rt, rt.conf.sharedDicts),
     location: locationLibrary(rt),
-    timer: rt.timers.library(),
+    timer: timers.library(),
     re_table: regexTable(bridge),
     ...argsAndHeadersLibrary(rt),
   };

@@ -28,6 +28,8 @@ import { luaBodyFilter, luaHeaderFilter } from './filters.ts';
 import { accessHandler, contentHandler, logHandler, rewriteHandler, runSetHook, setRuntime } from './hooks.ts';
 import { LuaRuntime } from './runtime.ts';
 import { dictZones } from './api-shared.ts';
+import { hostLibrary } from './api.ts';
+import { LuaTimers } from './api-timer.ts';
 import type { HookContext } from './runtime.ts';
 
 const mains = new WeakMap<HttpMainConf, LuaMainConf>();
@@ -215,9 +217,11 @@ export const luaModule: HttpModule = {
     const http = httpConf(cycle);
     const conf = http && mains.get(http);
     if (!http || !conf?.used) return;
-    const rt = await LuaRuntime.create(conf, worker.workerId, coreSettings(cycle).workerProcesses, cycle.paths.prefix);
+    let timers: LuaTimers | undefined;
+    const rt = await LuaRuntime.create(conf, worker.workerId, coreSettings(cycle).workerProcesses, cycle.paths.prefix,
+      (runtime) => hostLibrary(runtime, (timers = new LuaTimers(runtime))));
     setRuntime(http, rt);
-    worker.onShutdown(() => rt.timers.expire());
+    worker.onShutdown(() => timers!.expire());
     worker.onClose(() => rt.close());
     try {
       runInit(rt, conf);

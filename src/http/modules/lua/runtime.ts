@@ -5,7 +5,7 @@
  * functions find their request in.
  */
 import fs from 'node:fs';
-import { LuaSyntaxError } from '../../../lua/bridge.ts';
+import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
 import { abortedMessage } from '../../../lua/coroutine.ts';
 import type { LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
 import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH } from '../../../lua/package.ts';
@@ -15,10 +15,8 @@ import { pushValue } from '../../../lua/convert.ts';
 import { LogLevel, mainErrorLog } from '../../../core/error-log.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { hostLibrary } from './api.ts';
 import { expandPackagePath } from './conf.ts';
 import type { LuaHook, LuaMainConf } from './conf.ts';
-import { LuaTimers } from './api-timer.ts';
 
 /** What a hook's host functions act on: OpenResty's ngx_http_lua_ctx_t for one run. */
 export interface HookContext {
@@ -53,19 +51,19 @@ export class LuaRuntime {
   private releaseCtx = 0;
   /** The Lua function that runs timer `id` (ngx.lua's second result). */
   private timerRunner = 0;
-  readonly timers: LuaTimers;
   private nextCtxId = 1;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
     this.vm = vm;
     this.prefix = prefix;
-    this.timers = new LuaTimers(this);
     this.conf = conf;
     this.workerId = workerId;
     this.workerCount = workerCount;
   }
 
-  static async create(conf: LuaMainConf, workerId: number, workerCount: number, prefix: string): Promise<LuaRuntime> {
+  /** A VM with the `ngx` table ngx.lua builds over `host(rt)`'s functions. */
+  static async create(conf: LuaMainConf, workerId: number, workerCount: number, prefix: string,
+    host: (rt: LuaRuntime) => Record<string, unknown>): Promise<LuaRuntime> {
     const vm = await LuaVm.create({ print: (line) => mainErrorLog().notice(`[lua] ${line}`) });
     const rt = new LuaRuntime(vm, conf, workerId, workerCount, prefix);
     vm.setPackagePath(
@@ -74,7 +72,7 @@ export class LuaRuntime {
     const { bridge } = vm;
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
-    pushValue(bridge, L, hostLibrary(rt));
+    pushValue(bridge, L, host(rt));
     bridge.call(L, 1, 2);
     rt.timerRunner = bridge.ref(L);
     rt.releaseCtx = bridge.ref(L);
@@ -166,6 +164,23 @@ export function logFor(ctx: HookContext | undefined, level: number, text: string
 
 const CTX_ID = {};
 const ctxIds = new WeakMap<HttpRequest, number[]>();
+
+/** The running hook's context, or OpenResty's error for code outside any request. */
+export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
+  const ctx = currentContext(rt);
+  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? phaseName(ctx.phase) : 'init_by_lua*'}`, level);
+  return ctx as HookContext & { r: HttpRequest };
+}
+
+/** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
+export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
+  if (phases.includes(ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
+}
+
+/** How OpenResty names a phase in "API disabled in the context of …". */
+function phaseName(phase: string): string {
+  return phase === 'timer' ? 'ngx.timer' : `${phase}_by_lua*`;
+}
 
 /** The hook context of the Lua code running now (inside a host function). */
 export function currentContext(rt: LuaRuntime): HookContext | undefined {
