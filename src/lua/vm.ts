@@ -1,7 +1,8 @@
 /**
  * One Lua VM per worker, shared by that worker's requests, as OpenResty has one per nginx worker.
- * src/core/worker.ts creates it (LuaVm.create) when the configuration uses Lua; the Lua hook
- * modules compile each chunk once (`load`) and run it per request in its own coroutine (`run`).
+ * The Lua module (src/http/modules/lua/runtime.ts) creates it (LuaVm.create) in each worker when
+ * the configuration uses Lua; it compiles each chunk once (`load`) and runs it per request in its
+ * own coroutine (`run`).
  *
  * What the VM sets up before any user code: Lua 5.4's standard libraries, the LuaJIT/5.1
  * compatibility layer and sandbox (compat.lua), `require` and `io.open` on the real filesystem
