@@ -20,6 +20,7 @@ import { CoroutineRunner, type LuaOutcome, type RunOptions, type RunningCoroutin
 import { ioHelpers } from './io.ts';
 import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH, packageHelpers } from './package.ts';
 import { stringBufferModule } from './string-buffer.ts';
+import { cjsonModule } from './cjson.ts';
 import { loadLuaWasm } from './wasm.ts';
 import { toValue } from './convert.ts';
 
@@ -81,6 +82,8 @@ export class LuaVm {
     this.runLibrary('io.lua', ioHelpers(bridge));
     this.setPackagePath(DEFAULT_PACKAGE_PATH, DEFAULT_PACKAGE_CPATH);
     this.defineModule('string.buffer', stringBufferModule(bridge));
+    this.defineModule('cjson', cjsonModule(bridge, false));
+    this.defineModule('cjson.safe', cjsonModule(bridge, true));
   }
 
   /** Runs a Lua file of src/lua with a table of host functions as its argument. */

@@ -2,7 +2,7 @@
 // failed hook. Reference: Debian's nginx 1.22 + libnginx-mod-http-lua 0.10.23 on the same config.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { logged, luaPair, same } from './hooks-kit.ts';
+import { ask, logged, luaPair, same } from './hooks-kit.ts';
 
 const pair = await luaPair({ after }, `
     server {
@@ -46,6 +46,18 @@ const pair = await luaPair({ after }, `
                 ngx.say(m[1], " ", m.rest, " ", s, " ", n, " ", type(require("ngx.re")))
             }
         }
+        location /cjson {
+            content_by_lua_block {
+                local cjson = require "cjson"
+                local safe = require "cjson.safe"
+                ngx.say(cjson.encode({1, 2.5, "a/b\\"c\\n", true, cjson.null}))
+                ngx.say(cjson.encode({}), " ", cjson.encode({list = {}}), " ", cjson.encode("x"), " ", cjson.encode(10/2))
+                local v = cjson.decode([[{"a":[1,2,{"b":null}],"s":"\\u00e9x","n":-1.5e3,"t":true}]])
+                ngx.say(v.a[2], " ", v.a[3].b == cjson.null, " ", #v.s, " ", v.n, " ", tostring(v.t), " ", tostring(cjson.null == ngx.null))
+                ngx.say(tostring(safe.decode("{bad")), " ", select("#", safe.decode("{bad")), " ", tostring(safe.encode(function() end)))
+                ngx.say((select(2, pcall(cjson.encode, {[true] = 1}))))
+            }
+        }
         location /traceback {
             content_by_lua_block {
                 local function inner() error("deep") end
@@ -83,4 +95,17 @@ test('a failed hook logs its traceback as OpenResty does', async () => {
 
 test('ngx.re is there, and require "ngx.re" loads', async () => {
   assert.equal((await same(pair, '/re/tail/end')).body, 're tail/end a<1>b<22>c<333> 3 table\n');
+});
+
+// Debian's nginx has no cjson (OpenResty bundles lua-cjson 2.1.0.10): the values are lua-cjson's documented ones
+test('cjson and cjson.safe: encode and decode as lua-cjson', async () => {
+  const r = await ask(pair.gh, '/cjson');
+  assert.equal(r.body, [
+    '[1,2.5,"a\\/b\\"c\\n",true,null]',
+    '{} {"list":{}} "x" 5',
+    '2 true 3 -1500 true true',
+    'nil 2 nil',
+    'Cannot serialise table: table key must be a number or string',
+    '',
+  ].join('\n'));
 });
