@@ -70,6 +70,20 @@ const pair = await luaPair({ after }, `
             rewrite_by_lua_block { ngx.var.v = ngx.var.v .. "lua" }
             content_by_lua_block { ngx.say(ngx.var.v) }
         }
+        location /new-body {
+            rewrite_by_lua_block {
+                ngx.req.read_body()
+                if ngx.var.arg_append then
+                    ngx.req.init_body()
+                    ngx.req.append_body("part1,")
+                    ngx.req.append_body("part2")
+                    ngx.req.finish_body()
+                else
+                    ngx.req.set_body_data("replaced:" .. ngx.req.get_body_data())
+                end
+            }
+            content_by_lua_block { ngx.say(ngx.req.get_body_data(), " ", ngx.var.http_content_length) }
+        }
     }
 `, { 'html/set.lua': 'return "file"\n' });
 
@@ -143,4 +157,11 @@ test('rewrite_by_lua runs after the rewrite module, or before it with rewrite_by
     }
   `);
   assert.equal((await same(early, '/order')).body, 'luaset\n');
+});
+
+test('ngx.req.set_body_data, init_body/append_body/finish_body replace the body later phases read', async () => {
+  const body = 'orig';
+  const extra = `Content-Length: ${body.length}\r\n`;
+  assert.equal((await same(pair, 'POST /new-body HTTP/1.1', extra, body)).body, 'replaced:orig 13\n');
+  assert.equal((await same(pair, 'POST /new-body?append=1 HTTP/1.1', extra, body)).body, 'part1,part2 11\n');
 });

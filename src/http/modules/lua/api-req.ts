@@ -5,6 +5,7 @@
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
 import { readRequestBody, requestBodyOf } from '../../request-body.ts';
+import type { RequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -54,6 +55,19 @@ function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string 
   if (!res.truncated) return 1;
   bridge.pushString(L, 'truncated');
   return 2;
+}
+
+/** ngx.req.set_body_data and friends: the body read becomes `bufs`, and Content-Length says so. */
+function replaceBody(r: HttpRequest, body: RequestBody, bufs: Buffer[]): void {
+  body.bufs = bufs;
+  body.length = bufs.reduce((n, b) => n + b.length, 0);
+  body.file = undefined;
+  const list = r.headersIn;
+  for (let i = list.length - 2; i >= 0; i -= 2) {
+    const n = list[i].toLowerCase();
+    if (n === 'content-length' || n === 'transfer-encoding') list.splice(i, 2);
+  }
+  list.push('Content-Length', String(body.length));
 }
 
 function bodyText(r: HttpRequest): string | undefined {
@@ -157,6 +171,30 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       });
     },
     discard_body: () => 0,
+    set_body_data(L: number) {
+      const r = req();
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not read yet');
+      replaceBody(r, body, [bridge.toBuffer(L, 1) ?? Buffer.alloc(0)]);
+      return 0;
+    },
+    init_body(L: number) {
+      const r = req();
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not read yet');
+      replaceBody(r, body, []);
+      void L;
+      return 0;
+    },
+    append_body(L: number) {
+      const r = req();
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not initialized');
+      const chunk = bridge.toBuffer(L, 1) ?? Buffer.alloc(0);
+      replaceBody(r, body, [...body.bufs, chunk]);
+      return 0;
+    },
+    finish_body: () => 0,
     get_body_data(L: number) {
       const text = bodyText(req());
       if (text === undefined) bridge.pushNil(L);
