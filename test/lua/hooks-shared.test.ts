@@ -78,3 +78,21 @@ test('one dict for all workers: counts from many connections add up', async () =
     assert.deepEqual(answers, Array.from({ length: 20 }, (_, i) => `${i + 1} of 2\n`));
   }
 });
+
+test('a reload keeps the dict\'s entries and starts a fresh VM (globals gone)', async () => {
+  const conf = `
+    lua_shared_dict keep 64k;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        location /put { content_by_lua_block { ngx.shared.keep:set("k", "kept") global_value = "old vm" ngx.say("ok") } }
+        location /get { content_by_lua_block { ngx.say(ngx.shared.keep:get("k"), " ", tostring(global_value)) } }
+    }
+  `;
+  const kept = await luaPair({ after }, conf);
+  for (const srv of [kept.gh, kept.ng]) {
+    if (!srv) continue;
+    assert.equal((await ask(srv, '/put')).body, 'ok\n');
+    await srv.reload();
+    assert.equal((await ask(srv, '/get')).body, 'kept nil\n');
+  }
+});
