@@ -70,6 +70,10 @@ const pair = await luaPair({ after }, `
             rewrite_by_lua_block { ngx.var.v = ngx.var.v .. "lua" }
             content_by_lua_block { ngx.say(ngx.var.v) }
         }
+        location /in-if {
+            if ($arg_lua) { content_by_lua_block { ngx.say("from if") } }
+            content_by_lua_block { ngx.say("outside") }
+        }
         location /new-body {
             rewrite_by_lua_block {
                 ngx.req.read_body()
@@ -164,4 +168,9 @@ test('ngx.req.set_body_data, init_body/append_body/finish_body replace the body 
   const extra = `Content-Length: ${body.length}\r\n`;
   assert.equal((await same(pair, 'POST /new-body HTTP/1.1', extra, body)).body, 'replaced:orig 13\n');
   assert.equal((await same(pair, 'POST /new-body?append=1 HTTP/1.1', extra, body)).body, 'part1,part2 11\n');
+});
+
+test('content_by_lua inside `if` in a location', async () => {
+  assert.equal((await same(pair, '/in-if?lua=1')).body, 'from if\n');
+  assert.equal((await same(pair, '/in-if')).body, 'outside\n');
 });
