@@ -3,7 +3,8 @@
 // + libnginx-mod-http-lua 0.10.23 on the same config.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { luaPair, same, sameLog } from './hooks-kit.ts';
+import { LUA_MODULES, luaPair, same, sameLog } from './hooks-kit.ts';
+import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
 
 const pair = await luaPair({ after }, `
     init_by_lua_block { greeting = "hi from init" }
@@ -173,4 +174,11 @@ test('ngx.req.set_body_data, init_body/append_body/finish_body replace the body 
 test('content_by_lua inside `if` in a location', async () => {
   assert.equal((await same(pair, '/in-if?lua=1')).body, 'from if\n');
   assert.equal((await same(pair, '/in-if')).body, 'outside\n');
+});
+
+test('an error in init_by_lua stops the server from starting, with the error', async () => {
+  const conf = `${LUA_MODULES}events {}\nhttp {\n    init_by_lua_block { error("bad init") }\n`
+    + '    server { listen 127.0.0.1:%%PORT_8080%%; location / { content_by_lua_block { ngx.say(1) } } }\n}\n';
+  await assert.rejects(startGatehouse({ conf }), /init_by_lua error: init_by_lua\(nginx\.conf:5\):1: bad init/);
+  if (!nginxSkip) await assert.rejects(startNginx({ conf }), /init_by_lua error: init_by_lua\(nginx\.conf:5\):1: bad init/);
 });

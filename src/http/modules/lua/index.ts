@@ -15,7 +15,6 @@ import { ConfError } from '../../../conf/errors.ts';
 import { flagArg, parseSize } from '../../../conf/values.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import { coreSettings } from '../../../core/modules/core.ts';
-import { mainErrorLog } from '../../../core/error-log.ts';
 import { httpConf } from '../../core/structure.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, LocationConf } from '../../http-conf.ts';
@@ -223,12 +222,8 @@ export const luaModule: HttpModule = {
     setRuntime(http, rt);
     worker.onShutdown(() => timers!.expire());
     worker.onClose(() => rt.close());
-    try {
-      runInit(rt, conf);
-    } catch (e) {
-      mainErrorLog().error((e as Error).message);
-      throw e;
-    }
+    // an init_by_lua error stops the configuration loading (the master reports it, as nginx does)
+    runInit(rt, conf);
     await runInitWorker(rt, conf);
   },
 };
