@@ -11,6 +11,7 @@ import { headStarted, writeOutput } from './output.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
+import { threadLibrary } from './api-thread.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -231,6 +232,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     location: locationLibrary(rt),
     timer: timers.library(),
     re_table: regexTable(bridge),
+    thread: threadLibrary(rt),
     ...argsAndHeadersLibrary(rt),
   };
 

@@ -70,7 +70,14 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
   const runtime = runtimeOf(r);
   const ctx: HookContext = { runtime, r, phase };
   const outcome = runtime.run(hook, ctx);
-  return outcome instanceof Promise ? outcome.then((o) => afterHook(ctx, o)) : afterHook(ctx, outcome);
+  if (outcome instanceof Promise) return outcome.then((o) => afterThreads(ctx, o));
+  return ctx.threads?.size ? afterThreads(ctx, outcome) : afterHook(ctx, outcome);
+}
+
+/** The hook ended: its light threads still running are waited for first, as OpenResty's entry thread does. */
+async function afterThreads(ctx: HookContext, outcome: LuaOutcome<undefined>): Promise<HandlerResult> {
+  while (ctx.threads?.size && outcome.ok && ctx.exit === undefined) await Promise.all(ctx.threads.values());
+  return afterHook(ctx, outcome);
 }
 
 export function rewriteHandler(r: HttpRequest): HandlerResult | Promise<HandlerResult> {

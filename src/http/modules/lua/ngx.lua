@@ -4,7 +4,7 @@
 local host = ...
 local type, select, error, pcall, xpcall = type, select, error, pcall, xpcall
 local setmetatable, rawget, getinfo, concat = setmetatable, rawget, debug.getinfo, table.concat
-local gsub, lower = string.gsub, string.lower
+local gsub, lower, pack = string.gsub, string.lower, table.pack
 
 local ngx = {}
 _G.ngx = ngx
@@ -269,6 +269,55 @@ do
   ngx.timer.running_count = lib.running_count
   ngx.timer.pending_count = lib.pending_count
 end
+-- ---- light threads (ngx.thread): each runs in a coroutine of its own on the same request ----
+ngx.thread = {}
+local threads = {}
+do
+  local lib, pack, unpack = host.thread, table.pack, table.unpack
+  local thread_mt = { __tostring = function(t) return 'thread: ' .. t.id end }
+  function ngx.thread.spawn(f, ...)
+    if type(f) ~= 'function' then error("bad argument #1 to 'spawn' (function expected)", 2) end
+    local id = lib.reserve()
+    threads[id] = { f = f, args = pack(...) }
+    lib.start(id)
+    return setmetatable({ id = id }, thread_mt)
+  end
+  function ngx.thread.wait(...)
+    local ids = {}
+    for i = 1, select('#', ...) do
+      local t = select(i, ...)
+      if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
+      ids[i] = t.id
+    end
+    local id = lib.wait(unpack(ids))
+    local r = threads[id].result
+    threads[id] = nil
+    return unpack(r, 1, r.n)
+  end
+  function ngx.thread.kill(t)
+    if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
+    if threads[t.id].result then return nil, 'already terminated' end
+    threads[t.id] = nil
+    lib.kill(t.id)
+    return true
+  end
+end
+local function run_thread(id)
+  local t = threads[id]
+  if not t then return end
+  local tb
+  local r = pack(xpcall(t.f, function(e)
+    if e ~= EXIT then tb = debug.traceback(nil, 2) end
+    return e
+  end, table.unpack(t.args, 1, t.args.n)))
+  -- logged with its traceback; ngx.thread.wait gives the message without its position, as OpenResty does
+  if not r[1] and r[2] ~= EXIT then
+    host.thread.aborted(tostring(r[2]) .. '\n' .. gsub(tb or '', '^stack traceback:\n', 'stack traceback:\ncoroutine 0:\n', 1))
+    if type(r[2]) == 'string' then r[2] = gsub(r[2], '^.-:%d+: ', '', 1) end
+  end
+  if threads[id] then threads[id].result = r end
+end
+
 local function run_timer(id, premature, last)
   local t = timers[id]
   if last then timers[id] = nil end
@@ -280,5 +329,5 @@ ngx.re = host.re_table()
 package.loaded.ngx = ngx
 package.preload['ngx.re'] = function() return ngx.re end
 
--- the host frees a request's ngx.ctx tables when it is done, and runs timers that are due
-return function(id) ctxs[id] = nil end, run_timer
+-- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
+return function(id) ctxs[id] = nil end, run_timer, run_thread

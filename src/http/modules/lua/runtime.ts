@@ -31,6 +31,8 @@ export interface HookContext {
   exec?: { uri: string; args: string | undefined };
   /** ngx.eof was called: the body is complete. */
   eof?: boolean;
+  /** Light threads this hook spawned that have not finished (the hook's end waits for them). */
+  threads?: Map<number, Promise<unknown>>;
   /** A timer's `, client: …, server: …` log suffix. */
   origin?: string;
   /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
@@ -51,6 +53,8 @@ export class LuaRuntime {
   private releaseCtx = 0;
   /** The Lua function that runs timer `id` (ngx.lua's second result). */
   private timerRunner = 0;
+  /** The Lua function that runs light thread `id` (ngx.lua's third result). */
+  private threadRunner = 0;
   private nextCtxId = 1;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
@@ -73,7 +77,8 @@ export class LuaRuntime {
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
     pushValue(bridge, L, host(rt));
-    bridge.call(L, 1, 2);
+    bridge.call(L, 1, 3);
+    rt.threadRunner = bridge.ref(L);
     rt.timerRunner = bridge.ref(L);
     rt.releaseCtx = bridge.ref(L);
     return rt;
@@ -115,6 +120,12 @@ export class LuaRuntime {
         return 3;
       },
     });
+  }
+
+  /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`. */
+  runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+    const { bridge } = this.vm;
+    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1) });
   }
 
   /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
