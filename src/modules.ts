@@ -36,6 +36,7 @@ import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { gatewayModule } from './http/modules/gateway.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
+import { luaModule } from './http/modules/lua/index.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
 import { streamLogModule } from './stream/modules/log.ts';
 import { streamProxyModule } from './stream/modules/proxy.ts';
@@ -87,6 +88,7 @@ export const modules: CycleModule[] = [
   ssiModule,
   gzipModule,
   rangeModule,
+  luaModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,

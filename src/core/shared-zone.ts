@@ -284,6 +284,21 @@ export class SharedTable {
     return this.i32[H_OLDEST];
   }
 
+  /** The slot used just before `slot` (0: none), to walk entries from newest() to the oldest. */
+  older(slot: number): number {
+    return this.i32[this.base(slot) + S_OLDER];
+  }
+
+  /** The slot used just after `slot` (0: none). */
+  newer(slot: number): number {
+    return this.i32[this.base(slot) + S_NEWER];
+  }
+
+  /** The most recently used slot, or 0 when empty. */
+  newest(): number {
+    return this.i32[H_NEWEST];
+  }
+
   /** Entries in use. */
   get size(): number {
     return this.i32[H_LIVE];

@@ -1,7 +1,8 @@
 /**
  * One Lua VM per worker, shared by that worker's requests, as OpenResty has one per nginx worker.
- * src/core/worker.ts creates it (LuaVm.create) when the configuration uses Lua; the Lua hook
- * modules compile each chunk once (`load`) and run it per request in its own coroutine (`run`).
+ * The Lua module (src/http/modules/lua/runtime.ts) creates it (LuaVm.create) in each worker when
+ * the configuration uses Lua; it compiles each chunk once (`load`) and runs it per request in its
+ * own coroutine (`run`).
  *
  * What the VM sets up before any user code: Lua 5.4's standard libraries, the LuaJIT/5.1
  * compatibility layer and sandbox (compat.lua), `require` and `io.open` on the real filesystem
@@ -19,6 +20,7 @@ import { CoroutineRunner, type LuaOutcome, type RunOptions, type RunningCoroutin
 import { ioHelpers } from './io.ts';
 import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH, packageHelpers } from './package.ts';
 import { stringBufferModule } from './string-buffer.ts';
+import { cjsonModule } from './cjson.ts';
 import { loadLuaWasm } from './wasm.ts';
 import { toValue } from './convert.ts';
 
@@ -80,6 +82,8 @@ export class LuaVm {
     this.runLibrary('io.lua', ioHelpers(bridge));
     this.setPackagePath(DEFAULT_PACKAGE_PATH, DEFAULT_PACKAGE_CPATH);
     this.defineModule('string.buffer', stringBufferModule(bridge));
+    this.defineModule('cjson', cjsonModule(bridge, false));
+    this.defineModule('cjson.safe', cjsonModule(bridge, true));
   }
 
   /** Runs a Lua file of src/lua with a table of host functions as its argument. */

@@ -34,7 +34,7 @@ import { compileRewrite } from './rewrite/replacement.ts';
 const ifBodies = new WeakMap<Level, Code[]>();
 
 /** The statement list directives of the current block append to. */
-function program(cf: ConfContext): Code[] {
+export function program(cf: ConfContext): Code[] {
   const body = ifBodies.get(cf.level);
   if (body) return body;
   const conf = cf.get(rewriteConf);
@@ -99,9 +99,12 @@ function uninitialized(name: string) {
   };
 }
 
-function readSet(cf: ConfContext, node: ConfNode): string | void {
+/**
+ * The variable a `set`-like directive assigns (`$name`), defined as a user
+ * variable when needed (also for set_by_lua); returns its index.
+ */
+export function setTarget(cf: ConfContext, target: string): number {
   const vars: VariableRegistry = httpMainOf(cf).variables;
-  const [target, value] = node.args;
   if (!target.startsWith('$')) throw cf.error(`invalid variable name "${target}"`);
   const name = target.slice(1);
   const def = vars.lookup(name);
@@ -113,7 +116,13 @@ function readSet(cf: ConfContext, node: ConfNode): string | void {
   } else {
     vars.define({ name, get: uninitialized(name), changeable: true });
   }
-  const index = vars.index(name);
+  return vars.index(name);
+}
+
+function readSet(cf: ConfContext, node: ConfNode): string | void {
+  const vars: VariableRegistry = httpMainOf(cf).variables;
+  const [target, value] = node.args;
+  const index = setTarget(cf, target);
   const cv = compileComplex(cf, vars, value);
   const constant = cv.constant;
   program(cf).push(constant !== undefined

@@ -1,0 +1,91 @@
+/**
+ * ngx.location.capture and capture_multi: subrequests (src/http/subrequest.ts)
+ * whose bodies are kept in memory. `start` creates and runs one at once and
+ * gives its id; `wait` suspends the hook until every id given is done and
+ * returns, for each, its status, body, headers (name, value in turn) and
+ * whether the body was cut short. ngx.lua builds OpenResty's result tables.
+ */
+import { Writable } from 'node:stream';
+import { LuaError } from '../../../lua/bridge.ts';
+import { createSubrequest } from '../../subrequest.ts';
+import type { HttpRequest } from '../../request.ts';
+import { refuseIn, requestContext } from './runtime.ts';
+import { pushList, responseHeaderList } from './api-req.ts';
+import type { LuaRuntime } from './runtime.ts';
+
+interface Capture {
+  sr: HttpRequest | undefined;
+  chunks: Buffer[];
+  done: Promise<boolean>;
+}
+
+const METHODS: Record<number, string> = { 2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 512: 'OPTIONS', 16384: 'PATCH' };
+
+export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const { api } = bridge;
+  const captures = new Map<number, Capture>();
+  let nextId = 1;
+
+  return {
+    start(L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter', 'init_worker']);
+      const target = bridge.toString(L, 1) ?? '';
+      if (target === '') throw new LuaError('uri is empty', 2);
+      let uri = target;
+      let args = bridge.toString(L, 2) ?? '';
+      const q = target.indexOf('?');
+      if (q >= 0) {
+        uri = target.slice(0, q);
+        args = target.slice(q + 1) + (args ? '&' + args : '');
+      }
+      const method = METHODS[bridge.toInteger(L, 3) ?? 2] ?? 'GET';
+      const chunks: Buffer[] = [];
+      const sink = new Writable({
+        write(chunk: Buffer, _enc, cb) {
+          chunks.push(chunk);
+          cb();
+        },
+      });
+      const sub = createSubrequest(ctx.r, uri, args, { sink, inMemory: true });
+      const id = nextId++;
+      if (!sub) {
+        captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });
+      } else {
+        sub.r.method = method;
+        captures.set(id, { sr: sub.r, chunks, done: sub.done });
+        sub.start();
+      }
+      bridge.pushInteger(L, id);
+      return 1;
+    },
+    wait(L: number) {
+      const n = api.lua_gettop(L);
+      const list: Capture[] = [];
+      for (let i = 1; i <= n; i++) {
+        const id = bridge.toInteger(L, i) ?? 0;
+        const c = captures.get(id);
+        if (!c) throw new LuaError('bad capture id', 2);
+        captures.delete(id);
+        list.push(c);
+      }
+      return bridge.suspend(Promise.all(list.map((c) => c.done)), (L1, oks) => {
+        api.lua_createtable(L1, list.length * 4, 0);
+        list.forEach((c, i) => {
+          const sr = c.sr;
+          bridge.pushInteger(L1, sr ? sr.status || (oks[i] ? 200 : 500) : 500);
+          api.lua_rawseti(L1, -2, BigInt(i * 4 + 1));
+          bridge.pushBytes(L1, Buffer.concat(c.chunks));
+          api.lua_rawseti(L1, -2, BigInt(i * 4 + 2));
+          pushList(bridge, L1, sr ? responseHeaderList(sr) : []);
+          api.lua_rawseti(L1, -2, BigInt(i * 4 + 3));
+          bridge.pushBoolean(L1, !oks[i]);
+          api.lua_rawseti(L1, -2, BigInt(i * 4 + 4));
+          if (sr) rt.release(sr);
+        });
+        return 1;
+      });
+    },
+  };
+}

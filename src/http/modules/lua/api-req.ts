@@ -1,0 +1,266 @@
+/**
+ * ngx.req.* (the host functions; ngx.lua turns the flat lists they return
+ * into OpenResty's tables), ngx.decode_args and ngx.resp.get_headers.
+ */
+import { LuaError, T } from '../../../lua/bridge.ts';
+import type { LuaBridge } from '../../../lua/bridge.ts';
+import { readRequestBody, requestBodyOf } from '../../request-body.ts';
+import type { RequestBody } from '../../request-body.ts';
+import type { HttpRequest } from '../../request.ts';
+import { refuseIn, requestContext } from './runtime.ts';
+import type { LuaRuntime } from './runtime.ts';
+
+/** Percent-decoding as ngx_http_lua_unescape_uri does for arguments: `+` is a space, a bad `%` stays. */
+export function unescapeArg(s: string, plus = true): string {
+  if (!s.includes('%') && !(plus && s.includes('+'))) return s;
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (c === '+' && plus) out += ' ';
+    else if (c === '%' && /^[0-9a-fA-F]{2}$/.test(s.slice(i + 1, i + 3))) {
+      out += String.fromCharCode(parseInt(s.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else out += c;
+  }
+  return out;
+}
+
+/** `a=1&b&c=` as a flat list of key, value (a key without `=` has the value true); `max` 0 is no limit. */
+export function parseArgs(s: string, max: number): { list: Array<string | boolean>; truncated: boolean } {
+  const list: Array<string | boolean> = [];
+  let count = 0;
+  for (const part of s.split('&')) {
+    if (part === '') continue;
+    if (max > 0 && count >= max) return { list, truncated: true };
+    const eq = part.indexOf('=');
+    if (eq < 0) list.push(unescapeArg(part), true);
+    else list.push(unescapeArg(part.slice(0, eq)), unescapeArg(part.slice(eq + 1)));
+    count++;
+  }
+  return { list, truncated: false };
+}
+
+export function pushList(bridge: LuaBridge, L: number, list: ReadonlyArray<string | boolean>): void {
+  bridge.api.lua_createtable(L, list.length, 0);
+  for (let i = 0; i < list.length; i++) {
+    const v = list[i];
+    if (typeof v === 'string') bridge.pushString(L, v);
+    else bridge.pushBoolean(L, v);
+    bridge.api.lua_rawseti(L, -2, BigInt(i + 1));
+  }
+}
+
+function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string | boolean>; truncated: boolean }): number {
+  pushList(bridge, L, res.list);
+  if (!res.truncated) return 1;
+  bridge.pushString(L, 'truncated');
+  return 2;
+}
+
+/** ngx.req.set_body_data and friends: the body read becomes `bufs`, and Content-Length says so. */
+function replaceBody(r: HttpRequest, body: RequestBody, bufs: Buffer[]): void {
+  body.bufs = bufs;
+  body.length = bufs.reduce((n, b) => n + b.length, 0);
+  body.file = undefined;
+  const list = r.headersIn;
+  for (let i = list.length - 2; i >= 0; i -= 2) {
+    const n = list[i].toLowerCase();
+    if (n === 'content-length' || n === 'transfer-encoding') list.splice(i, 2);
+  }
+  list.push('Content-Length', String(body.length));
+}
+
+function bodyText(r: HttpRequest): string | undefined {
+  const b = requestBodyOf(r);
+  if (!b || b.file !== undefined || b.length === 0) return undefined;
+  return Buffer.concat(b.bufs).toString('latin1');
+}
+
+export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const { api } = bridge;
+  const req = () => requestContext(rt).r;
+
+  /** Replaces request header `name` with `values` (none: removes it), as ngx.req.set_header. */
+  const setHeader = (r: HttpRequest, name: string, values: string[]): void => {
+    const lower = name.toLowerCase();
+    const list = r.headersIn;
+    for (let i = list.length - 2; i >= 0; i -= 2) if (list[i].toLowerCase() === lower) list.splice(i, 2);
+    for (const v of values) list.push(name, v);
+    if (lower === 'host') r.host = (values[0] ?? '').toLowerCase().replace(/:\d*$/, '');
+  };
+
+  return {
+    get_method: (L: number) => (bridge.pushString(L, req().method), 1),
+    set_method(L: number) {
+      const code = bridge.toInteger(L, 1) ?? 0;
+      const names: Record<number, string> = { 2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 512: 'OPTIONS', 16384: 'PATCH' };
+      const name = names[code];
+      if (!name) throw new LuaError(`unsupported HTTP method: ${code}`);
+      req().method = name;
+      return 0;
+    },
+    http_version(L: number) {
+      const v = req().httpVersion;
+      bridge.pushJsNumber(L, Number(v));
+      return 1;
+    },
+    start_time: (L: number) => (bridge.pushNumber(L, req().startMs / 1000), 1),
+    is_internal: (L: number) => (bridge.pushBoolean(L, req().internal), 1),
+    headers_list(L: number) {
+      const r = req();
+      const max = bridge.toInteger(L, 1) ?? 100;
+      const list = r.headersIn;
+      const truncated = max > 0 && list.length / 2 > max;
+      return pushListResult(bridge, L, { list: truncated ? list.slice(0, max * 2) : list, truncated });
+    },
+    raw_header(L: number) {
+      const r = req();
+      let s = bridge.toBoolean(L, 1) ? '' : `${r.rawRequestLine ?? ''}\r\n`;
+      for (let i = 0; i < r.headersIn.length; i += 2) s += `${r.headersIn[i]}: ${r.headersIn[i + 1]}\r\n`;
+      bridge.pushString(L, s + '\r\n');
+      return 1;
+    },
+    set_header(L: number) {
+      const ctx = requestContext(rt);
+      const name = bridge.toString(L, 1);
+      if (name === undefined) throw new LuaError('bad argument #1 to \'set_header\' (string expected)');
+      const values: string[] = [];
+      if (bridge.type(L, 2) === T.TABLE) {
+        const n = api.lua_rawlen(L, 2);
+        for (let i = 1; i <= n; i++) {
+          api.lua_rawgeti(L, 2, BigInt(i));
+          values.push(bridge.toString(L, -1) ?? '');
+          api.lua_settop(L, -2);
+        }
+      } else if (bridge.type(L, 2) !== T.NIL) values.push(bridge.toString(L, 2) ?? '');
+      setHeader(ctx.r, name.replace(/_/g, '-'), values);
+      return 0;
+    },
+    clear_header(L: number) {
+      const ctx = requestContext(rt);
+      setHeader(ctx.r, (bridge.toString(L, 1) ?? '').replace(/_/g, '-'), []);
+      return 0;
+    },
+    uri_args_list(L: number) {
+      const r = req();
+      return pushListResult(bridge, L, parseArgs(r.args, bridge.toInteger(L, 1) ?? 100));
+    },
+    post_args_list(L: number) {
+      const r = req();
+      const b = requestBodyOf(r);
+      if (!b) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'request body not read yet');
+        return 2;
+      }
+      if (b.file !== undefined) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'request body in temp file not supported');
+        return 2;
+      }
+      return pushListResult(bridge, L, parseArgs(bodyText(r) ?? '', bridge.toInteger(L, 1) ?? 100));
+    },
+    read_body(_L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      return bridge.suspend(readRequestBody(ctx.r), (L1, got) => {
+        if (typeof got !== 'number') return 0;
+        bridge.pushInteger(L1, got);
+        return 1;
+      });
+    },
+    discard_body: () => 0,
+    set_body_data(L: number) {
+      const r = req();
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not read yet');
+      replaceBody(r, body, [bridge.toBuffer(L, 1) ?? Buffer.alloc(0)]);
+      return 0;
+    },
+    init_body(L: number) {
+      const r = req();
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not read yet');
+      replaceBody(r, body, []);
+      void L;
+      return 0;
+    },
+    append_body(L: number) {
+      const r = req();
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not initialized');
+      const chunk = bridge.toBuffer(L, 1) ?? Buffer.alloc(0);
+      replaceBody(r, body, [...body.bufs, chunk]);
+      return 0;
+    },
+    finish_body: () => 0,
+    get_body_data(L: number) {
+      const text = bodyText(req());
+      if (text === undefined) bridge.pushNil(L);
+      else bridge.pushString(L, text);
+      return 1;
+    },
+    get_body_file(L: number) {
+      const file = requestBodyOf(req())?.file;
+      if (file === undefined) bridge.pushNil(L);
+      else bridge.pushString(L, file);
+      return 1;
+    },
+    set_uri(L: number) {
+      const ctx = requestContext(rt);
+      const uri = bridge.toString(L, 1);
+      if (!uri) throw new LuaError('attempt to use zero-length uri');
+      const jump = bridge.toBoolean(L, 2);
+      if (jump && ctx.phase !== 'rewrite') throw new LuaError(`API disabled in the context of ${ctx.phase}_by_lua*`);
+      ctx.r.uri = uri;
+      if (jump) {
+        ctx.r.uriChanged = true;
+        ctx.jumped = true;
+      }
+      bridge.pushBoolean(L, jump);
+      return 1;
+    },
+    set_uri_args(L: number) {
+      const r = req();
+      let args: string;
+      if (bridge.type(L, 1) === T.TABLE) {
+        bridge.getGlobal(L, 'ngx');
+        bridge.getField(L, -1, 'encode_args');
+        api.lua_pushvalue(L, 1);
+        bridge.call(L, 1, 1);
+        args = bridge.toString(L, -1) ?? '';
+      } else args = bridge.toString(L, 1) ?? '';
+      r.args = args;
+      r.hasArgs = args !== '';
+      return 0;
+    },
+  };
+}
+
+/** The response headers as name, value in turn (nginx's own fields first). */
+export function responseHeaderList(r: HttpRequest): string[] {
+  const list: string[] = [];
+  if (r.contentType !== undefined) list.push('Content-Type', r.contentType);
+  if (r.contentLength !== undefined) list.push('Content-Length', String(r.contentLength));
+  if (r.location !== undefined) list.push('Location', r.location);
+  for (const h of r.headersOut) list.push(h.name, h.value);
+  return list;
+}
+
+/** ngx.decode_args's list and ngx.resp.get_headers's, for ngx.lua. */
+export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  return {
+    decode_args_list(L: number) {
+      const s = bridge.toString(L, 1) ?? '';
+      pushList(bridge, L, parseArgs(s, bridge.toInteger(L, 2) ?? 100).list);
+      return 1;
+    },
+    resp_headers_list(L: number) {
+      const { r } = requestContext(rt);
+      pushList(bridge, L, responseHeaderList(r));
+      return 1;
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * ngx.thread.spawn/wait/kill: a light thread is ngx.lua's thread runner in
+ * a coroutine of its own on the same request, started at once (it runs
+ * until it waits or ends, then the spawning code goes on). `wait` makes the
+ * caller wait for the first of the given threads to end; the hook's end
+ * waits for all its threads, as OpenResty's entry thread does.
+ */
+import { LuaError } from '../../../lua/bridge.ts';
+import { LogLevel } from '../../../core/error-log.ts';
+import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
+import type { HookContext, LuaRuntime } from './runtime.ts';
+
+export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const { api } = bridge;
+  let nextId = 1;
+  /** Each thread's end, by id (until waited for). */
+  const ends = new Map<number, Promise<number>>();
+
+  return {
+    reserve(L: number) {
+      const ctx = requestContext(rt, 2);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter'], 2);
+      bridge.pushInteger(L, nextId++);
+      return 1;
+    },
+    start(L: number) {
+      const parent = requestContext(rt, 2);
+      const id = bridge.toInteger(L, 1)!;
+      const ctx: HookContext = { runtime: rt, r: parent.r, phase: parent.phase };
+      const outcome = rt.runThread(id, ctx);
+      const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
+      ends.set(id, end);
+      (parent.threads ??= new Map()).set(id, end);
+      void end.then(() => parent.threads?.delete(id));
+      return 0;
+    },
+    wait(L: number) {
+      requestContext(rt, 2);
+      const n = api.lua_gettop(L);
+      const waiting: Array<Promise<number>> = [];
+      for (let i = 1; i <= n; i++) {
+        const end = ends.get(bridge.toInteger(L, i) ?? 0);
+        if (!end) throw new LuaError('bad thread', 2);
+        waiting.push(end);
+      }
+      return bridge.suspend(Promise.race(waiting), (L1, id) => {
+        ends.delete(id);
+        bridge.pushInteger(L1, id);
+        return 1;
+      });
+    },
+    /** A thread failed: OpenResty's `lua user thread aborted` line (without the traceback). */
+    aborted(L: number) {
+      logFor(currentContext(rt), LogLevel.error, `lua user thread aborted: runtime error: ${bridge.toString(L, 1) ?? ''}`);
+      return 0;
+    },
+    kill(L: number) {
+      ends.delete(bridge.toInteger(L, 1) ?? 0);
+      return 0;
+    },
+  };
+}

@@ -1,0 +1,98 @@
+/**
+ * ngx.timer.at/every/running_count/pending_count. ngx.lua keeps each
+ * timer's function and arguments; the host schedules it and, when it is
+ * due, runs ngx.lua's timer runner in a coroutine of its own (no request:
+ * output and ngx.req refuse, ngx.sleep and ngx.shared work). When the
+ * worker stops serving this configuration, timers still pending run at
+ * once with `premature` true, as OpenResty runs them on worker exit.
+ */
+import { LuaError } from '../../../lua/bridge.ts';
+import type { LuaOutcome } from '../../../lua/coroutine.ts';
+import { currentContext } from './runtime.ts';
+import type { HookContext, LuaRuntime } from './runtime.ts';
+
+/** OpenResty's defaults for lua_max_pending_timers and lua_max_running_timers. */
+const MAX_PENDING = 1024;
+const MAX_RUNNING = 256;
+
+interface Timer {
+  handle: NodeJS.Timeout;
+  every: number;
+  /** `, client: …, server: …` of the request that made it (OpenResty's fake connection copies them). */
+  origin: string;
+}
+
+export class LuaTimers {
+  private readonly rt: LuaRuntime;
+  private readonly pending = new Map<number, Timer>();
+  private running = 0;
+  private nextId = 1;
+  exiting = false;
+
+  constructor(rt: LuaRuntime) {
+    this.rt = rt;
+  }
+
+  library(): Record<string, unknown> {
+    const { bridge } = this.rt.vm;
+    const add = (every: boolean) => (L: number): number => {
+      const given = bridge.toNumber(L, 1);
+      if (given === undefined) throw new LuaError(`bad argument #1 to '${every ? 'every' : 'at'}' (number expected, got ${bridge.typeName(L, 1)})`, 2);
+      // OpenResty takes a negative delay as none
+      const delay = Math.max(0, given);
+      if (every && delay === 0) throw new LuaError("bad argument #1 to 'every' (delay cannot be zero)", 2);
+      if (this.exiting) return (bridge.pushNil(L), bridge.pushString(L, 'process exiting'), 2);
+      if (this.pending.size >= (this.rt.conf.maxPendingTimers ?? MAX_PENDING)) return (bridge.pushNil(L), bridge.pushString(L, 'too many pending timers'), 2);
+      const id = this.nextId++;
+      const r = currentContext(this.rt)?.r;
+      const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.localAddress}:${r.conn.localPort}` : '';
+      this.schedule(id, delay * 1000, every ? delay * 1000 : 0, origin);
+      bridge.pushInteger(L, id);
+      return 1;
+    };
+    return {
+      at: add(false),
+      every: add(true),
+      running_count: (L: number) => (bridge.pushInteger(L, this.running), 1),
+      pending_count: (L: number) => (bridge.pushInteger(L, this.pending.size), 1),
+    };
+  }
+
+  private schedule(id: number, ms: number, every: number, origin: string): void {
+    const handle = setTimeout(() => this.fire(id, false), ms);
+    this.pending.set(id, { handle, every, origin });
+  }
+
+  private fire(id: number, premature: boolean): void {
+    const t = this.pending.get(id);
+    if (!t) return;
+    this.pending.delete(id);
+    const maxRunning = this.rt.conf.maxRunningTimers ?? MAX_RUNNING;
+    if (this.running >= maxRunning) {
+      this.rt.logFailure({ runtime: this.rt, r: undefined, phase: 'timer' },
+        { error: `${maxRunning} lua_max_running_timers are not enough`, traceback: '' });
+      return;
+    }
+    // a repeating timer is scheduled again before its run, as OpenResty does
+    const again = t.every > 0 && !premature;
+    if (again) this.schedule(id, t.every, t.every, t.origin);
+    this.running++;
+    const ctx: HookContext = { runtime: this.rt, r: undefined, phase: 'timer', origin: t.origin };
+    const outcome = this.rt.runTimer(id, premature, !again, ctx);
+    const done = (o: LuaOutcome<undefined>) => {
+      this.running--;
+      if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
+    };
+    if (outcome instanceof Promise) void outcome.then(done);
+    else done(outcome);
+  }
+
+  /** The worker stops serving: pending timers run now with premature true. */
+  expire(): void {
+    this.exiting = true;
+    for (const [id, t] of [...this.pending]) {
+      clearTimeout(t.handle);
+      this.fire(id, true);
+    }
+  }
+}

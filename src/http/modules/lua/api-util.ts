@@ -1,0 +1,189 @@
+/**
+ * ngx.sleep/flush/eof, the string utilities (escaping, args, digests,
+ * base64, SQL quoting), the time functions, and ngx.config.
+ */
+import crypto from 'node:crypto';
+import zlib from 'node:zlib';
+import { LuaError, T } from '../../../lua/bridge.ts';
+import { finishOutput, flushOutput } from './output.ts';
+import { currentContext, refuseIn, requestContext } from './runtime.ts';
+import { unescapeArg } from './api-req.ts';
+import type { LuaRuntime } from './runtime.ts';
+
+/** ngx.escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */
+export function escapeUriComponent(s: string): string {
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const keep = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)
+      || c === 0x2d || c === 0x2e || c === 0x5f || c === 0x7e || c === 0x21 || (c >= 0x27 && c <= 0x2a);
+    out += keep ? s[i] : '%' + c.toString(16).toUpperCase().padStart(2, '0');
+  }
+  return out;
+}
+
+function quoteSql(s: string): string {
+  const map: Record<string, string> = { '\0': '\\0', '\b': '\\b', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\x1a': '\\Z', '\\': '\\\\', "'": "\\'", '"': '\\"' };
+  return "'" + s.replace(/[\0\b\n\r\t\x1a\\'"]/g, (c) => map[c]) + "'";
+}
+
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+const WEEK = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** nginx's ngx_http_cookie_time: `Thu, 18-Nov-10 11:27:35 GMT`. */
+function cookieTime(sec: number): string {
+  const d = new Date(sec * 1000);
+  const y = d.getUTCFullYear();
+  const sep = y < 2038 ? '-' : ' ';
+  return `${WEEK[d.getUTCDay()]}, ${pad(d.getUTCDate())}${sep}${MONTHS[d.getUTCMonth()]}${sep}${y < 2038 ? pad(y % 100) : y} `
+    + `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} GMT`;
+}
+
+function localDate(d: Date): string {
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const { api } = bridge;
+  const str = (L: number, i: number, fn: string): string => {
+    const t = bridge.type(L, i);
+    if (t === T.NIL) return '';
+    const s = bridge.toString(L, i);
+    if (s === undefined) throw new LuaError(`bad argument #${i} to '${fn}' (string expected, got ${bridge.typeName(L, i)})`);
+    return s;
+  };
+  const bin = (L: number, i: number, fn: string) => Buffer.from(str(L, i, fn), 'latin1');
+  const ret = (L: number, s: string) => (bridge.pushString(L, s), 1);
+
+  return {
+    sleep(L: number) {
+      const ctx = currentContext(rt);
+      if (!ctx) throw new LuaError('API disabled in the context of init_by_lua*');
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter', 'init_worker']);
+      const seconds = bridge.toNumber(L, 1);
+      if (seconds === undefined || seconds < 0) throw new LuaError('invalid sleep duration "' + (bridge.toString(L, 1) ?? '') + '"');
+      return bridge.suspend(new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
+    },
+    flush(L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
+      if (ctx.eof || ctx.r.finished) return ok(L);
+      const wait = flushOutput(ctx.r);
+      // ngx.flush(true) waits until the client took it all
+      if (wait && bridge.toBoolean(L, 1)) return bridge.suspend(wait, ok);
+      return ok(L);
+    },
+    eof(L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      if (ctx.eof) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'seen eof');
+        return 2;
+      }
+      ctx.eof = true;
+      const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
+      const wait = finishOutput(ctx.r);
+      return wait ? bridge.suspend(wait, ok) : ok(L);
+    },
+    get_phase(L: number) {
+      return ret(L, currentContext(rt)?.phase ?? 'init');
+    },
+    escape_uri: (L: number) => ret(L, escapeUriComponent(str(L, 1, 'escape_uri'))),
+    unescape_uri: (L: number) => ret(L, unescapeArg(str(L, 1, 'unescape_uri'))),
+    encode_args(L: number) {
+      if (bridge.type(L, 1) !== T.TABLE) throw new LuaError(`bad argument #1 to 'encode_args' (table expected, got ${bridge.typeName(L, 1)})`);
+      const parts: string[] = [];
+      const add = (k: string, vi: number) => {
+        const t = bridge.type(L, vi);
+        if (t === T.BOOLEAN) {
+          if (bridge.toBoolean(L, vi)) parts.push(escapeUriComponent(k));
+        } else if (t === T.STRING || t === T.NUMBER) {
+          parts.push(`${escapeUriComponent(k)}=${escapeUriComponent(bridge.toString(L, vi)!)}`);
+        } else throw new LuaError(`attempt to use ${bridge.typeName(L, vi)} as query arg value`);
+      };
+      api.lua_pushnil(L);
+      while (api.lua_next(L, 1)) {
+        const key = bridge.toString(L, -2);
+        if (key === undefined || bridge.type(L, -2) !== T.STRING) throw new LuaError(`attempt to use a ${bridge.typeName(L, -2)} key in the query args table`);
+        if (bridge.type(L, -1) === T.TABLE) {
+          const n = api.lua_rawlen(L, -1);
+          for (let i = 1; i <= n; i++) {
+            api.lua_rawgeti(L, -1, BigInt(i));
+            add(key, api.lua_gettop(L));
+            api.lua_settop(L, -2);
+          }
+        } else add(key, api.lua_gettop(L));
+        api.lua_settop(L, -2);
+      }
+      return ret(L, parts.join('&'));
+    },
+    md5: (L: number) => ret(L, crypto.createHash('md5').update(bin(L, 1, 'md5')).digest('hex')),
+    md5_bin: (L: number) => ret(L, crypto.createHash('md5').update(bin(L, 1, 'md5_bin')).digest().toString('latin1')),
+    sha1_bin: (L: number) => ret(L, crypto.createHash('sha1').update(bin(L, 1, 'sha1_bin')).digest().toString('latin1')),
+    hmac_sha1: (L: number) => ret(L, crypto.createHmac('sha1', bin(L, 1, 'hmac_sha1')).update(bin(L, 2, 'hmac_sha1')).digest().toString('latin1')),
+    crc32_short: (L: number) => (bridge.pushInteger(L, zlib.crc32(bin(L, 1, 'crc32_short'))), 1),
+    crc32_long: (L: number) => (bridge.pushInteger(L, zlib.crc32(bin(L, 1, 'crc32_long'))), 1),
+    encode_base64(L: number) {
+      const s = bin(L, 1, 'encode_base64').toString('base64');
+      return ret(L, bridge.toBoolean(L, 2) ? s.replace(/=+$/, '') : s);
+    },
+    decode_base64(L: number) {
+      const s = str(L, 1, 'decode_base64');
+      // nginx's ngx_decode_base64: the alphabet, optional padding, no stray length
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.replace(/=+$/, '').length % 4 === 1) {
+        bridge.pushNil(L);
+        return 1;
+      }
+      return ret(L, Buffer.from(s, 'base64').toString('latin1'));
+    },
+    quote_sql_str: (L: number) => ret(L, quoteSql(str(L, 1, 'quote_sql_str'))),
+  };
+}
+
+export function timeLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const ret = (L: number, s: string) => (bridge.pushString(L, s), 1);
+  const seconds = (L: number, fn: string): number => {
+    const n = bridge.toNumber(L, 1);
+    if (n === undefined) throw new LuaError(`bad argument #1 to '${fn}' (number expected, got ${bridge.typeName(L, 1)})`);
+    return Math.floor(n);
+  };
+  return {
+    time: (L: number) => (bridge.pushInteger(L, Math.floor(Date.now() / 1000)), 1),
+    now: (L: number) => (bridge.pushNumber(L, Math.floor(Date.now()) / 1000), 1),
+    update_time: () => 0,
+    today: (L: number) => ret(L, localDate(new Date())),
+    localtime(L: number) {
+      const d = new Date();
+      return ret(L, `${localDate(d)} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`);
+    },
+    utctime(L: number) {
+      const iso = new Date().toISOString();
+      return ret(L, `${iso.slice(0, 10)} ${iso.slice(11, 19)}`);
+    },
+    http_time: (L: number) => ret(L, new Date(seconds(L, 'http_time') * 1000).toUTCString()),
+    cookie_time: (L: number) => ret(L, cookieTime(seconds(L, 'cookie_time'))),
+    parse_http_time(L: number) {
+      const ms = Date.parse(bridge.toString(L, 1) ?? '');
+      if (Number.isNaN(ms)) bridge.pushNil(L);
+      else bridge.pushInteger(L, Math.floor(ms / 1000));
+      return 1;
+    },
+  };
+}
+
+export function configLibrary(rt: LuaRuntime, prefix: string): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  return {
+    subsystem: 'http',
+    ngx_lua_version: 10023,
+    nginx_version: 1022001,
+    debug: false,
+    prefix: (L: number) => (bridge.pushString(L, prefix), 1),
+    configure: (L: number) => (bridge.pushString(L, ''), 1),
+  };
+}

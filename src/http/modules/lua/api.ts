@@ -1,0 +1,250 @@
+/**
+ * The host half of the `ngx` table (ngx.lua is the Lua half): output, exit,
+ * ngx.var, ngx.header, ngx.status, ngx.arg, ngx.ctx and logging. ngx.req,
+ * the utilities and the time functions are in api-req.ts and api-util.ts.
+ */
+import type { HostFunction } from '../../../lua/bridge.ts';
+import { LuaError, T } from '../../../lua/bridge.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog } from '../../request-log.ts';
+import { headStarted, writeOutput } from './output.ts';
+import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
+import { sharedLibrary } from './api-shared.ts';
+import { locationLibrary } from './api-location.ts';
+import { threadLibrary } from './api-thread.ts';
+import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
+import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
+import type { LuaRuntime } from './runtime.ts';
+import type { LuaTimers } from './api-timer.ts';
+import { CONSTANTS } from './constants.ts';
+import { regexTable } from '../../../lua/re.ts';
+import { luaLoc } from './conf.ts';
+
+const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
+
+/** The response name a Lua key stands for: `_` is `-` (lua_transform_underscores_in_response_headers). */
+function headerName(L: number, rt: LuaRuntime, r: HttpRequest): string {
+  const name = rt.vm.bridge.toString(L, 1);
+  if (name === undefined) throw new LuaError('bad argument #2 to \'?\' (string expected)');
+  return r.level.get(luaLoc).transformUnderscores === false ? name : name.replace(/_/g, '-');
+}
+
+function setResponseHeader(r: HttpRequest, name: string, values: string[]): void {
+  const lower = name.toLowerCase();
+  const last = values.length ? values[values.length - 1] : undefined;
+  switch (lower) {
+    case 'content-type': r.contentType = last; return;
+    case 'content-length': r.contentLength = last === undefined ? undefined : Number(last); return;
+    case 'last-modified': r.lastModified = last === undefined ? undefined : Date.parse(last); return;
+    case 'server': r.ownServer = last !== undefined; break;
+    case 'date': r.ownDate = last !== undefined; break;
+  }
+  r.setHeader(name, undefined);
+  for (const v of values) r.addHeader(name, v);
+}
+
+function responseHeaderValues(r: HttpRequest, name: string): string[] {
+  const lower = name.toLowerCase();
+  switch (lower) {
+    case 'content-type': return r.contentType === undefined ? [] : [r.contentType];
+    case 'content-length': return r.contentLength === undefined ? [] : [String(r.contentLength)];
+    case 'last-modified': return r.lastModified === undefined ? [] : [new Date(r.lastModified).toUTCString()];
+  }
+  return r.headersOut.filter((h) => h.name.toLowerCase() === lower).map((h) => h.value);
+}
+
+export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const { api } = bridge;
+
+  /** The values of argument `idx`: a string, a number, or a table of them (ngx.header's shapes). */
+  const stringList = (L: number, idx: number): string[] => {
+    const t = bridge.type(L, idx);
+    if (t === T.NIL) return [];
+    if (t !== T.TABLE) return [bridge.toString(L, idx) ?? String(bridge.toBoolean(L, idx))];
+    const out: string[] = [];
+    const n = api.lua_rawlen(L, idx);
+    for (let i = 1; i <= n; i++) {
+      api.lua_rawgeti(L, idx, BigInt(i));
+      out.push(bridge.toString(L, -1) ?? '');
+      api.lua_settop(L, -2);
+    }
+    return out;
+  };
+
+  const write: HostFunction = (L) => {
+    // called from ngx.lua's output(), which ngx.say tail-calls: level 2 is ngx.say's caller
+    const ctx = requestContext(rt, 2);
+    refuseIn(ctx, OUTPUT_DISABLED, 2);
+    const r = ctx.r;
+    if (ctx.eof || r.finished) {
+      bridge.pushNil(L);
+      bridge.pushString(L, 'seen eof');
+      return 2;
+    }
+    const wait = writeOutput(r, bridge.toBuffer(L, 1) ?? Buffer.alloc(0));
+    if (wait) return bridge.suspend(wait, (L1) => (bridge.pushInteger(L1, 1), 1));
+    bridge.pushInteger(L, 1);
+    return 1;
+  };
+
+  const lib: Record<string, unknown> = {
+    constants: CONSTANTS,
+    null: (L: number) => {
+      api.lua_pushlightuserdata(L, 0);
+      return 1;
+    },
+    write,
+    exit(L: number) {
+      const ctx = currentContext(rt);
+      if (!ctx) throw new LuaError('API disabled in the context of init_by_lua*');
+      ctx.exit = bridge.toInteger(L, 1) ?? 0;
+      return 0;
+    },
+    exec(L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const uri = bridge.toString(L, 1);
+      if (!uri) throw new LuaError('The uri argument is empty', 2);
+      let args = bridge.type(L, 2) === T.TABLE ? encodeArgsAt(L, 2) : bridge.toString(L, 2);
+      let path = uri;
+      const q = uri.indexOf('?');
+      if (q >= 0) {
+        path = uri.slice(0, q);
+        args = uri.slice(q + 1) + (args ? '&' + args : '');
+      }
+      ctx.exec = { uri: path, args };
+      ctx.exit = 0;
+      return 0;
+    },
+    redirect(L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const status = bridge.toInteger(L, 2) ?? 302;
+      if (![301, 302, 303, 307, 308].includes(status)) {
+        throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed', 2);
+      }
+      // OpenResty's Location goes out as given (nginx does not make it absolute)
+      ctx.r.setHeader('Location', bridge.toString(L, 1) ?? '');
+      ctx.exit = status;
+      return 0;
+    },
+    log(L: number) {
+      const level = bridge.toInteger(L, 1) ?? 0;
+      if (level < 0 || level > 8) throw new LuaError(`bad log level: ${level}`);
+      const msg = '[lua] ' + (bridge.toString(L, 2) ?? '');
+      logFor(currentContext(rt), level, msg);
+      return 0;
+    },
+    var_get(L: number) {
+      const { r } = requestContext(rt);
+      const key = bridge.type(L, 1) === T.NUMBER ? bridge.toInteger(L, 1) : undefined;
+      const v = key !== undefined ? r.captures?.[key] : r.main.variables.valueByName(r, (bridge.toString(L, 1) ?? '').toLowerCase());
+      if (v === undefined) bridge.pushNil(L);
+      else bridge.pushString(L, v);
+      return 1;
+    },
+    var_set(L: number) {
+      const { r } = requestContext(rt);
+      const name = (bridge.toString(L, 1) ?? '').toLowerCase();
+      const vars = r.main.variables;
+      const def = vars.lookup(name);
+      if (!def || (!def.changeable && !def.set)) {
+        throw new LuaError(`variable "${name}" not found for writing; maybe it is a built-in variable that is not changeable or you forgot to use "set $${name} '';" in the config file to define it first`, 2);
+      }
+      vars.assign(r, vars.index(name), bridge.toString(L, 2) ?? '');
+      return 0;
+    },
+    header_get(L: number) {
+      const { r } = requestContext(rt);
+      const values = responseHeaderValues(r, headerName(L, rt, r));
+      if (values.length === 0) bridge.pushNil(L);
+      else if (values.length === 1) bridge.pushString(L, values[0]);
+      else {
+        api.lua_createtable(L, values.length, 0);
+        values.forEach((v, i) => { bridge.pushString(L, v); api.lua_rawseti(L, -2, BigInt(i + 1)); });
+      }
+      return 1;
+    },
+    header_set(L: number) {
+      const ctx = requestContext(rt);
+      const name = headerName(L, rt, ctx.r);
+      if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
+        requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
+        return 0;
+      }
+      setResponseHeader(ctx.r, name, stringList(L, 2));
+      return 0;
+    },
+    status_get(L: number) {
+      const { r } = requestContext(rt);
+      bridge.pushInteger(L, r.status);
+      return 1;
+    },
+    status_set(L: number) {
+      const ctx = requestContext(rt);
+      if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
+        requestLog(ctx.r).error('attempt to set ngx.status after sending out response headers');
+        return 0;
+      }
+      const status = bridge.toInteger(L, 1);
+      if (status === undefined) throw new LuaError('attempt to set ngx.status to a non-number', 2);
+      ctx.r.status = status;
+      return 0;
+    },
+    ctx_id(L: number) {
+      const { r } = requestContext(rt);
+      bridge.pushInteger(L, rt.ctxId(r));
+      return 1;
+    },
+    arg_get(L: number) {
+      const ctx = currentContext(rt);
+      const v = ctx?.args?.[(bridge.toInteger(L, 1) ?? 0) - 1];
+      if (typeof v === 'string') bridge.pushString(L, v);
+      else if (v instanceof Buffer) bridge.pushBytes(L, v);
+      else if (typeof v === 'boolean') bridge.pushBoolean(L, v);
+      else bridge.pushNil(L);
+      return 1;
+    },
+    arg_set(L: number) {
+      const ctx = currentContext(rt);
+      if (ctx?.phase !== 'body_filter' || !ctx.args) throw new LuaError('attempt to write to ngx.arg', 1);
+      const i = bridge.toInteger(L, 1);
+      if (i === 1) ctx.args[0] = bridge.type(L, 2) === T.NIL ? '' : bridge.toString(L, 2) ?? '';
+      else if (i === 2) ctx.args[1] = bridge.toBoolean(L, 2);
+      return 0;
+    },
+    arg_count(L: number) {
+      bridge.pushInteger(L, currentContext(rt)?.args?.length ?? 0);
+      return 1;
+    },
+    worker: {
+      id: (L: number) => (bridge.pushInteger(L, rt.workerId), 1),
+      count: (L: number) => (bridge.pushInteger(L, rt.workerCount), 1),
+      pid: (L: number) => (bridge.pushInteger(L, process.pid), 1),
+      exiting: (L: number) => (bridge.pushBoolean(L, timers.exiting), 1),
+    },
+    req: reqLibrary(rt),
+    util: utilLibrary(rt),
+    time: timeLibrary(rt),
+    config: configLibrary(rt, rt.prefix),
+    shdict: sharedLibrary(rt, rt.conf.sharedDicts),
+    location: locationLibrary(rt),
+    timer: timers.library(),
+    re_table: regexTable(bridge),
+    thread: threadLibrary(rt),
+    ...argsAndHeadersLibrary(rt),
+  };
+
+  /** ngx.encode_args of the table at `idx` (also ngx.exec's table of args). */
+  function encodeArgsAt(L: number, idx: number): string {
+    bridge.getGlobal(L, 'ngx');
+    bridge.getField(L, -1, 'encode_args');
+    api.lua_pushvalue(L, idx);
+    bridge.call(L, 1, 1);
+    const s = bridge.toString(L, -1) ?? '';
+    api.lua_settop(L, -3);
+    return s;
+  }
+  return lib;
+}

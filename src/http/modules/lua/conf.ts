@@ -1,0 +1,78 @@
+/**
+ * The configuration of ngx_http_lua_module: where each hook's Lua comes from
+ * (inline string, `_block` body, or file) under the chunk name OpenResty
+ * gives it, and the http-level settings (package paths, shared dicts,
+ * init hooks).
+ */
+import path from 'node:path';
+import { defineSlot, inheritUnset } from '../../../conf/context.ts';
+import type { ConfContext } from '../../../conf/context.ts';
+import type { ConfNode } from '../../../conf/parser.ts';
+
+/** One hook's Lua: compiled once per worker VM (lua_code_cache on). */
+export interface LuaHook {
+  /** `content_by_lua`, `rewrite_by_lua`, ... (the directive without `_block`/`_file`). */
+  readonly kind: string;
+  /** Inline source, or undefined for a file. */
+  readonly source: string | undefined;
+  /** The file of a `*_by_lua_file` (relative to the prefix, as OpenResty resolves it). */
+  readonly file: string | undefined;
+  /** OpenResty's chunk name: `content_by_lua(nginx.conf:40)`, or the file's path. */
+  readonly name: string;
+}
+
+export interface LuaLocConf {
+  /** lua_need_request_body: the body is read before the rewrite, access and content hooks. */
+  needBody?: boolean;
+  /** lua_transform_underscores_in_response_headers (default on). */
+  transformUnderscores?: boolean;
+  /** lua_use_default_type (default on). */
+  useDefaultType?: boolean;
+  rewrite?: LuaHook;
+  access?: LuaHook;
+  content?: LuaHook;
+  log?: LuaHook;
+  headerFilter?: LuaHook;
+  bodyFilter?: LuaHook;
+}
+
+export const luaLoc = defineSlot<LuaLocConf>('lua', () => ({}), inheritUnset);
+
+export interface LuaMainConf {
+  packagePath?: string;
+  packageCpath?: string;
+  codeCache?: boolean;
+  init?: LuaHook;
+  initWorker?: LuaHook;
+  /** `lua_shared_dict name size`: sizes in bytes, by name. */
+  sharedDicts: Map<string, number>;
+  /** Set when any Lua directive appears: workers then create a VM. */
+  used: boolean;
+  maxPendingTimers?: number;
+  maxRunningTimers?: number;
+  rewriteNoPostpone?: boolean;
+  accessNoPostpone?: boolean;
+}
+
+export const luaMain = defineSlot<LuaMainConf>('lua_main', () => ({ sharedDicts: new Map(), used: false }));
+
+/**
+ * The hook a `*_by_lua`, `*_by_lua_block` or `*_by_lua_file` directive names.
+ * Inline chunks are named after the directive and where it is, as OpenResty
+ * names them: `content_by_lua(nginx.conf:40)`; a file keeps its own path.
+ */
+export function readHook(cf: ConfContext, node: ConfNode, arg = node.args.length - 1): LuaHook {
+  const name = node.name;
+  const kind = name.replace(/_(block|file)$/, '');
+  const at = `${kind}(${path.basename(node.file)}:${node.line})`;
+  if (name.endsWith('_file')) {
+    const file = path.resolve(cf.paths.prefix, node.args[arg]);
+    return { kind, source: undefined, file, name: file };
+  }
+  return { kind, source: node.args[arg], file: undefined, name: at };
+}
+
+/** `lua_package_path`: `;;` stands for the default path, as in OpenResty. */
+export function expandPackagePath(value: string, defaults: string): string {
+  return value.replace(';;', `;${defaults};`).replace(/^;+|;+$/g, '');
+}

@@ -1,0 +1,133 @@
+/**
+ * The request hooks of ngx_http_lua_module: rewrite_by_lua, access_by_lua
+ * and content_by_lua as phase handlers, log_by_lua, and set_by_lua as a
+ * step of the rewrite module's program. Each run is a coroutine on the
+ * worker's VM; a hook that waits makes its phase handler a promise.
+ */
+import type { LuaOutcome } from '../../../lua/coroutine.ts';
+import { DECLINED, DONE, OK } from '../../http-conf.ts';
+import type { HandlerResult, HttpMainConf } from '../../http-conf.ts';
+import { internalRedirect, namedLocation } from '../../phases.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog } from '../../request-log.ts';
+import { readRequestBody, requestBodyOf } from '../../request-body.ts';
+import { dropOutput, finishOutput, headStarted } from './output.ts';
+import { luaLoc } from './conf.ts';
+import type { LuaHook } from './conf.ts';
+import type { HookContext, LuaRuntime } from './runtime.ts';
+
+const runtimes = new WeakMap<HttpMainConf, LuaRuntime>();
+
+export function setRuntime(http: HttpMainConf, rt: LuaRuntime): void {
+  runtimes.set(http, rt);
+}
+
+export function runtimeOf(r: HttpRequest): LuaRuntime {
+  return runtimes.get(r.main)!;
+}
+
+/** Ends the response the hook wrote (ngx_http_lua_send_chain_link with last_buf). */
+function finishResponse(ctx: HookContext): HandlerResult | Promise<HandlerResult> {
+  if (ctx.eof) return DONE;
+  ctx.eof = true;
+  const wait = finishOutput(ctx.r!);
+  return wait ? wait.then(() => DONE) : DONE;
+}
+
+/** What a rewrite, access or content hook's end means for the phase (ngx_http_lua_handle_exit and friends). */
+function afterHook(ctx: HookContext, outcome: LuaOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
+  const r = ctx.r!;
+  if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
+    ctx.runtime.logFailure(ctx, outcome);
+    if (!headStarted(r)) return 500;
+    // output started: the connection is closed, what was held never goes out (nginx's NGX_ERROR)
+    dropOutput(r);
+    return DONE;
+  }
+  if (ctx.exec) {
+    const { uri, args } = ctx.exec;
+    return uri.startsWith('@') ? namedLocation(r, uri) : internalRedirect(r, uri, args);
+  }
+  if (ctx.jumped) return DECLINED;
+  const code = ctx.exit;
+  if (code === undefined || code === OK) {
+    if (ctx.phase === 'content' || headStarted(r)) return finishResponse(ctx);
+    return ctx.phase === 'access' && code === OK ? OK : DECLINED;
+  }
+  if (code === -1) {
+    dropOutput(r);
+    return DONE;
+  }
+  if (code === DONE || (code >= 200 && code < 300 && code !== 204) || headStarted(r)) return finishResponse(ctx);
+  return code;
+}
+
+function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | Promise<HandlerResult> {
+  // lua_need_request_body: the whole body first (a failure to read it is the request's status)
+  if (r.level.get(luaLoc).needBody && !requestBodyOf(r)) {
+    return readRequestBody(r).then((got) => (typeof got === 'number' ? got : runHook(r, hook, phase)));
+  }
+  const runtime = runtimeOf(r);
+  const ctx: HookContext = { runtime, r, phase };
+  const outcome = runtime.run(hook, ctx);
+  if (outcome instanceof Promise) return outcome.then((o) => afterThreads(ctx, o));
+  return ctx.threads?.size ? afterThreads(ctx, outcome) : afterHook(ctx, outcome);
+}
+
+/** The hook ended: its light threads still running are waited for first, as OpenResty's entry thread does. */
+async function afterThreads(ctx: HookContext, outcome: LuaOutcome<undefined>): Promise<HandlerResult> {
+  while (ctx.threads?.size && outcome.ok && ctx.exit === undefined) await Promise.all(ctx.threads.values());
+  return afterHook(ctx, outcome);
+}
+
+export function rewriteHandler(r: HttpRequest): HandlerResult | Promise<HandlerResult> {
+  const hook = r.level.get(luaLoc).rewrite;
+  return hook ? runHook(r, hook, 'rewrite') : DECLINED;
+}
+
+export function accessHandler(r: HttpRequest): HandlerResult | Promise<HandlerResult> {
+  const hook = r.level.get(luaLoc).access;
+  return hook ? runHook(r, hook, 'access') : DECLINED;
+}
+
+/** The content handler a `content_by_lua*` location gets. */
+export function contentHandler(hook: LuaHook): (r: HttpRequest) => HandlerResult | Promise<HandlerResult> {
+  return (r) => runHook(r, hook, 'content');
+}
+
+/** The log phase: log_by_lua, then the request's ngx.ctx tables are let go. */
+export function logHandler(r: HttpRequest): number {
+  const runtime = runtimes.get(r.main);
+  if (!runtime) return DECLINED;
+  const hook = r.level.get(luaLoc).log;
+  if (hook) {
+    const ctx: HookContext = { runtime, r, phase: 'log' };
+    const outcome = runtime.run(hook, ctx);
+    const done = (o: LuaOutcome<undefined>) => {
+      if (!o.ok && ctx.exit === undefined) runtime.logFailure(ctx, o);
+      runtime.release(r);
+    };
+    if (outcome instanceof Promise) void outcome.then(done);
+    else done(outcome);
+  } else runtime.release(r);
+  return DECLINED;
+}
+
+/** set_by_lua: the hook's first result, as a string (nil is empty), or undefined when it failed. */
+export function runSetHook(r: HttpRequest, hook: LuaHook, args: string[]): string | undefined {
+  const runtime = runtimeOf(r);
+  const ctx: HookContext = { runtime, r, phase: 'set', args };
+  const { bridge } = runtime.vm;
+  const outcome = runtime.run(hook, ctx, {
+    results: (L, n) => (n > 0 ? bridge.toString(L, -n) ?? '' : ''),
+  });
+  if (outcome instanceof Promise) {
+    requestLog(r).error('failed to run set_by_lua*: attempt to yield across C-call boundary');
+    return undefined;
+  }
+  if (!outcome.ok) {
+    requestLog(r).error(`failed to run set_by_lua*: ${outcome.error}${outcome.traceback ? '\n' + outcome.traceback : ''}`);
+    return undefined;
+  }
+  return outcome.value;
+}

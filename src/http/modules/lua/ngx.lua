@@ -1,0 +1,333 @@
+-- The `ngx` table as OpenResty code sees it, built once per worker VM over the host's functions
+-- (api.ts and the files it gathers). What is a plain function here is a host function; what needs
+-- Lua semantics (metatables, varargs, ngx.exit unwinding the hook) is written here.
+local host = ...
+local type, select, error, pcall, xpcall = type, select, error, pcall, xpcall
+local setmetatable, rawget, getinfo, concat = setmetatable, rawget, debug.getinfo, table.concat
+local gsub, lower, pack = string.gsub, string.lower, table.pack
+
+local ngx = {}
+_G.ngx = ngx
+for k, v in pairs(host.constants) do ngx[k] = v end
+ngx.null = host.null()
+-- LuaJIT writes a NULL light userdata as "userdata: NULL" (Lua 5.4: "userdata: 0")
+do
+  local native, null = tostring, ngx.null
+  tostring = function(v)
+    if v == null then return 'userdata: NULL' end
+    return native(v)
+  end
+  _G.tostring = tostring
+end
+
+-- ---- ngx.exit and its kin end the hook: an error no pcall keeps (OpenResty yields for good) ----
+local EXIT = setmetatable({}, { __tostring = function() return 'ngx.exit' end })
+local function rethrow(ok, ...)
+  if not ok and (...) == EXIT then error(EXIT, 0) end
+  return ok, ...
+end
+_G.pcall = function(f, ...) return rethrow(pcall(f, ...)) end
+_G.xpcall = function(f, handler, ...)
+  return rethrow(xpcall(f, function(e) if e == EXIT then return e end return handler(e) end, ...))
+end
+
+function ngx.exit(status)
+  host.exit(status)
+  error(EXIT, 0)
+end
+function ngx.exec(uri, args)
+  host.exec(uri, args)
+  error(EXIT, 0)
+end
+function ngx.redirect(uri, status)
+  host.redirect(uri, status)
+  error(EXIT, 0)
+end
+
+-- ---- logging: "[lua] content_by_lua(nginx.conf:40):3: msg" with the caller's place ----
+local function text_of(v, i)
+  local t = type(v)
+  if t == 'string' or t == 'number' then return tostring(v) end
+  if v == nil then return 'nil' end
+  if t == 'boolean' then return v and 'true' or 'false' end
+  if v == ngx.null then return 'null' end
+  local mt = getmetatable(v)
+  if mt and mt.__tostring then return tostring(v) end
+  error('bad argument #' .. i .. " to 'log' (expected table to have __tostring metamethod)", 3)
+end
+local function log_at(level, first, ...)
+  local n = select('#', ...)
+  local parts = {}
+  for i = 1, n do parts[i] = text_of((select(i, ...)), i + first) end
+  local info = getinfo(3, 'Sl')
+  local where = info and (info.short_src .. ':' .. (info.currentline or 0) .. ': ') or ''
+  host.log(level, where .. concat(parts, '', 1, n))
+end
+function ngx.log(level, ...)
+  if type(level) ~= 'number' then error("bad argument #1 to 'log' (number expected, got " .. type(level) .. ')', 2) end
+  log_at(level, 1, ...)
+end
+_G.print = function(...) log_at(ngx.NOTICE, 0, ...) end
+
+-- ---- output ----
+local write = host.write
+local function flatten(v, out)
+  local t = type(v)
+  if t == 'table' then
+    for i = 1, #v do flatten(v[i], out) end
+  elseif t == 'string' or t == 'number' then
+    out[#out + 1] = tostring(v)
+  elseif v == nil then
+    out[#out + 1] = 'nil'
+  elseif t == 'boolean' then
+    out[#out + 1] = v and 'true' or 'false'
+  elseif v == ngx.null then
+    out[#out + 1] = 'null'
+  else
+    error('bad argument to output: ' .. t .. ' not allowed', 3)
+  end
+end
+local function output(newline, ...)
+  local out = {}
+  for i = 1, select('#', ...) do flatten((select(i, ...)), out) end
+  if newline then out[#out + 1] = '\n' end
+  return write(concat(out))
+end
+function ngx.print(...) return output(false, ...) end
+function ngx.say(...) return output(true, ...) end
+
+-- ---- ngx.var, ngx.header, ngx.arg, ngx.ctx, ngx.status ----
+local var_get, var_set = host.var_get, host.var_set
+ngx.var = setmetatable({}, {
+  __index = function(_, k) return var_get(k) end,
+  __newindex = function(_, k, v) var_set(k, v) end,
+})
+local header_get, header_set = host.header_get, host.header_set
+ngx.header = setmetatable({}, {
+  __index = function(_, k) return header_get(k) end,
+  __newindex = function(_, k, v) header_set(k, v) end,
+})
+local arg_get, arg_set = host.arg_get, host.arg_set
+ngx.arg = setmetatable({}, {
+  __index = function(_, i) return arg_get(i) end,
+  __newindex = function(_, i, v) arg_set(i, v) end,
+  __len = function() return host.arg_count() end,
+})
+
+local ctxs = {}
+local ctx_id = host.ctx_id
+local status_get, status_set = host.status_get, host.status_set
+setmetatable(ngx, {
+  __index = function(_, k)
+    if k == 'ctx' then
+      local id = ctx_id()
+      local c = ctxs[id]
+      if not c then c = {}; ctxs[id] = c end
+      return c
+    elseif k == 'status' then
+      return status_get()
+    end
+  end,
+  __newindex = function(t, k, v)
+    if k == 'ctx' then ctxs[ctx_id()] = v
+    elseif k == 'status' then status_set(v)
+    else rawset(t, k, v) end
+  end,
+})
+
+-- ---- headers tables: any case and `_` for `-` find the header (OpenResty's metatable) ----
+local function normalize(k)
+  if type(k) ~= 'string' then return k end
+  return (gsub(lower(k), '_', '-'))
+end
+local headers_mt = {
+  __index = function(t, k)
+    local n = normalize(k)
+    if n ~= k then return rawget(t, n) end
+  end,
+}
+local function headers_table(list, raw)
+  local t = {}
+  for i = 1, #list, 2 do
+    local k, v = list[i], list[i + 1]
+    if not raw then k = lower(k) end
+    local have = t[k]
+    if have == nil then t[k] = v
+    elseif type(have) == 'table' then have[#have + 1] = v
+    else t[k] = { have, v } end
+  end
+  if not raw then setmetatable(t, headers_mt) end
+  return t
+end
+
+local function args_table(list)
+  local t = {}
+  for i = 1, #list, 2 do
+    local k, v = list[i], list[i + 1]
+    local have = t[k]
+    if have == nil then t[k] = v
+    elseif type(have) == 'table' then have[#have + 1] = v
+    else t[k] = { have, v } end
+  end
+  return t
+end
+
+ngx.req = {}
+for k, v in pairs(host.req) do ngx.req[k] = v end
+function ngx.req.get_headers(max, raw)
+  local list, truncated = host.req.headers_list(max or 100)
+  return headers_table(list, raw), truncated
+end
+function ngx.req.get_uri_args(max)
+  local list, truncated = host.req.uri_args_list(max or 100)
+  return args_table(list), truncated
+end
+function ngx.req.get_post_args(max)
+  local list, err = host.req.post_args_list(max or 100)
+  if not list then return nil, err end
+  return args_table(list)
+end
+function ngx.req.set_uri(uri, jump)
+  if host.req.set_uri(uri, jump) then error(EXIT, 0) end
+end
+function ngx.req.read_body()
+  local status = host.req.read_body()
+  if status then ngx.exit(status) end
+end
+function ngx.decode_args(s, max)
+  return args_table(host.decode_args_list(s, max or 100))
+end
+ngx.resp = {}
+function ngx.resp.get_headers(max, raw)
+  return headers_table(host.resp_headers_list(max or 100), raw)
+end
+
+-- ---- what the rest of the host gives as plain functions ----
+for _, lib in ipairs({ 'util', 'time' }) do
+  for k, v in pairs(host[lib]) do ngx[k] = v end
+end
+ngx.worker = host.worker
+ngx.config = host.config
+ngx.location = {}
+do
+  local start, wait, unpack = host.location.start, host.location.wait, table.unpack
+  local function options(opts)
+    if not opts then return nil, nil end
+    local args = opts.args
+    if type(args) == 'table' then args = ngx.encode_args(args) end
+    return args, opts.method
+  end
+  local function result(list, i)
+    return { status = list[i * 4 + 1], body = list[i * 4 + 2], header = headers_table(list[i * 4 + 3], true),
+      truncated = list[i * 4 + 4] }
+  end
+  function ngx.location.capture(uri, opts)
+    local args, method = options(opts)
+    return result(wait(start(uri, args, method)), 0)
+  end
+  function ngx.location.capture_multi(reqs)
+    local ids = {}
+    for i, req in ipairs(reqs) do
+      local args, method = options(req[2])
+      ids[i] = start(req[1], args, method)
+    end
+    local list = wait(unpack(ids))
+    local out = {}
+    for i = 1, #ids do out[i] = result(list, i - 1) end
+    return unpack(out)
+  end
+end
+ngx.shared = {}
+do
+  local methods = {}
+  for k, f in pairs(host.shdict.ops) do
+    methods[k] = function(self, ...)
+      if type(self) ~= 'table' or rawget(self, '__name') == nil then
+        error('bad "zone" argument', 2)
+      end
+      return f(rawget(self, '__name'), ...)
+    end
+  end
+  local dict_mt = { __index = methods }
+  for _, name in ipairs(host.shdict.names) do ngx.shared[name] = setmetatable({ __name = name }, dict_mt) end
+end
+ngx.timer = {}
+local timers = {}
+do
+  local lib, pack = host.timer, table.pack
+  local function add(kind, delay, f, ...)
+    if type(f) ~= 'function' or getinfo(f, 'S').what == 'C' then
+      error("bad argument #2 to '?' (Lua function expected)", 2)
+    end
+    local id, err = lib[kind](delay)
+    if not id then return nil, err end
+    timers[id] = pack(f, ...)
+    return 1
+  end
+  function ngx.timer.at(delay, f, ...) return add('at', delay, f, ...) end
+  function ngx.timer.every(delay, f, ...) return add('every', delay, f, ...) end
+  ngx.timer.running_count = lib.running_count
+  ngx.timer.pending_count = lib.pending_count
+end
+-- ---- light threads (ngx.thread): each runs in a coroutine of its own on the same request ----
+ngx.thread = {}
+local threads = {}
+do
+  local lib, pack, unpack = host.thread, table.pack, table.unpack
+  local thread_mt = { __tostring = function(t) return 'thread: ' .. t.id end }
+  function ngx.thread.spawn(f, ...)
+    if type(f) ~= 'function' then error("bad argument #1 to 'spawn' (function expected)", 2) end
+    local id = lib.reserve()
+    threads[id] = { f = f, args = pack(...) }
+    lib.start(id)
+    return setmetatable({ id = id }, thread_mt)
+  end
+  function ngx.thread.wait(...)
+    local ids = {}
+    for i = 1, select('#', ...) do
+      local t = select(i, ...)
+      if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
+      ids[i] = t.id
+    end
+    local id = lib.wait(unpack(ids))
+    local r = threads[id].result
+    threads[id] = nil
+    return unpack(r, 1, r.n)
+  end
+  function ngx.thread.kill(t)
+    if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
+    if threads[t.id].result then return nil, 'already terminated' end
+    threads[t.id] = nil
+    lib.kill(t.id)
+    return true
+  end
+end
+local function run_thread(id)
+  local t = threads[id]
+  if not t then return end
+  local tb
+  local r = pack(xpcall(t.f, function(e)
+    if e ~= EXIT then tb = debug.traceback(nil, 2) end
+    return e
+  end, table.unpack(t.args, 1, t.args.n)))
+  -- logged with its traceback; ngx.thread.wait gives the message without its position, as OpenResty does
+  if not r[1] and r[2] ~= EXIT then
+    host.thread.aborted(tostring(r[2]) .. '\n' .. gsub(tb or '', '^stack traceback:\n', 'stack traceback:\ncoroutine 0:\n', 1))
+    if type(r[2]) == 'string' then r[2] = gsub(r[2], '^.-:%d+: ', '', 1) end
+  end
+  if threads[id] then threads[id].result = r end
+end
+
+local function run_timer(id, premature, last)
+  local t = timers[id]
+  if last then timers[id] = nil end
+  if t then return t[1](premature, table.unpack(t, 2, t.n)) end
+end
+
+ngx.re = host.re_table()
+
+package.loaded.ngx = ngx
+package.preload['ngx.re'] = function() return ngx.re end
+
+-- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
+return function(id) ctxs[id] = nil end, run_timer, run_thread

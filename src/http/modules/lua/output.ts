@@ -1,0 +1,99 @@
+/**
+ * What ngx.say/ngx.print write, held as nginx's write filter holds it: the
+ * head and the body stay in the request until 1460 bytes (postpone_output's
+ * default) are waiting, ngx.flush is called, or the response ends. So a hook
+ * that fails after a small ngx.say closes the connection with nothing sent,
+ * as OpenResty does, and small outputs go out in one write. For Lua the head
+ * counts as sent from the first output on (ngx.header and ngx.status then
+ * refuse, ngx.exit ends the body).
+ */
+import { cancelBodyDrain, waitBodyDrain } from '../../body-filter.ts';
+import { contentTypeFor } from '../../core/types.ts';
+import type { HttpRequest } from '../../request.ts';
+import { endBody, sendBody, sendHeader } from '../../response.ts';
+import { luaLoc } from './conf.ts';
+
+/** nginx's postpone_output default. */
+const POSTPONE = 1460;
+
+interface Output {
+  pending: Buffer[];
+  size: number;
+}
+
+const outputs = new WeakMap<HttpRequest, Output>();
+
+/** Status and Content-Type before the head, as ngx_http_lua_send_header_if_needed sets them. */
+function prepareHeader(r: HttpRequest): void {
+  if (!r.status) r.status = 200;
+  if (r.contentType === undefined && r.level.get(luaLoc).useDefaultType !== false) r.contentType = contentTypeFor(r);
+}
+
+/** Whether the response head counts as sent for Lua (written, or output is waiting to be). */
+export function headStarted(r: HttpRequest): boolean {
+  return r.headerSent || outputs.has(r);
+}
+
+/** Resolves once the body filters and the client can take more. */
+function drained(r: HttpRequest): Promise<void> {
+  return new Promise((resolve) => {
+    const fn = () => resolve();
+    waitBodyDrain(r, fn);
+    r.sink.onClose(() => { cancelBodyDrain(r, fn); resolve(); });
+  });
+}
+
+function takePending(r: HttpRequest): Buffer | undefined {
+  const out = outputs.get(r);
+  if (!out || out.size === 0) return undefined;
+  const data = out.pending.length === 1 ? out.pending[0] : Buffer.concat(out.pending);
+  out.pending = [];
+  out.size = 0;
+  return data;
+}
+
+/** Sends the head if it is not out yet, then runs `then`; a promise when a header filter waits. */
+function withHead<T>(r: HttpRequest, then: () => T): T | Promise<Awaited<T>> {
+  if (r.headerSent) return then();
+  prepareHeader(r);
+  const sent = sendHeader(r);
+  return sent ? sent.then(then) as Promise<Awaited<T>> : then();
+}
+
+/** Sends the head and what is waiting (ngx.flush); a promise when the writer must wait. */
+export function flushOutput(r: HttpRequest): Promise<void> | undefined {
+  if (!outputs.has(r)) outputs.set(r, { pending: [], size: 0 });
+  const send = (): Promise<void> | undefined => {
+    const data = takePending(r);
+    if (data === undefined || r.method === 'HEAD') return undefined;
+    return sendBody(r, data) ? undefined : drained(r);
+  };
+  return withHead(r, send) as Promise<void> | undefined;
+}
+
+/** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
+export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undefined {
+  let out = outputs.get(r);
+  if (!out) outputs.set(r, (out = { pending: [], size: 0 }));
+  if (data.length) {
+    out.pending.push(data);
+    out.size += data.length;
+  }
+  return out.size >= POSTPONE ? flushOutput(r) : undefined;
+}
+
+/** Ends the response: the head if still held, what is waiting, and the end of the body. */
+export function finishOutput(r: HttpRequest): Promise<void> | undefined {
+  if (!outputs.has(r)) outputs.set(r, { pending: [], size: 0 });
+  const rc = withHead(r, () => {
+    const data = takePending(r);
+    endBody(r, r.method === 'HEAD' ? undefined : data);
+  });
+  return rc instanceof Promise ? rc : undefined;
+}
+
+/** A hook failed: what was held is dropped, the connection closed (nginx's NGX_ERROR). */
+export function dropOutput(r: HttpRequest): void {
+  takePending(r);
+  r.sink.abort();
+}

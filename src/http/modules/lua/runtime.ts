@@ -1,0 +1,199 @@
+/**
+ * A worker's Lua: one VM per configuration generation (a reload starts a
+ * fresh one, as OpenResty's new workers do), the `ngx` table built on it,
+ * each hook compiled the first time it runs, and the per-hook context host
+ * functions find their request in.
+ */
+import fs from 'node:fs';
+import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
+import { abortedMessage } from '../../../lua/coroutine.ts';
+import type { LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
+import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH } from '../../../lua/package.ts';
+import { LuaVm } from '../../../lua/vm.ts';
+import type { LuaChunk } from '../../../lua/vm.ts';
+import { pushValue } from '../../../lua/convert.ts';
+import { LogLevel, mainErrorLog } from '../../../core/error-log.ts';
+import type { HttpRequest } from '../../request.ts';
+import { requestLog } from '../../request-log.ts';
+import { expandPackagePath } from './conf.ts';
+import type { LuaHook, LuaMainConf } from './conf.ts';
+
+/** What a hook's host functions act on: OpenResty's ngx_http_lua_ctx_t for one run. */
+export interface HookContext {
+  readonly runtime: LuaRuntime;
+  /** Undefined in init_by_lua / init_worker_by_lua. */
+  readonly r: HttpRequest | undefined;
+  /** `content`, `rewrite`, `access`, `log`, `header_filter`, `body_filter`, `set`, `init_worker`. */
+  readonly phase: string;
+  /** ngx.exit's status (ngx.redirect's too). */
+  exit?: number;
+  /** ngx.exec's target. */
+  exec?: { uri: string; args: string | undefined };
+  /** ngx.eof was called: the body is complete. */
+  eof?: boolean;
+  /** Light threads this hook spawned that have not finished (the hook's end waits for them). */
+  threads?: Map<number, Promise<unknown>>;
+  /** A timer's `, client: …, server: …` log suffix. */
+  origin?: string;
+  /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
+  jumped?: boolean;
+  /** ngx.arg: set_by_lua's arguments, body_filter_by_lua's chunk and end flag. */
+  args?: Array<string | boolean | Buffer>;
+}
+
+export class LuaRuntime {
+  readonly vm: LuaVm;
+  readonly conf: LuaMainConf;
+  readonly workerId: number;
+  readonly workerCount: number;
+  /** nginx's prefix (ngx.config.prefix()). */
+  readonly prefix: string;
+  private readonly chunks = new Map<LuaHook, LuaChunk | string>();
+  /** The Lua function that forgets a request's ngx.ctx tables (ngx.lua's first result). */
+  private releaseCtx = 0;
+  /** The Lua function that runs timer `id` (ngx.lua's second result). */
+  private timerRunner = 0;
+  /** The Lua function that runs light thread `id` (ngx.lua's third result). */
+  private threadRunner = 0;
+  private nextCtxId = 1;
+
+  private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
+    this.vm = vm;
+    this.prefix = prefix;
+    this.conf = conf;
+    this.workerId = workerId;
+    this.workerCount = workerCount;
+  }
+
+  /** A VM with the `ngx` table ngx.lua builds over `host(rt)`'s functions. */
+  static async create(conf: LuaMainConf, workerId: number, workerCount: number, prefix: string,
+    host: (rt: LuaRuntime) => Record<string, unknown>): Promise<LuaRuntime> {
+    const vm = await LuaVm.create({ print: (line) => mainErrorLog().notice(`[lua] ${line}`) });
+    const rt = new LuaRuntime(vm, conf, workerId, workerCount, prefix);
+    vm.setPackagePath(
+      conf.packagePath === undefined ? DEFAULT_PACKAGE_PATH : expandPackagePath(conf.packagePath, DEFAULT_PACKAGE_PATH),
+      conf.packageCpath === undefined ? DEFAULT_PACKAGE_CPATH : expandPackagePath(conf.packageCpath, DEFAULT_PACKAGE_CPATH));
+    const { bridge } = vm;
+    const { L } = bridge;
+    bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
+    pushValue(bridge, L, host(rt));
+    bridge.call(L, 1, 3);
+    rt.threadRunner = bridge.ref(L);
+    rt.timerRunner = bridge.ref(L);
+    rt.releaseCtx = bridge.ref(L);
+    return rt;
+  }
+
+  /** The hook's compiled chunk, or the message it failed to compile with (logged by the caller). */
+  chunk(hook: LuaHook): LuaChunk | string {
+    let c = this.chunks.get(hook);
+    if (c === undefined) {
+      try {
+        const code = hook.source ?? fs.readFileSync(hook.file!);
+        c = this.vm.load(code, hook.name);
+      } catch (e) {
+        c = e instanceof LuaSyntaxError
+          // LuaJIT quotes the end of input: near '<eof>'
+          ? `failed to load ${hook.file ? 'external' : 'inlined'} Lua code: ${e.message.replace(/near <eof>$/, "near '<eof>'")}`
+          : `failed to load external Lua file "${hook.file}": cannot open ${hook.file}`;
+      }
+      if (this.conf.codeCache !== false || typeof c === 'string') this.chunks.set(hook, c);
+    }
+    return c;
+  }
+
+  /** Runs `hook` in a coroutine for `ctx`; a chunk that does not compile is a failed outcome. */
+  run<R = undefined>(hook: LuaHook, ctx: HookContext, options?: RunOptions<R>): LuaOutcome<R> | Promise<LuaOutcome<R>> {
+    const chunk = this.chunk(hook);
+    if (typeof chunk === 'string') return { ok: false, error: chunk, traceback: '' };
+    return this.vm.run(chunk, ctx, options);
+  }
+
+  /** Runs timer `id`'s function in a coroutine (`last`: forget it after). */
+  runTimer(id: number, premature: boolean, last: boolean, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+    const { bridge } = this.vm;
+    return this.vm.run(this.timerRunner as LuaChunk, ctx, {
+      args: (L) => {
+        bridge.pushInteger(L, id);
+        bridge.pushBoolean(L, premature);
+        bridge.pushBoolean(L, last);
+        return 3;
+      },
+    });
+  }
+
+  /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`. */
+  runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+    const { bridge } = this.vm;
+    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1) });
+  }
+
+  /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
+  logFailure(ctx: HookContext, outcome: { error: string; traceback: string }): void {
+    const text = outcome.traceback ? abortedMessage(outcome) : outcome.error;
+    logFor(ctx, LogLevel.error, text);
+  }
+
+  /** The id behind a request's current ngx.ctx (a new one after an internal redirect). */
+  ctxId(r: HttpRequest): number {
+    let id = r.ctx.get(CTX_ID) as number | undefined;
+    if (id === undefined) {
+      id = this.nextCtxId++;
+      r.ctx.set(CTX_ID, id);
+      let ids = ctxIds.get(r);
+      if (!ids) ctxIds.set(r, (ids = []));
+      ids.push(id);
+    }
+    return id;
+  }
+
+  /** The request is done: its ngx.ctx tables can go. */
+  release(r: HttpRequest): void {
+    const ids = ctxIds.get(r);
+    if (!ids) return;
+    ctxIds.delete(r);
+    const { bridge } = this.vm;
+    const { L } = bridge;
+    for (const id of ids) {
+      bridge.pushRef(L, this.releaseCtx);
+      bridge.pushInteger(L, id);
+      bridge.call(L, 1, 0);
+    }
+  }
+
+  close(): void {
+    this.vm.close();
+  }
+}
+
+/** Logs for the hook's request (with nginx's context), or for a timer (`context: ngx.timer`), or the main log. */
+export function logFor(ctx: HookContext | undefined, level: number, text: string): void {
+  if (ctx?.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : undefined).log(level, text);
+  else if (ctx?.phase === 'timer') mainErrorLog().log(level, `${text}, context: ngx.timer${ctx.origin ?? ''}`);
+  else mainErrorLog().log(level, text);
+}
+
+const CTX_ID = {};
+const ctxIds = new WeakMap<HttpRequest, number[]>();
+
+/** The running hook's context, or OpenResty's error for code outside any request. */
+export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
+  const ctx = currentContext(rt);
+  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? phaseName(ctx.phase) : 'init_by_lua*'}`, level);
+  return ctx as HookContext & { r: HttpRequest };
+}
+
+/** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
+export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
+  if (phases.includes(ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
+}
+
+/** How OpenResty names a phase in "API disabled in the context of …". */
+function phaseName(phase: string): string {
+  return phase === 'timer' ? 'ngx.timer' : `${phase}_by_lua*`;
+}
+
+/** The hook context of the Lua code running now (inside a host function). */
+export function currentContext(rt: LuaRuntime): HookContext | undefined {
+  return rt.vm.running?.context as HookContext | undefined;
+}
