@@ -21,6 +21,7 @@ import type { HttpRequest } from '../request.ts';
 import { requestLog, UPSTREAM_CONTEXT } from '../request-log.ts';
 import { terminate } from '../request-body.ts';
 import { newState } from './module.ts';
+import { withRequestTimeouts } from './peer-choice.ts';
 import type { UpstreamRecord, UpstreamState } from './module.ts';
 import type { UpstreamDerived, UpstreamLoc } from './conf.ts';
 import { FT } from './conf.ts';
@@ -89,7 +90,7 @@ implements ConnectionUser, BodyTarget, ClientWatcher {
     tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
   }) {
     this.r = r;
-    this.conf = conf;
+    this.conf = withRequestTimeouts(r, conf);
     this.d = d;
     this.protocol = opts.protocol;
     this.head = opts.head;
