@@ -102,7 +102,7 @@ const variables: HttpVariable[] = [
   { name: 'gateway_upstream_uri', noCache: true, get: upstreamVar((s) => s.ctx.upstreamUri) },
   { name: 'gateway_upstream_method', noCache: true, get: (r) => stateOf(r)?.ctx.upstreamMethod ?? r.method },
   { name: 'gateway_upstream_upgrade', noCache: true, get: upstreamVar((s) => (s.ctx.websocket ? s.ctx.header('upgrade') : '')) },
-  { name: 'gateway_upstream_connection', noCache: true, get: upstreamVar((s) => (s.ctx.websocket ? 'upgrade' : '')) },
+  { name: 'gateway_upstream_connection', noCache: true, get: upstreamVar((s) => (s.ctx.websocket ? s.ctx.header('connection') : '')) },
 ];
 
 export const gatewayModule: HttpModule = {
