@@ -124,7 +124,7 @@ export class RequestContext implements PluginContext {
 
   /** Before the header filter: queued; in it, on the response at once. */
   setResponseHeader(name: string, value: string | undefined): void {
-    if (this.r.headerSent || this.status === 0) this.pending.push([name, value, false]);
+    if (this.status === 0) this.pending.push([name, value, false]);
     else this.r.setHeader(name, value);
   }
 

@@ -1,7 +1,33 @@
-/** limit-count (apisix/plugins/limit-count/init.lua), local policy: name, priority and schema. */
+/**
+ * limit-count (apisix/plugins/limit-count/init.lua), local policy: `count`
+ * requests per fixed `time_window` seconds per key (the variable `key`
+ * names, the client address when it is empty), counted per route (or per
+ * `group`). Over the limit: `rejected_code` (503), with `{"error_msg":
+ * rejected_msg}` when there is one; X-RateLimit-Limit/-Remaining/-Reset on
+ * every answer unless `show_limit_quota_header` is false. Counters are per
+ * worker (APISIX's are per nginx instance: its shared dict).
+ */
 import type { GatewayPlugin } from './registry.ts';
 
-export const limitCount: GatewayPlugin = {
+interface LimitCountConf {
+  count: number; time_window: number; group?: string; key: string; key_type: string;
+  rejected_code: number; rejected_msg?: string; show_limit_quota_header: boolean;
+}
+
+/** Window end (ms) and count so far, per limit key. */
+const windows = new Map<string, { end: number; used: number }>();
+
+function limitKey(conf: LimitCountConf, ctx: Parameters<NonNullable<GatewayPlugin['access']>>[1]): string {
+  let key: string | undefined;
+  if (conf.key_type === 'constant') key = conf.key;
+  else if (conf.key_type === 'var_combination') key = conf.key.replace(/\$(\w+)/g, (_, v: string) => ctx.variable(v) ?? '');
+  else key = ctx.variable(conf.key);
+  if (key === undefined || key === '') key = ctx.variable('remote_addr') ?? '';
+  const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${conf.count}/${conf.time_window}`;
+  return `${scope}:${key}`;
+}
+
+export const limitCount: GatewayPlugin<LimitCountConf> = {
   name: 'limit-count', version: 0.5, priority: 1002,
   schema: {
     type: 'object',
@@ -18,5 +44,27 @@ export const limitCount: GatewayPlugin = {
       show_limit_quota_header: { type: 'boolean', default: true },
     },
     required: ['count', 'time_window'],
+  },
+  access(conf, ctx) {
+    const key = limitKey(conf, ctx);
+    const now = Date.now();
+    let w = windows.get(key);
+    let reset: number;
+    if (!w || w.end <= now) {
+      w = { end: now + conf.time_window * 1000, used: 0 };
+      windows.set(key, w);
+      reset = conf.time_window;
+    } else {
+      reset = Math.floor((w.end - now) / 10) / 100;
+    }
+    const remaining = conf.count - w.used - 1;
+    if (remaining >= 0) w.used++;
+    if (conf.show_limit_quota_header) {
+      ctx.setResponseHeader('X-RateLimit-Limit', String(conf.count));
+      ctx.setResponseHeader('X-RateLimit-Remaining', String(Math.max(remaining, 0)));
+      ctx.setResponseHeader('X-RateLimit-Reset', String(reset));
+    }
+    if (remaining < 0) return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
+    return undefined;
   },
 };

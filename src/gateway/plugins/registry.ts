@@ -10,7 +10,7 @@ import { mapField } from '../data-encryption.ts';
 import type { PhaseFunctions } from './phase-api.ts';
 
 /** A plugin: APISIX's name, priority and schemas, and the phase functions it runs on the request path. */
-export interface GatewayPlugin<C extends object = Record<string, unknown>> extends PhaseFunctions<C> {
+export interface GatewayPlugin<C extends object = object> extends PhaseFunctions<C> {
   name: string;
   version: number;
   priority: number;

@@ -79,7 +79,11 @@ function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const replaced = loaded.rt.dataPlane.replacementBody(s);
   if (replaced === undefined || r.method === 'HEAD') return;
   r.ctx.set(REPLACED, replaced);
-  r.contentLength = replaced.length;
+  // the body changed: its length, validators and encoding go (APISIX's clear_header_as_body_modified)
+  r.contentLength = undefined;
+  r.lastModified = undefined;
+  r.setHeader('ETag', undefined);
+  r.setHeader('Content-Encoding', undefined);
   joinBodyFilter(r, body);
 }
 

@@ -1,0 +1,222 @@
+/**
+ * Plugins on the gateway's request path against loopback origins: the
+ * answers APISIX's t/plugin/key-auth.t, basic-auth.t, limit-count.t,
+ * proxy-rewrite.t, response-rewrite.t, cors.t, ip-restriction.t,
+ * request-id.t and t/node/global-rule.t, plugin-configs.t describe,
+ * restated in our own cases.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startGateway } from './harness.ts';
+import type { Gateway } from './harness.ts';
+import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import type { Origin } from './dataplane-kit.ts';
+
+let gw: Gateway;
+let o: Origin;
+
+before(async () => {
+  [gw, o] = await Promise.all([startGateway(), startOrigin()]);
+  await put(gw, 'consumers', { username: 'jack', plugins: { 'key-auth': { key: 'auth-one' }, 'basic-auth': { username: 'foo', password: 'bar' } } });
+  await put(gw, 'consumers', { username: 'anon' });
+});
+after(async () => { await Promise.all([gw.stop(), o.close()]); });
+
+const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
+const basic = (s: string) => `Basic ${Buffer.from(s).toString('base64')}`;
+
+describe('key-auth', () => {
+  it('no key: 401 Missing API key; a wrong one: 401 Invalid API key; both with WWW-Authenticate', async () => {
+    await put(gw, 'routes/ka', { uri: '/ka', plugins: { 'key-auth': {} }, upstream: up() });
+    const miss = await untilRouted(gw, '/ka', (r) => r.status === 401);
+    assert.equal(miss.body, '{"message":"Missing API key in request"}\n');
+    assert.equal(miss.headers['www-authenticate'], 'apikey realm="key"');
+    const bad = await proxy(gw, '/ka', { headers: { apikey: 'nope' } });
+    assert.equal(bad.status, 401);
+    assert.equal(bad.body, '{"message":"Invalid API key in request"}\n');
+  });
+
+  it('the key in the header or the query passes with the consumer named to the upstream', async () => {
+    const r = await proxy(gw, '/ka', { headers: { apikey: 'auth-one' } });
+    assert.equal(r.status, 200);
+    assert.equal(r.echo!.headers['x-consumer-username'], 'jack');
+    assert.equal(r.echo!.headers.apikey, 'auth-one');
+    const q = await proxy(gw, '/ka?apikey=auth-one&x=1');
+    assert.equal(q.status, 200);
+    assert.equal(q.echo!.url, '/ka?apikey=auth-one&x=1');
+  });
+
+  it('hide_credentials keeps the key from the upstream (header and query)', async () => {
+    await put(gw, 'routes/ka', { uri: '/ka', plugins: { 'key-auth': { hide_credentials: true } }, upstream: up() });
+    const r = await untilRouted(gw, '/ka', (x) => x.status === 200 && x.echo?.headers.apikey === undefined, { headers: { apikey: 'auth-one' } });
+    assert.equal(r.echo!.headers['x-consumer-username'], 'jack');
+    const q = await proxy(gw, '/ka?x=1&apikey=auth-one');
+    assert.equal(q.echo!.url, '/ka?x=1');
+  });
+
+  it('anonymous_consumer: a request without a key goes on as that consumer', async () => {
+    await put(gw, 'routes/kanon', { uri: '/kanon', plugins: { 'key-auth': { anonymous_consumer: 'anon' } }, upstream: up() });
+    const r = await untilRouted(gw, '/kanon', (x) => x.status === 200);
+    assert.equal(r.echo!.headers['x-consumer-username'], 'anon');
+  });
+});
+
+describe('basic-auth', () => {
+  it('answers APISIX\'s 401s with Basic realm="basic"', async () => {
+    await put(gw, 'routes/ba', { uri: '/ba', plugins: { 'basic-auth': {} }, upstream: up() });
+    const miss = await untilRouted(gw, '/ba', (r) => r.status === 401);
+    assert.equal(miss.body, '{"message":"Missing authorization in request"}\n');
+    assert.equal(miss.headers['www-authenticate'], 'Basic realm="basic"');
+    const bad = await proxy(gw, '/ba', { headers: { authorization: 'Bearer x' } });
+    assert.equal(bad.body, '{"message":"Invalid authorization in request"}\n');
+    const wrong = await proxy(gw, '/ba', { headers: { authorization: basic('foo:baz') } });
+    assert.equal(wrong.status, 401);
+    assert.equal(wrong.body, '{"message":"Invalid user authorization"}\n');
+    const nouser = await proxy(gw, '/ba', { headers: { authorization: basic('who:bar') } });
+    assert.equal(nouser.body, '{"message":"Invalid user authorization"}\n');
+  });
+
+  it('the right user and password pass (whitespace removed, extra fields ignored); hide_credentials drops Authorization', async () => {
+    const ok = await proxy(gw, '/ba', { headers: { authorization: basic('foo :bar:extra') } });
+    assert.equal(ok.status, 200);
+    assert.equal(ok.echo!.headers['x-consumer-username'], 'jack');
+    assert.ok(ok.echo!.headers.authorization);
+    await put(gw, 'routes/ba', { uri: '/ba', plugins: { 'basic-auth': { hide_credentials: true } }, upstream: up() });
+    await untilRouted(gw, '/ba', (x) => x.status === 200 && x.echo?.headers.authorization === undefined, { headers: { authorization: basic('foo:bar') } });
+  });
+});
+
+describe('limit-count', () => {
+  it('count 2 per 60 s: two pass with X-RateLimit-* headers, the third is 503', async () => {
+    await put(gw, 'routes/lc', { uri: '/lc', plugins: { 'limit-count': { count: 2, time_window: 60 } }, upstream: up() });
+    const first = await untilRouted(gw, '/lc', (r) => r.headers['x-ratelimit-limit'] === '2');
+    assert.equal(first.status, 200);
+    assert.equal(first.headers['x-ratelimit-remaining'], '1');
+    assert.equal(first.headers['x-ratelimit-reset'], '60');
+    const second = await proxy(gw, '/lc');
+    assert.equal(second.headers['x-ratelimit-remaining'], '0');
+    const third = await proxy(gw, '/lc');
+    assert.equal(third.status, 503);
+    assert.match(third.body, /503 Service/);
+    assert.equal(third.headers['x-ratelimit-remaining'], '0');
+  });
+
+  it('rejected_code and rejected_msg; the key is the variable named', async () => {
+    await put(gw, 'routes/lc2', { uri: '/lc2', plugins: { 'limit-count': { count: 1, time_window: 60, rejected_code: 429, rejected_msg: 'slow down', key: 'arg_who' } }, upstream: up() });
+    await untilRouted(gw, '/lc2?who=a', (r) => r.headers['x-ratelimit-limit'] === '1');
+    const r = await proxy(gw, '/lc2?who=a');
+    assert.equal(r.status, 429);
+    assert.equal(r.body, '{"error_msg":"slow down"}\n');
+    assert.equal((await proxy(gw, '/lc2?who=b')).status, 200);
+  });
+});
+
+describe('proxy-rewrite and response-rewrite', () => {
+  it('proxy-rewrite: uri, host, method and headers set/add/remove', async () => {
+    await put(gw, 'routes/pr', { uri: '/pr', plugins: { 'proxy-rewrite': {
+      uri: '/new/$arg_x', host: 'rewritten.test', method: 'POST',
+      headers: { set: { 'X-Api': 'v2' }, add: { 'X-Add': 'a' }, remove: ['X-Drop'] },
+    } }, upstream: up() });
+    const r = await untilRouted(gw, '/pr?x=7', (x) => x.echo?.url.startsWith('/new/') === true, { headers: { 'x-drop': '1', 'x-api': 'v1' } });
+    assert.equal(r.echo!.url, '/new/7?x=7');
+    assert.equal(r.echo!.headers.host, 'rewritten.test');
+    assert.equal(r.echo!.method, 'POST');
+    assert.equal(r.echo!.headers['x-api'], 'v2');
+    assert.equal(r.echo!.headers['x-add'], 'a');
+    assert.equal(r.echo!.headers['x-drop'], undefined);
+  });
+
+  it('proxy-rewrite: regex_uri with captures', async () => {
+    await put(gw, 'routes/prx', { uri: '/test/*', plugins: { 'proxy-rewrite': { regex_uri: ['^/test/(.*)/(.*)', '/$2/$1'] } }, upstream: up() });
+    const r = await untilRouted(gw, '/test/a/b?q=1', (x) => x.status === 200);
+    assert.equal(r.echo!.url, '/b/a?q=1');
+  });
+
+  it('response-rewrite: status, headers and body', async () => {
+    await put(gw, 'routes/rr', { uri: '/rr', plugins: { 'response-rewrite': {
+      status_code: 201, body: '{"code":"ok"}\n', headers: { set: { 'X-Server-id': '3' }, remove: ['Content-Type'] },
+    } }, upstream: up() });
+    const r = await untilRouted(gw, '/rr', (x) => x.status === 201);
+    assert.equal(r.body, '{"code":"ok"}\n');
+    assert.equal(r.headers['x-server-id'], '3');
+    assert.equal(r.headers['content-length'], undefined);
+  });
+
+  it('response-rewrite with vars: only responses that match are rewritten', async () => {
+    await put(gw, 'routes/rrv', { uri: '/rrv', plugins: { 'response-rewrite': { vars: [['status', '==', 404]], body: 'gone\n' } }, upstream: up() });
+    const r = await untilRouted(gw, '/rrv', (x) => x.status === 200);
+    assert.ok(r.echo);
+  });
+});
+
+describe('cors, ip-restriction, request-id', () => {
+  it('cors: OPTIONS is answered 200 by the gateway with the CORS headers; other requests get them too', async () => {
+    await put(gw, 'routes/cors', { uri: '/cors', plugins: { cors: {} }, upstream: up() });
+    const pre = await untilRouted(gw, '/cors', (x) => x.status === 200, { method: 'OPTIONS', headers: { origin: 'http://a.test' } });
+    assert.equal(pre.body, '');
+    assert.equal(pre.headers['access-control-allow-origin'], '*');
+    assert.equal(pre.headers['access-control-allow-methods'], '*');
+    assert.equal(pre.headers['access-control-allow-headers'], '*');
+    assert.equal(pre.headers['access-control-max-age'], '5');
+    assert.equal(o.seen.filter((s) => s.method === 'OPTIONS').length, 0);
+    const get = await proxy(gw, '/cors', { headers: { origin: 'http://a.test' } });
+    assert.equal(get.headers['access-control-allow-origin'], '*');
+    assert.ok(get.echo);
+  });
+
+  it('cors: a list of origins echoes a listed Origin with Vary: Origin, and says nothing to others', async () => {
+    await put(gw, 'routes/cors2', { uri: '/cors2', plugins: { cors: { allow_origins: 'http://a.test,http://b.test', allow_methods: '**', allow_credential: true, allow_headers: 'x-a' } }, upstream: up() });
+    const r = await untilRouted(gw, '/cors2', (x) => x.headers['access-control-allow-origin'] === 'http://b.test', { headers: { origin: 'http://b.test' } });
+    assert.equal(r.headers.vary, 'Origin');
+    assert.equal(r.headers['access-control-allow-credentials'], 'true');
+    assert.equal(r.headers['access-control-allow-methods'], 'GET,POST,PUT,DELETE,PATCH,HEAD,OPTIONS,CONNECT,TRACE');
+    const other = await proxy(gw, '/cors2', { headers: { origin: 'http://c.test' } });
+    assert.equal(other.headers['access-control-allow-origin'], undefined);
+  });
+
+  it('ip-restriction: a blacklisted client gets 403 with the message; a whitelist without it too', async () => {
+    await put(gw, 'routes/ip', { uri: '/ip', plugins: { 'ip-restriction': { blacklist: ['127.0.0.0/24'] } }, upstream: up() });
+    const r = await untilRouted(gw, '/ip', (x) => x.status === 403);
+    assert.equal(r.body, '{"message":"Your IP address is not allowed"}\n');
+    await put(gw, 'routes/ip', { uri: '/ip', plugins: { 'ip-restriction': { whitelist: ['127.0.0.1'] } }, upstream: up() });
+    await untilRouted(gw, '/ip', (x) => x.status === 200);
+    await put(gw, 'routes/ip', { uri: '/ip', plugins: { 'ip-restriction': { whitelist: ['10.0.0.0/8'], message: 'no', response_code: 404 } }, upstream: up() });
+    const nf = await untilRouted(gw, '/ip', (x) => x.status === 404);
+    assert.equal(nf.body, '{"message":"no"}\n');
+  });
+
+  it('request-id: a new id goes upstream and comes back; a client\'s own is kept', async () => {
+    await put(gw, 'routes/rid', { uri: '/rid', plugins: { 'request-id': {} }, upstream: up() });
+    const r = await untilRouted(gw, '/rid', (x) => x.headers['x-request-id'] !== undefined);
+    assert.match(String(r.headers['x-request-id']), /^[0-9a-f-]{36}$/);
+    assert.equal(r.echo!.headers['x-request-id'], r.headers['x-request-id']);
+    const own = await proxy(gw, '/rid', { headers: { 'x-request-id': 'mine' } });
+    assert.equal(own.headers['x-request-id'], 'mine');
+  });
+});
+
+describe('composition', () => {
+  it('global rules run for every request, also before a 404', async () => {
+    await put(gw, 'global_rules/1', { plugins: { 'response-rewrite': { headers: { set: { 'X-Global': 'yes' } } } } });
+    const r = await untilRouted(gw, '/no-such-route', (x) => x.headers['x-global'] === 'yes');
+    assert.equal(r.status, 404);
+    await gw.admin('DELETE', '/gateway/admin/global_rules/1');
+    await untilRouted(gw, '/no-such-route', (x) => x.headers['x-global'] === undefined);
+  });
+
+  it('precedence: route > plugin_config > service; the consumer\'s plugins over the route\'s', async () => {
+    await put(gw, 'services/ps', { plugins: { 'response-rewrite': { headers: { set: { 'X-From': 'service' } } } }, upstream: up() });
+    await put(gw, 'plugin_configs/pc', { plugins: { 'response-rewrite': { headers: { set: { 'X-From': 'plugin_config' } } } } });
+    await put(gw, 'routes/prec', { uri: '/prec', service_id: 'ps' });
+    await untilRouted(gw, '/prec', (x) => x.headers['x-from'] === 'service');
+    await put(gw, 'routes/prec', { uri: '/prec', service_id: 'ps', plugin_config_id: 'pc' });
+    await untilRouted(gw, '/prec', (x) => x.headers['x-from'] === 'plugin_config');
+    await put(gw, 'routes/prec', { uri: '/prec', service_id: 'ps', plugin_config_id: 'pc', plugins: { 'response-rewrite': { headers: { set: { 'X-From': 'route' } } } } });
+    await untilRouted(gw, '/prec', (x) => x.headers['x-from'] === 'route');
+    await put(gw, 'consumers', { username: 'limited', plugins: { 'key-auth': { key: 'lim-key' }, 'limit-count': { count: 1, time_window: 60, rejected_code: 429 } } });
+    await put(gw, 'routes/cons', { uri: '/cons', plugins: { 'key-auth': {} }, upstream: up() });
+    await untilRouted(gw, '/cons', (x) => x.headers['x-ratelimit-limit'] === '1', { headers: { apikey: 'lim-key' } });
+    assert.equal((await proxy(gw, '/cons', { headers: { apikey: 'lim-key' } })).status, 429);
+    assert.equal((await proxy(gw, '/cons', { headers: { apikey: 'auth-one' } })).status, 200);
+  });
+});
