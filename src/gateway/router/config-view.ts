@@ -75,13 +75,24 @@ export interface ConfigView {
   consumers: Map<string, Consumer>;
 }
 
-function parse(kv: KeyValue): Record<string, unknown> | undefined {
+/**
+ * Parsed values by the follower's key-value object (replaced when the key
+ * changes): a new version parses only what changed, and objects that did
+ * not change keep their identity (balancer state, compiled chains).
+ */
+const parsed = new WeakMap<KeyValue, Record<string, unknown> | null>();
+
+function parse(kv: KeyValue, prepare: (v: Record<string, unknown>) => void): Record<string, unknown> | undefined {
+  const had = parsed.get(kv);
+  if (had !== undefined) return had ?? undefined;
+  let v: Record<string, unknown> | null = null;
   try {
-    const v = JSON.parse(kv.value) as unknown;
-    return v && typeof v === 'object' && !Array.isArray(v) ? v as Record<string, unknown> : undefined;
-  } catch {
-    return undefined; // APISIX skips an item it cannot load
-  }
+    const j = JSON.parse(kv.value) as unknown;
+    if (j && typeof j === 'object' && !Array.isArray(j)) v = j as Record<string, unknown>;
+  } catch { /* APISIX skips an item it cannot load */ }
+  if (v) prepare(v);
+  parsed.set(kv, v);
+  return v ?? undefined;
 }
 
 export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: number, plugins: PluginRegistry, keyring: Keyring | undefined): ConfigView {
@@ -96,11 +107,14 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
   for (const kv of sorted) {
     if (!kv.key.startsWith(prefix)) continue;
     const parts = kv.key.slice(prefix.length).split('/');
-    const v = parse(kv);
-    if (!v || parts.length < 2 || parts[1] === '') continue;
+    if (parts.length < 2 || parts[1] === '') continue;
     const [dir, id] = parts;
-    // the key names the object, whatever its value says (APISIX forces value.id)
-    if (parts.length === 2) v.id = id;
+    const v = parse(kv, (value) => {
+      // the key names the object, whatever its value says (APISIX forces value.id)
+      if (parts.length === 2) value.id = id;
+      if (dir === 'consumers') open(value.plugins);
+    });
+    if (!v) continue;
     switch (dir) {
       case 'routes': view.routes.push(v as unknown as RouteConf); break;
       case 'services': view.services.set(id, v as unknown as ServiceConf); break;
@@ -109,13 +123,11 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
       case 'consumers':
         if (parts.length === 2) {
-          open(v.plugins);
           view.consumers.set(id, {
             username: String(v.username ?? id), plugins: (v.plugins ?? {}) as Plugins, credentials: [],
             customId: (v.labels as Record<string, string> | undefined)?.custom_id,
           });
         } else if (parts.length === 4 && parts[2] === 'credentials') {
-          open(v.plugins);
           creds.push([id, parts[3], v]);
         }
         break;
