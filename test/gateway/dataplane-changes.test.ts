@@ -88,4 +88,16 @@ describe('changes at run time', () => {
     await Promise.all([writer, client(), client(), client()]);
     assert.deepEqual([...statuses.keys()], [200], JSON.stringify([...statuses]));
   });
+
+  it('limit-count is counted once for all workers: 5 of 12 requests pass, whichever worker takes them', async () => {
+    await put(gw, 'routes/lim', { uri: '/lim', plugins: { 'limit-count': { count: 5, time_window: 60, key_type: 'constant', key: 'all' } }, upstream: to(a) });
+    await put(gw, 'routes/lim-marker', { uri: '/lim-marker', upstream: to(b) });
+    // both writes reached every worker once 10 answers in a row come from the marker route
+    let inRow = 0;
+    while (inRow < 10) inRow = (await proxy(gw, '/lim-marker')).echo?.port === b.port ? inRow + 1 : 0;
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) statuses.push((await proxy(gw, '/lim')).status);
+    assert.equal(statuses.filter((x) => x === 200).length, 5, statuses.join());
+    assert.equal(statuses.filter((x) => x === 503).length, 7, statuses.join());
+  });
 });

@@ -4,18 +4,16 @@
  * names, the client address when it is empty), counted per route (or per
  * `group`). Over the limit: `rejected_code` (503), with `{"error_msg":
  * rejected_msg}` when there is one; X-RateLimit-Limit/-Remaining/-Reset on
- * every answer unless `show_limit_quota_header` is false. Counters are per
- * worker (APISIX's are per nginx instance: its shared dict).
+ * every answer unless `show_limit_quota_header` is false. The counters are
+ * shared by every worker (APISIX's shared dict), src/gateway/dataplane/counters.ts.
  */
+import { countHit } from '../dataplane/counters.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface LimitCountConf {
   count: number; time_window: number; group?: string; key: string; key_type: string;
   rejected_code: number; rejected_msg?: string; show_limit_quota_header: boolean;
 }
-
-/** Window end (ms) and count so far, per limit key. */
-const windows = new Map<string, { end: number; used: number }>();
 
 function limitKey(conf: LimitCountConf, ctx: Parameters<NonNullable<GatewayPlugin['access']>>[1]): string {
   let key: string | undefined;
@@ -46,19 +44,10 @@ export const limitCount: GatewayPlugin<LimitCountConf> = {
     required: ['count', 'time_window'],
   },
   access(conf, ctx) {
-    const key = limitKey(conf, ctx);
-    const now = Date.now();
-    let w = windows.get(key);
-    let reset: number;
-    if (!w || w.end <= now) {
-      w = { end: now + conf.time_window * 1000, used: 0 };
-      windows.set(key, w);
-      reset = conf.time_window;
-    } else {
-      reset = Math.floor((w.end - now) / 10) / 100;
-    }
-    const remaining = conf.count - w.used - 1;
-    if (remaining >= 0) w.used++;
+    const hit = countHit(limitKey(conf, ctx), conf.time_window * 1000, conf.count);
+    // the hit that opens a window says the whole window, later ones what is left (to 1/100 s)
+    const reset = hit.leftMs < 0 ? conf.time_window : Math.floor(hit.leftMs / 10) / 100;
+    const remaining = conf.count - hit.used - 1;
     if (conf.show_limit_quota_header) {
       ctx.setResponseHeader('X-RateLimit-Limit', String(conf.count));
       ctx.setResponseHeader('X-RateLimit-Remaining', String(Math.max(remaining, 0)));

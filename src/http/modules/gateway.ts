@@ -24,6 +24,7 @@ import { DECLINED, DONE } from '../http-conf.ts';
 import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
+import { declareCounters } from '../../gateway/dataplane/counters.ts';
 
 interface GatewayMain { config?: string; store?: string }
 
@@ -130,7 +131,10 @@ export const gatewayModule: HttpModule = {
     },
     {
       name: 'gateway_route', contexts: Ctx.LOCATION, args: 0,
-      handler: (cf) => { routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf)); },
+      handler: (cf) => {
+        routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf));
+        declareCounters();
+      },
     },
   ],
   variables,
