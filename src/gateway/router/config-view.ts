@@ -119,7 +119,7 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       case 'routes': view.routes.push(v as unknown as RouteConf); break;
       case 'services': view.services.set(id, v as unknown as ServiceConf); break;
       case 'upstreams': view.upstreams.set(id, v as unknown as UpstreamConf); break;
-      case 'plugin_configs': view.pluginConfigs.set(id, { plugins: (v.plugins ?? {}) as Plugins }); break;
+      case 'plugin_configs': view.pluginConfigs.set(id, v as unknown as { plugins: Plugins }); break;
       case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
       case 'consumers':
         if (parts.length === 2) {

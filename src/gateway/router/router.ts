@@ -80,7 +80,7 @@ function mergeRoute(conf: RouteConf, view: ConfigView): { route: MatchedRoute; h
       plugins = { ...svc.plugins };
       hosts ??= svc.hosts;
       websocket ??= svc.enable_websocket;
-      if (svc.upstream) { upstream = svc.upstream; upstreamKey = `service/${svc.id}/${view.revision}`; }
+      if (svc.upstream) { upstream = svc.upstream; upstreamKey = `service/${svc.id}`; }
       else if (svc.upstream_id !== undefined) { upstream = view.upstreams.get(String(svc.upstream_id)); upstreamKey = `upstream/${svc.upstream_id}`; if (!upstream) missing = 'upstream_id'; }
     }
   }
@@ -95,6 +95,46 @@ function mergeRoute(conf: RouteConf, view: ConfigView): { route: MatchedRoute; h
   if (!upstream && !missing) missing = 'none';
   const route: MatchedRoute = { id: conf.id, conf, plugins, upstream, missing, upstreamKey, enableWebsocket: websocket === true };
   return { route, hosts };
+}
+
+/** A route's merged and compiled form, kept while the route and what it refers to are the same objects. */
+interface CompiledRoute {
+  deps: unknown[];
+  route: MatchedRoute;
+  hosts: string[] | undefined;
+  methods: Set<string> | undefined;
+  remote: Cidr[] | undefined;
+  vars: Expr | undefined;
+}
+
+const compiledRoutes = new WeakMap<RouteConf, CompiledRoute>();
+
+/** The objects a route's merged form depends on (the configuration view keeps unchanged ones identical). */
+function depsOf(conf: RouteConf, view: ConfigView): unknown[] {
+  const svc = conf.service_id !== undefined ? view.services.get(String(conf.service_id)) : undefined;
+  return [
+    svc,
+    svc?.upstream_id !== undefined ? view.upstreams.get(String(svc.upstream_id)) : undefined,
+    conf.plugin_config_id !== undefined ? view.pluginConfigs.get(String(conf.plugin_config_id)) : undefined,
+    conf.upstream_id !== undefined ? view.upstreams.get(String(conf.upstream_id)) : undefined,
+  ];
+}
+
+/** Rebuilding after one change compiles again only the routes that change touched. */
+function compileRoute(conf: RouteConf, view: ConfigView): CompiledRoute {
+  const deps = depsOf(conf, view);
+  const had = compiledRoutes.get(conf);
+  if (had && had.deps.every((d, i) => d === deps[i])) return had;
+  const { route, hosts } = mergeRoute(conf, view);
+  const remote = conf.remote_addrs ?? (conf.remote_addr !== undefined ? [conf.remote_addr] : undefined);
+  const c: CompiledRoute = {
+    deps, route, hosts,
+    methods: conf.methods && conf.methods.length ? new Set(conf.methods) : undefined,
+    remote: remote?.map((a) => parseCidr(a)).filter((x): x is Cidr => x !== undefined),
+    vars: compileVars(conf.vars),
+  };
+  compiledRoutes.set(conf, c);
+  return c;
 }
 
 export class HttpRouter {
@@ -112,14 +152,9 @@ export class HttpRouter {
     let order = 0;
     for (const conf of view.routes) {
       if (conf.status === 0) continue;
-      const { route, hosts } = mergeRoute(conf, view);
-      const remote = conf.remote_addrs ?? (conf.remote_addr !== undefined ? [conf.remote_addr] : undefined);
-      const base = {
-        route, hosts, priority: conf.priority ?? 0, order: order++,
-        methods: conf.methods && conf.methods.length ? new Set(conf.methods) : undefined,
-        remote: remote?.map((a) => parseCidr(a)).filter((c): c is Cidr => c !== undefined),
-        vars: compileVars(conf.vars),
-      };
+      const c = compileRoute(conf, view);
+      const hosts = c.hosts;
+      const base = { route: c.route, hosts, methods: c.methods, remote: c.remote, vars: c.vars, priority: conf.priority ?? 0, order: order++ };
       const groups: Array<UriRouter<Entry>> = [];
       if (!this.hostFirst || !hosts || hosts.includes('*')) groups.push(this.anyHost);
       else {

@@ -7,8 +7,8 @@
  * path, candidates go by priority (higher first), then the longer path as
  * written, then the order they were added.
  *
- * A lookup costs a few map probes per byte of the request path, whatever
- * the number of routes.
+ * A lookup costs one map probe per distinct prefix length up to the
+ * request path's, whatever the number of routes.
  */
 
 export interface PathEntry {
@@ -26,14 +26,18 @@ function byPrecedence(a: PathEntry, b: PathEntry): number {
 export class UriRouter<E extends PathEntry> {
   private readonly exact = new Map<string, E[]>();
   private readonly prefix = new Map<string, E[]>();
-  private longestPrefix = -1;
+  /** The lengths prefixes have, longest first: a lookup probes only these. */
+  private prefixLengths: number[] = [];
   size = 0;
 
   add(path: string, entry: E): void {
     const star = path.indexOf('*');
     const map = star < 0 ? this.exact : this.prefix;
     const key = star < 0 ? path : path.slice(0, star);
-    if (star >= 0) this.longestPrefix = Math.max(this.longestPrefix, key.length);
+    if (star >= 0 && !this.prefixLengths.includes(key.length)) {
+      this.prefixLengths.push(key.length);
+      this.prefixLengths.sort((a, b) => b - a);
+    }
     let list = map.get(key);
     if (!list) map.set(key, (list = []));
     list.push(entry);
@@ -45,7 +49,8 @@ export class UriRouter<E extends PathEntry> {
   match(path: string, accept: (e: E) => boolean): E | undefined {
     const exact = this.exact.get(path);
     if (exact) for (const e of exact) if (accept(e)) return e;
-    for (let len = Math.min(path.length, this.longestPrefix); len >= 0; len--) {
+    for (const len of this.prefixLengths) {
+      if (len > path.length) continue;
       const list = this.prefix.get(len === path.length ? path : path.slice(0, len));
       if (list) for (const e of list) if (accept(e)) return e;
     }
