@@ -195,6 +195,26 @@ describe('cors, ip-restriction, request-id', () => {
   });
 });
 
+describe('real-ip', () => {
+  it('the client address comes from the source variable: upstream X-Real-IP, and ip-restriction after it sees it', async () => {
+    await put(gw, 'routes/rip', { uri: '/rip', plugins: { 'real-ip': { source: 'http_x_real_client' }, 'ip-restriction': { blacklist: ['1.2.3.0/24'] } }, upstream: up() });
+    const r = await untilRouted(gw, '/rip', (x) => x.status === 200 && x.echo?.headers['x-real-ip'] === '5.6.7.8', { headers: { 'x-real-client': '5.6.7.8:9000' } });
+    assert.equal(r.echo!.headers['x-forwarded-for'], '5.6.7.8');
+    assert.equal((await proxy(gw, '/rip', { headers: { 'x-real-client': '1.2.3.4' } })).status, 403);
+    assert.equal((await proxy(gw, '/rip', { headers: { 'x-real-client': 'not-an-ip' } })).echo?.headers['x-real-ip'], '127.0.0.1');
+  });
+
+  it('X-Forwarded-For: the last address; recursive with trusted_addresses: the last untrusted one; an untrusted peer changes nothing', async () => {
+    await put(gw, 'routes/rip2', { uri: '/rip2', plugins: { 'real-ip': { source: 'http_x_forwarded_for', trusted_addresses: ['127.0.0.0/24'] } }, upstream: up() });
+    const r = await untilRouted(gw, '/rip2', (x) => x.echo?.headers['x-real-ip'] === '10.0.0.2', { headers: { 'x-forwarded-for': '10.0.0.1, 10.0.0.2' } });
+    assert.equal(r.status, 200);
+    await put(gw, 'routes/rip2', { uri: '/rip2', plugins: { 'real-ip': { source: 'http_x_forwarded_for', recursive: true, trusted_addresses: ['127.0.0.0/24', '10.0.0.0/8'] } }, upstream: up() });
+    await untilRouted(gw, '/rip2', (x) => x.echo?.headers['x-real-ip'] === '9.9.9.9', { headers: { 'x-forwarded-for': '8.8.8.8, 9.9.9.9, 10.0.0.2' } });
+    await put(gw, 'routes/rip2', { uri: '/rip2', plugins: { 'real-ip': { source: 'http_x_forwarded_for', trusted_addresses: ['10.0.0.0/8'] } }, upstream: up() });
+    await untilRouted(gw, '/rip2', (x) => x.echo?.headers['x-real-ip'] === '127.0.0.1', { headers: { 'x-forwarded-for': '10.0.0.1' } });
+  });
+});
+
 describe('composition', () => {
   it('global rules run for every request, also before a 404', async () => {
     await put(gw, 'global_rules/1', { plugins: { 'response-rewrite': { headers: { set: { 'X-Global': 'yes' } } } } });

@@ -105,6 +105,13 @@ export class RequestContext implements PluginContext {
     (this.r.headersIn as string[]).push(name, value);
   }
 
+  setClientAddress(ip: string, port: number | undefined): void {
+    const r = this.r;
+    r.realAddress = { text: ip, port: port ?? r.remotePort };
+    // values read before are the connection's (APISIX flushes its cached vars too)
+    for (const name of ['remote_addr', 'remote_port']) delete r.varCache[r.main.variables.index(name)];
+  }
+
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined {
     return this.keys.get(`${plugin}\0${field}\0${value}`);
   }

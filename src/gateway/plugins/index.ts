@@ -11,18 +11,19 @@ import { limitCount } from './limit-count.ts';
 import { cors } from './cors.ts';
 import { ipRestriction } from './ip-restriction.ts';
 import { proxyRewrite } from './proxy-rewrite.ts';
+import { realIp } from './real-ip.ts';
 import { requestId } from './request-id.ts';
 import { responseRewrite } from './response-rewrite.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 const PENDING: Array<[string, number]> = [
-  ['real-ip', 23000], ['serverless-pre-function', 10000],
+  ['serverless-pre-function', 10000],
   ['consumer-restriction', 2400], ['limit-conn', 1003],
   ['limit-req', 1001], ['traffic-split', 966], ['redirect', 900],
   ['prometheus', 500], ['serverless-post-function', -2000],
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount, cors, ipRestriction, proxyRewrite, requestId, responseRewrite,
+  basicAuth, keyAuth, gzip, limitCount, cors, ipRestriction, proxyRewrite, realIp, requestId, responseRewrite,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];

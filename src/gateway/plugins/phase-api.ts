@@ -33,6 +33,8 @@ export interface PluginContext {
   /** Removes a query argument from the URI sent upstream. */
   removeArg(name: string): void;
   method: string;
+  /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
+  setClientAddress(ip: string, port: number | undefined): void;
   /** Upstream request line parts plugins may change (proxy-rewrite). */
   upstreamUri: string;
   upstreamHost: string | undefined;
