@@ -83,6 +83,39 @@ describe('balancing', () => {
     for (const id of ['1', '2', '3', 'abc']) assert.equal(new Set(await ports(`/chv?id=${id}`, 3)).size, 1);
   });
 
+  it('chash on vars_combinations: the key built from several variables', async () => {
+    await put(gw, 'routes/chc', { uri: '/chc', upstream: { type: 'chash', hash_on: 'vars_combinations', key: '$arg_a-$http_x_b', nodes: { [a.node]: 1, [b.node]: 1 } } });
+    await untilRouted(gw, '/chc?a=1', (r) => r.status === 200);
+    const seen = new Set<number>();
+    for (let k = 0; k < 12; k++) {
+      const got = await ports(`/chc?a=${k}`, 3, { 'x-b': 'z' });
+      assert.equal(new Set(got).size, 1);
+      seen.add(got[0]);
+    }
+    assert.equal(seen.size, 2);
+  });
+
+  it('least_conn: while a request is in flight on one node, the next ones go to the other', async () => {
+    let release: (() => void) | undefined;
+    const held = await startOrigin((req, res) => {
+      if (!req.url?.includes('hold')) return false;
+      release = () => res.end('held');
+      return true;
+    });
+    try {
+      await put(gw, 'routes/lconn', { uri: '/lconn', upstream: { type: 'least_conn', nodes: { [held.node]: 1, [a.node]: 1 } } });
+      await untilRouted(gw, '/lconn', (r) => r.echo?.port === held.port);
+      const pending = proxy(gw, '/lconn?hold');
+      while (!release) await new Promise((resolve) => setImmediate(resolve));
+      assert.deepEqual(await ports('/lconn', 3), [a.port, a.port, a.port]);
+      release();
+      assert.equal((await pending).body, 'held');
+      assert.deepEqual(await ports('/lconn', 2), [held.port, held.port]);
+    } finally {
+      await held.close();
+    }
+  });
+
   it('nodes of a lower priority take requests only when the higher ones fail', async () => {
     await put(gw, 'routes/prio', { uri: '/prio', upstream: { type: 'roundrobin', nodes: [
       { host: '127.0.0.1', port: a.port, weight: 1, priority: 1 }, { host: '127.0.0.1', port: b.port, weight: 1, priority: 0 }] } });

@@ -3,7 +3,9 @@
  * (apisix/balancer.lua): `roundrobin` is lua-resty-balancer's interleaved
  * weighted round robin (GCD-stepped current weight, state per worker and
  * upstream version, weight-0 nodes only when all are 0); `chash` hashes
- * the request's key onto a ring of node points. Nodes of a lower
+ * the request's key onto a ring of node points; `least_conn` takes the node
+ * with the fewest requests in flight for its weight ((active + 1) / weight,
+ * counted in this worker). Nodes of a lower
  * `priority` are used only when every node of the higher ones failed. A
  * retry goes to a node not tried yet; `retries` (default: nodes − 1) caps
  * the tries.
@@ -112,7 +114,9 @@ class HashRing {
 export class UpstreamBalancer {
   readonly nodes: GatewayNode[];
   readonly conf: UpstreamConf;
-  private readonly groups: Array<{ rr: WeightedRoundRobin; ring: HashRing | undefined; names: Set<string> }>;
+  private readonly groups: Array<{ rr: WeightedRoundRobin; ring: HashRing | undefined; nodes: GatewayNode[] }>;
+  /** least_conn: requests in flight per node, in this worker. */
+  readonly active = new Map<string, number>();
 
   constructor(conf: UpstreamConf) {
     this.conf = conf;
@@ -121,17 +125,29 @@ export class UpstreamBalancer {
     const chash = conf.type === 'chash';
     this.groups = prios.map((p) => {
       const list = this.nodes.filter((n) => n.priority === p);
-      return { rr: new WeightedRoundRobin(list), ring: chash ? new HashRing(list) : undefined, names: new Set(list.map((n) => n.name)) };
+      return { rr: new WeightedRoundRobin(list), ring: chash ? new HashRing(list) : undefined, nodes: list };
     });
   }
 
   /** The next node not in `tried`, from the highest priority group that has one. */
   pick(key: string, tried: Set<string>): GatewayNode | undefined {
+    const leastConn = this.conf.type === 'least_conn';
     for (const g of this.groups) {
-      const n = g.ring ? g.ring.next(key, tried) : g.rr.next(tried);
+      const n = g.ring ? g.ring.next(key, tried) : leastConn ? this.fewest(g.nodes, tried) : g.rr.next(tried);
       if (n) return n;
     }
     return undefined;
+  }
+
+  private fewest(nodes: GatewayNode[], tried: Set<string>): GatewayNode | undefined {
+    let best: GatewayNode | undefined;
+    let bestScore = Infinity;
+    for (const n of nodes) {
+      if (tried.has(n.name) || n.weight <= 0) continue;
+      const score = ((this.active.get(n.name) ?? 0) + 1) / n.weight;
+      if (score < bestScore) { best = n; bestScore = score; }
+    }
+    return best;
   }
 }
 
@@ -158,6 +174,8 @@ export class GatewayChooser implements PeerChooser {
   private readonly tried = new Set<string>();
   private first: GatewayNode | undefined;
   private used = false;
+  /** The node of the try in progress (least_conn counts it until free). */
+  private current: string | undefined;
 
   constructor(b: UpstreamBalancer, hashKey: string) {
     this.b = b;
@@ -178,6 +196,8 @@ export class GatewayChooser implements PeerChooser {
     this.used = true;
     if (!n) return undefined;
     this.tried.add(n.name);
+    this.current = n.name;
+    this.b.active.set(n.name, (this.b.active.get(n.name) ?? 0) + 1);
     const host = n.host.startsWith('[') ? n.host.slice(1, -1) : n.host;
     if (net.isIP(host)) return peerAt(host, n.port);
     return { name: n.name, addr: { name: n.name, host, port: n.port } };
@@ -185,6 +205,12 @@ export class GatewayChooser implements PeerChooser {
 
   free(): boolean {
     if (this.tries) this.tries--;
+    if (this.current !== undefined) {
+      const left = (this.b.active.get(this.current) ?? 1) - 1;
+      if (left > 0) this.b.active.set(this.current, left);
+      else this.b.active.delete(this.current);
+      this.current = undefined;
+    }
     return false;
   }
 }

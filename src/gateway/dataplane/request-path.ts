@@ -12,6 +12,7 @@
 import type { HttpRequest } from '../../http/request.ts';
 import { sendSimple } from '../../http/response.ts';
 import { useUpstreamTimeouts, usePeerChooser } from '../../http/upstream/peer-choice.ts';
+import type { UpstreamTimeouts } from '../../http/upstream/peer-choice.ts';
 import type { Keyring } from '../data-encryption.ts';
 import type { PluginAnswer, PluginContext } from '../plugins/phase-api.ts';
 import type { PluginRegistry } from '../plugins/registry.ts';
@@ -133,7 +134,11 @@ export class DataPlane {
     if (!first) return 502;
     usePeerChooser(r, () => chooser);
     const t = route.conf.timeout ?? u.timeout;
-    if (t) useUpstreamTimeouts(r, { connectTimeout: t.connect * 1000, sendTimeout: t.send * 1000, readTimeout: t.read * 1000 });
+    const timeouts: UpstreamTimeouts = {};
+    if (t) Object.assign(timeouts, { connectTimeout: t.connect * 1000, sendTimeout: t.send * 1000, readTimeout: t.read * 1000 });
+    // retry_timeout bounds the tries as proxy_next_upstream_timeout does (0: no bound)
+    if (u.retry_timeout) timeouts.nextUpstreamTimeout = u.retry_timeout * 1000;
+    if (t || u.retry_timeout) useUpstreamTimeouts(r, timeouts);
     const scheme = u.scheme === 'https' ? 'https' : 'http';
     let host = ctx.upstreamHost;
     if (host === undefined) {
@@ -182,6 +187,7 @@ function hashKey(u: { type?: string; hash_on?: string; key?: string }, ctx: Requ
     case 'header': return ctx.header(key) ?? '';
     case 'cookie': return ctx.variable(`cookie_${key}`) ?? '';
     case 'consumer': return ctx.consumer?.username ?? ctx.variable('remote_addr') ?? '';
+    case 'vars_combinations': return key.replace(/\$\{?(\w+)\}?/g, (_, v: string) => ctx.variable(v) ?? '');
     default: return ctx.variable(key) ?? '';
   }
 }

@@ -36,7 +36,7 @@ export function usePeerChooser(r: HttpRequest, factory: PeerChooserFactory): voi
 const REQUEST_TIMEOUTS = {};
 
 /** Connect, send and read timeouts (ms) for one request's tries, as APISIX's balancer sets them per request. */
-export interface UpstreamTimeouts { connectTimeout: number; sendTimeout: number; readTimeout: number }
+export interface UpstreamTimeouts { connectTimeout?: number; sendTimeout?: number; readTimeout?: number; nextUpstreamTimeout?: number }
 
 /** From a phase handler before content: this request's tries use these timeouts instead of the location's. */
 export function useUpstreamTimeouts(r: HttpRequest, t: UpstreamTimeouts): void {
