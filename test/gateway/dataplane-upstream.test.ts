@@ -10,6 +10,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -186,6 +187,39 @@ describe('Host, scheme, method', () => {
     } finally {
       srv.closeAllConnections();
       srv.close();
+    }
+  });
+
+  it('enable_websocket: an Upgrade request becomes a tunnel to the node; without it the node sees no Upgrade', async () => {
+    const ws = await startOrigin();
+    const tunnels: Array<{ destroy(): void }> = [];
+    ws.server.on('upgrade', (req, socket) => {
+      tunnels.push(socket);
+      socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+      socket.on('data', (d: Buffer) => socket.write(`echo:${d.toString()}`));
+    });
+    try {
+      await put(gw, 'routes/ws', { uri: '/ws', enable_websocket: true, upstream: { type: 'roundrobin', nodes: { [ws.node]: 1 } } });
+      await untilRouted(gw, '/ws', (r) => r.echo?.port === ws.port);
+      const echoed = await new Promise<string>((resolve, reject) => {
+        const req = http.request({ host: '127.0.0.1', port: gw.proxyPort, path: '/ws', headers: { connection: 'Upgrade', upgrade: 'websocket' }, agent: false });
+        req.on('upgrade', (res, socket) => {
+          assert.equal(res.statusCode, 101);
+          socket.once('data', (d: Buffer) => { resolve(d.toString()); socket.destroy(); });
+          socket.write('hello');
+        });
+        req.on('response', (res) => reject(new Error(`no upgrade: ${res.statusCode}`)));
+        req.on('error', reject);
+        req.end();
+      });
+      assert.equal(echoed, 'echo:hello');
+      await put(gw, 'routes/ws', { uri: '/ws', upstream: { type: 'roundrobin', nodes: { [ws.node]: 1 } } });
+      const plain = await untilRouted(gw, '/ws', (r) => r.status === 200 && r.echo?.headers.upgrade === undefined, { headers: { connection: 'Upgrade', upgrade: 'websocket' } });
+      assert.equal(plain.echo!.headers.upgrade, undefined);
+    } finally {
+      // upgraded sockets are not the server's to close
+      for (const t of tunnels) t.destroy();
+      await ws.close();
     }
   });
 
