@@ -215,6 +215,43 @@ describe('real-ip', () => {
   });
 });
 
+describe('gzip', () => {
+  let page: Origin;
+  before(async () => {
+    page = await startOrigin((req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      res.setHeader('Content-Type', u.searchParams.get('type') ?? 'text/html');
+      if (u.searchParams.has('vary')) res.setHeader('Vary', 'upstream');
+      res.end('x'.repeat(Number(u.searchParams.get('len') ?? 20)));
+      return true;
+    });
+  });
+  after(() => page.close());
+  const ae = { 'accept-encoding': 'gzip' };
+
+  it('{}: a 20-byte text/html answer is compressed for a client that accepts gzip; not without Accept-Encoding', async () => {
+    await put(gw, 'routes/gz', { uri: '/gz', plugins: { gzip: {} }, upstream: { type: 'roundrobin', nodes: { [page.node]: 1 } } });
+    const r = await untilRouted(gw, '/gz', (x) => x.headers['content-encoding'] === 'gzip', { headers: ae });
+    assert.equal(r.headers['content-length'], undefined);
+    assert.equal(r.headers.vary, undefined);
+    const plain = await proxy(gw, '/gz');
+    assert.equal(plain.headers['content-encoding'], undefined);
+    assert.equal(plain.body, 'x'.repeat(20));
+  });
+
+  it('min_length, types, "*" and vary as APISIX decides them', async () => {
+    await put(gw, 'routes/gz', { uri: '/gz', plugins: { gzip: { min_length: 21, types: ['text/plain', 'text/xml'], vary: true } }, upstream: { type: 'roundrobin', nodes: { [page.node]: 1 } } });
+    await untilRouted(gw, '/gz?type=text/xml&len=30', (x) => x.headers['content-encoding'] === 'gzip', { headers: ae });
+    assert.equal((await proxy(gw, '/gz?type=text/xml&len=20', { headers: ae })).headers['content-encoding'], undefined);
+    assert.equal((await proxy(gw, '/gz?type=text/html&len=30', { headers: ae })).headers['content-encoding'], undefined);
+    const cs = await proxy(gw, '/gz?type=text/plain;%20charset=UTF-8&len=30&vary', { headers: ae });
+    assert.equal(cs.headers['content-encoding'], 'gzip');
+    assert.equal(cs.headers.vary, 'upstream, Accept-Encoding');
+    await put(gw, 'routes/gz', { uri: '/gz', plugins: { gzip: { types: '*' } }, upstream: { type: 'roundrobin', nodes: { [page.node]: 1 } } });
+    await untilRouted(gw, '/gz?type=video/3gpp', (x) => x.headers['content-encoding'] === 'gzip', { headers: ae });
+  });
+});
+
 describe('composition', () => {
   it('global rules run for every request, also before a 404', async () => {
     await put(gw, 'global_rules/1', { plugins: { 'response-rewrite': { headers: { set: { 'X-Global': 'yes' } } } } });

@@ -33,6 +33,7 @@ export class RequestContext implements PluginContext {
   upstreamMethod: string | undefined;
   upstreamScheme = 'http';
   websocket = false;
+  gzipLevel: number | undefined;
   private uri: string | undefined;
   private args: string | undefined;
   private readonly pending: Array<[name: string, value: string | undefined, add: boolean]> = [];
@@ -142,6 +143,18 @@ export class RequestContext implements PluginContext {
 
   responseHeader(name: string): string | undefined {
     return this.r.getHeader(name);
+  }
+
+  get responseContentType(): string | undefined {
+    return this.r.contentType;
+  }
+
+  get responseLength(): number | undefined {
+    return this.r.contentLength;
+  }
+
+  get httpVersion(): number {
+    return Number(this.r.httpVersion);
   }
 
   /** The header filter's start: the headers plugins set before the response existed. */

@@ -49,6 +49,13 @@ export interface PluginContext {
   setResponseHeader(name: string, value: string | undefined): void;
   addResponseHeader(name: string, value: string): void;
   responseHeader(name: string): string | undefined;
+  /** The response's Content-Type and Content-Length (header_filter). */
+  readonly responseContentType: string | undefined;
+  readonly responseLength: number | undefined;
+  /** The request's HTTP version as a number (1.0, 1.1, 2). */
+  readonly httpVersion: number;
+  /** Set by gzip's header_filter: compress this response at this level (APISIX-Runtime's set_gzip). */
+  gzipLevel: number | undefined;
   /** Per-request state of a plugin. */
   state: Map<object, unknown>;
 }

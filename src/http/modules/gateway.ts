@@ -21,6 +21,7 @@ import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import { DECLINED, DONE } from '../http-conf.ts';
+import { useGzip } from './gzip.ts';
 import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
@@ -77,6 +78,7 @@ function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const loaded = cycle && runtimes.get(cycle);
   if (!s || !loaded) return;
   loaded.rt.dataPlane.headerFilter(r, s);
+  if (s.ctx.gzipLevel !== undefined) useGzip(r, s.ctx.gzipLevel);
   const replaced = loaded.rt.dataPlane.replacementBody(s);
   if (replaced === undefined || r.method === 'HEAD') return;
   r.ctx.set(REPLACED, replaced);
