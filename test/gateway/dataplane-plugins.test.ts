@@ -86,6 +86,24 @@ describe('basic-auth', () => {
   });
 });
 
+describe('consumer-restriction', () => {
+  it('whitelist admits its consumers only (403 The consumer_name is forbidden.); blacklist refuses; allowed_by_methods', async () => {
+    await put(gw, 'consumers', { username: 'rose', plugins: { 'key-auth': { key: 'rose-key' } } });
+    await put(gw, 'routes/cr', { uri: '/cr', plugins: { 'key-auth': {}, 'consumer-restriction': { whitelist: ['jack'] } }, upstream: up() });
+    const no = await untilRouted(gw, '/cr', (r) => r.status === 403, { headers: { apikey: 'rose-key' } });
+    assert.equal(no.body, '{"message":"The consumer_name is forbidden."}\n');
+    assert.equal((await proxy(gw, '/cr', { headers: { apikey: 'auth-one' } })).status, 200);
+    await put(gw, 'routes/cr', { uri: '/cr', plugins: { 'key-auth': {}, 'consumer-restriction': { blacklist: ['jack'], rejected_msg: 'go away', rejected_code: 401 } }, upstream: up() });
+    const bl = await untilRouted(gw, '/cr', (r) => r.status === 401, { headers: { apikey: 'auth-one' } });
+    assert.equal(bl.body, '{"message":"go away"}\n');
+    assert.equal((await proxy(gw, '/cr', { headers: { apikey: 'rose-key' } })).status, 200);
+    await put(gw, 'routes/cr', { uri: '/cr', plugins: { 'key-auth': {}, 'consumer-restriction': { allowed_by_methods: [{ user: 'rose', methods: ['POST'] }] } }, upstream: up() });
+    await untilRouted(gw, '/cr', (r) => r.status === 403, { headers: { apikey: 'rose-key' } });
+    assert.equal((await proxy(gw, '/cr', { method: 'POST', headers: { apikey: 'rose-key' } })).status, 200);
+    assert.equal((await proxy(gw, '/cr', { headers: { apikey: 'auth-one' } })).status, 200);
+  });
+});
+
 describe('limit-count', () => {
   it('count 2 per 60 s: two pass with X-RateLimit-* headers, the third is 503', async () => {
     await put(gw, 'routes/lc', { uri: '/lc', plugins: { 'limit-count': { count: 2, time_window: 60 } }, upstream: up() });

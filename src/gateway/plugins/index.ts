@@ -8,6 +8,7 @@ import { basicAuth } from './basic-auth.ts';
 import { gzip } from './gzip.ts';
 import { keyAuth } from './key-auth.ts';
 import { limitCount } from './limit-count.ts';
+import { consumerRestriction } from './consumer-restriction.ts';
 import { cors } from './cors.ts';
 import { ipRestriction } from './ip-restriction.ts';
 import { proxyRewrite } from './proxy-rewrite.ts';
@@ -18,12 +19,12 @@ import type { GatewayPlugin } from './registry.ts';
 
 const PENDING: Array<[string, number]> = [
   ['serverless-pre-function', 10000],
-  ['consumer-restriction', 2400], ['limit-conn', 1003],
+  ['limit-conn', 1003],
   ['limit-req', 1001], ['traffic-split', 966], ['redirect', 900],
   ['prometheus', 500], ['serverless-post-function', -2000],
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount, cors, ipRestriction, proxyRewrite, realIp, requestId, responseRewrite,
+  basicAuth, keyAuth, gzip, limitCount, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, requestId, responseRewrite,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];
