@@ -233,6 +233,23 @@ describe('real-ip', () => {
   });
 });
 
+describe('redirect', () => {
+  it('uri with vars and ret_code; regex_uri; http_to_https 301 for GET, 308 for POST', async () => {
+    await put(gw, 'routes/redir', { uri: '/redir/*', plugins: { redirect: { uri: '/new$uri', ret_code: 301, append_query_string: true } }, upstream: up() });
+    const r = await untilRouted(gw, '/redir/a?b=1', (x) => x.status === 301);
+    assert.equal(r.headers.location, '/new/redir/a?b=1');
+    assert.match(r.body, /301 Moved Permanently/);
+    await put(gw, 'routes/redir', { uri: '/redir/*', plugins: { redirect: { regex_uri: ['^/redir/(.*)', '/r/$1'] } }, upstream: up() });
+    const x = await untilRouted(gw, '/redir/z', (y) => y.status === 302);
+    assert.equal(x.headers.location, '/r/z');
+    await put(gw, 'routes/redir', { uri: '/redir/*', plugins: { redirect: { http_to_https: true } }, upstream: up() });
+    const h = await untilRouted(gw, '/redir/q?s=1', (y) => y.status === 301, { headers: { host: 'site.test' } });
+    assert.equal(h.headers.location, 'https://site.test/redir/q?s=1');
+    assert.equal((await proxy(gw, '/redir/q', { method: 'POST', headers: { host: 'site.test' } })).status, 308);
+    assert.equal((await proxy(gw, '/redir/q', { headers: { host: 'site.test', 'x-forwarded-proto': 'https' } })).status, 200);
+  });
+});
+
 describe('gzip', () => {
   let page: Origin;
   before(async () => {

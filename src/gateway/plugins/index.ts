@@ -13,6 +13,7 @@ import { cors } from './cors.ts';
 import { ipRestriction } from './ip-restriction.ts';
 import { proxyRewrite } from './proxy-rewrite.ts';
 import { realIp } from './real-ip.ts';
+import { redirect } from './redirect.ts';
 import { requestId } from './request-id.ts';
 import { responseRewrite } from './response-rewrite.ts';
 import type { GatewayPlugin } from './registry.ts';
@@ -20,11 +21,11 @@ import type { GatewayPlugin } from './registry.ts';
 const PENDING: Array<[string, number]> = [
   ['serverless-pre-function', 10000],
   ['limit-conn', 1003],
-  ['limit-req', 1001], ['traffic-split', 966], ['redirect', 900],
+  ['limit-req', 1001], ['traffic-split', 966],
   ['prometheus', 500], ['serverless-post-function', -2000],
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, requestId, responseRewrite,
+  basicAuth, keyAuth, gzip, limitCount, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];

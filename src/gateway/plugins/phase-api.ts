@@ -12,6 +12,8 @@ export interface PluginAnswer {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
+  /** The Location of a redirect (nginx's page for the status goes with it). */
+  location?: string;
 }
 
 export type PhaseResult = PluginAnswer | undefined | void;
