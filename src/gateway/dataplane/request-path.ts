@@ -57,6 +57,8 @@ function indexConsumers(view: ConfigView): Version['consumerKeys'] {
   return m;
 }
 
+const mergedChains = new WeakMap<Plugins, WeakMap<Plugins, ChainLink[]>>();
+
 export class DataPlane {
   private version: Version | undefined;
   private readonly follower: ConfigFollower;
@@ -109,9 +111,8 @@ export class DataPlane {
     if (a) return answer(r, ctx, a, codes);
     if (ctx.consumer && Object.keys(ctx.consumer.plugins).length > 0) {
       // the consumer's plugins win over the route's; those it adds run their rewrite now
-      const merged: Plugins = { ...route.plugins, ...withoutAuth(ctx.consumer.plugins, this.registry) };
       const before = new Set(chain.map((l) => l.plugin.name));
-      chain = chainOf(this.registry, merged);
+      chain = this.consumerChain(route.plugins, ctx.consumer.plugins);
       state.chains[state.chains.length - 1] = chain;
       a = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
       if (a) return answer(r, ctx, a, codes);
@@ -119,6 +120,18 @@ export class DataPlane {
     a = runPhase(chain, 'access', ctx);
     if (a) return answer(r, ctx, a, codes);
     return this.toUpstream(r, route, ctx, codes);
+  }
+
+  /** The route's chain with the consumer's plugins merged in, built once per pair of configurations. */
+  private consumerChain(routePlugins: Plugins, consumerPlugins: Plugins): ChainLink[] {
+    let byConsumer = mergedChains.get(routePlugins);
+    if (!byConsumer) mergedChains.set(routePlugins, (byConsumer = new WeakMap()));
+    let chain = byConsumer.get(consumerPlugins);
+    if (!chain) {
+      chain = chainOf(this.registry, { ...routePlugins, ...withoutAuth(consumerPlugins, this.registry) });
+      byConsumer.set(consumerPlugins, chain);
+    }
+    return chain;
   }
 
   /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
