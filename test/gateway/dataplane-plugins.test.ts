@@ -288,6 +288,14 @@ describe('gzip', () => {
 });
 
 describe('composition', () => {
+  it('_meta.filter runs a plugin only for the requests it holds for; _meta.disable leaves it out', async () => {
+    await put(gw, 'routes/meta', { uri: '/meta', plugins: { 'response-rewrite': { headers: { set: { 'X-Filtered': 'yes' } }, _meta: { filter: [['arg_v', '==', '1']] } } }, upstream: up() });
+    await untilRouted(gw, '/meta?v=1', (x) => x.headers['x-filtered'] === 'yes');
+    assert.equal((await proxy(gw, '/meta?v=2')).headers['x-filtered'], undefined);
+    await put(gw, 'routes/meta', { uri: '/meta', plugins: { 'key-auth': { _meta: { disable: true } } }, upstream: up() });
+    await untilRouted(gw, '/meta', (x) => x.status === 200 && x.headers['x-filtered'] === undefined);
+  });
+
   it('global rules run for every request, also before a 404', async () => {
     await put(gw, 'global_rules/1', { plugins: { 'response-rewrite': { headers: { set: { 'X-Global': 'yes' } } } } });
     const r = await untilRouted(gw, '/no-such-route', (x) => x.headers['x-global'] === 'yes');

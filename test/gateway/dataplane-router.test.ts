@@ -90,6 +90,10 @@ describe('router: conditions', () => {
     assert.equal((await proxy(gw, '/h', { headers: { host: 'other.test' } })).echo?.port, a.port);
     await untilRouted(gw, '/w', at(b), { headers: { host: 'a.b.w.test' } });
     assert.equal((await proxy(gw, '/w', { headers: { host: 'w.test' } })).body, NOT_FOUND);
+    // a pattern with a port compares to the Host header as sent
+    await put(gw, 'routes/h-port', { uri: '/hp', host: 'p.test:8080', upstream: to(b) });
+    await untilRouted(gw, '/hp', at(b), { headers: { host: 'p.test:8080' } });
+    assert.equal((await proxy(gw, '/hp', { headers: { host: 'p.test' } })).body, NOT_FOUND);
   });
 
   it('vars: ==, ~~, ~*, in, >, and the "!" negation, ANDed', async () => {

@@ -175,7 +175,7 @@ export class DataPlane {
     const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
     if (r.status >= 500 && upstreamStatus) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
     for (const chain of s.chains) {
-      for (const l of chain) l.plugin.headerFilter?.(l.conf, ctx);
+      for (const l of chain) if (l.plugin.headerFilter && runs(l, ctx)) l.plugin.headerFilter(l.conf, ctx);
     }
     r.status = ctx.status;
   }
@@ -184,6 +184,7 @@ export class DataPlane {
   replacementBody(s: GatewayRequestState): Buffer | undefined {
     for (const chain of s.chains) {
       for (const l of chain) {
+        if (!runs(l, s.ctx)) continue;
         const b = l.plugin.replaceBody?.(l.conf, s.ctx);
         if (b !== undefined) return b;
       }
@@ -212,10 +213,18 @@ function withoutAuth(plugins: Plugins, registry: PluginRegistry): Plugins {
   return out;
 }
 
+/** Whether a link runs for this request (its `_meta.filter`, decided once per request). */
+function runs(l: ChainLink, ctx: PluginContext): boolean {
+  if (!l.filter) return true;
+  let ok = ctx.state.get(l) as boolean | undefined;
+  if (ok === undefined) ctx.state.set(l, (ok = l.filter(ctx.variable)));
+  return ok;
+}
+
 function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access', ctx: PluginContext): PluginAnswer | undefined {
   for (const l of chain) {
     const fn = l.plugin[phase];
-    if (!fn) continue;
+    if (!fn || !runs(l, ctx)) continue;
     const a = fn.call(l.plugin, l.conf, ctx);
     if (a) return a;
   }

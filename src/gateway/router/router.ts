@@ -181,6 +181,9 @@ export class HttpRouter {
     const exact = this.byHost.get(f.host);
     const hit = exact?.match(f.path, accept);
     if (hit) return hit.route;
+    // a host pattern with a port is the Host header as sent
+    const withPort = f.rawHost.includes(':') ? this.byHost.get(f.rawHost.toLowerCase())?.match(f.path, accept) : undefined;
+    if (withPort) return withPort.route;
     for (const [suffix, g] of this.wildcards) {
       if (!f.host.endsWith(suffix)) continue;
       const w = g.match(f.path, accept);
