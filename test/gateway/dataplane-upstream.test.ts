@@ -223,6 +223,12 @@ describe('Host, scheme, method', () => {
     }
   });
 
+  it('a node named by host name is connected to by its address; pass_host node sends the name', async () => {
+    await put(gw, 'routes/named', { uri: '/named', upstream: { type: 'roundrobin', pass_host: 'node', nodes: { [`localhost:${a.port}`]: 1 } } });
+    const r = await untilRouted(gw, '/named', (x) => x.status === 200);
+    assert.equal(r.echo!.headers.host, `localhost:${a.port}`);
+  });
+
   it('the request body and method go to the node as sent', async () => {
     await put(gw, 'routes/body', { uri: '/body', upstream: { type: 'roundrobin', nodes: { [a.node]: 1 } } });
     await untilRouted(gw, '/body', (x) => x.status === 200);
