@@ -120,6 +120,15 @@ describe('router: conditions', () => {
     assert.equal((await proxy(gw, '/ra')).body, NOT_FOUND);
   });
 
+  it('a route whose vars pattern cannot be compiled is left out; the others still route', async () => {
+    await put(gw, 'routes/badre', { uri: '/badre', vars: [['arg_x', '~~', '(']], upstream: to(a) });
+    await put(gw, 'routes/badre-marker', { uri: '/badre-marker', upstream: to(a) });
+    await untilRouted(gw, '/badre-marker', at(a));
+    assert.equal((await proxy(gw, '/badre?x=1')).body, NOT_FOUND);
+    await put(gw, 'routes/badpl', { uri: '/badpl', plugins: { 'proxy-rewrite': { regex_uri: ['(', '/x'] } }, upstream: to(a) });
+    await untilRouted(gw, '/badpl', (r) => r.status === 500);
+  });
+
   it('status 0 takes a route out; 1 puts it back', async () => {
     await put(gw, 'routes/st', { uri: '/st', status: 0, upstream: to(a) });
     await put(gw, 'routes/st-marker', { uri: '/st-marker', upstream: to(a) });

@@ -175,7 +175,12 @@ export class DataPlane {
     const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
     if (r.status >= 500 && upstreamStatus) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
     for (const chain of s.chains) {
-      for (const l of chain) if (l.plugin.headerFilter && runs(l, ctx)) l.plugin.headerFilter(l.conf, ctx);
+      for (const l of chain) {
+        if (!l.plugin.headerFilter || !runs(l, ctx)) continue;
+        try {
+          l.plugin.headerFilter(l.conf, ctx);
+        } catch { /* the head is on its way: a failing plugin leaves it as it is */ }
+      }
     }
     r.status = ctx.status;
   }
@@ -225,7 +230,13 @@ function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access', ctx: PluginCo
   for (const l of chain) {
     const fn = l.plugin[phase];
     if (!fn || !runs(l, ctx)) continue;
-    const a = fn.call(l.plugin, l.conf, ctx);
+    let a: PluginAnswer | undefined | void;
+    try {
+      a = fn.call(l.plugin, l.conf, ctx);
+    } catch {
+      // a plugin that fails (a pattern it cannot compile) answers 500, as a Lua error in a phase does
+      return { status: 500 };
+    }
     if (a) return a;
   }
   return undefined;

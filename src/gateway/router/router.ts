@@ -152,7 +152,12 @@ export class HttpRouter {
     let order = 0;
     for (const conf of view.routes) {
       if (conf.status === 0) continue;
-      const c = compileRoute(conf, view);
+      let c: CompiledRoute;
+      try {
+        c = compileRoute(conf, view);
+      } catch {
+        continue; // a `vars` regex JavaScript cannot compile: the route is left out, as APISIX skips an item it cannot load
+      }
       const hosts = c.hosts;
       const base = { route: c.route, hosts, methods: c.methods, remote: c.remote, vars: c.vars, priority: conf.priority ?? 0, order: order++ };
       const groups: Array<UriRouter<Entry>> = [];
