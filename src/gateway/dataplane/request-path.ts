@@ -153,12 +153,11 @@ export class DataPlane {
     if (u.retry_timeout) timeouts.nextUpstreamTimeout = u.retry_timeout * 1000;
     if (t || u.retry_timeout) useUpstreamTimeouts(r, timeouts);
     const scheme = u.scheme === 'https' ? 'https' : 'http';
-    let host = ctx.upstreamHost;
-    if (host === undefined) {
-      if (u.pass_host === 'rewrite') host = u.upstream_host;
-      else if (u.pass_host === 'node') host = first.port === (scheme === 'https' ? 443 : 80) ? first.host : first.name;
-      else host = r.header('host') ?? r.host;
-    }
+    // pass_host node/rewrite win over a plugin's host (apisix/init.lua set_upstream_host runs after the plugins)
+    let host: string | undefined;
+    if (u.pass_host === 'rewrite') host = u.upstream_host;
+    else if (u.pass_host === 'node') host = first.port === (scheme === 'https' ? 443 : 80) ? first.host : first.name;
+    else host = ctx.upstreamHost ?? r.header('host') ?? r.host;
     ctx.upstreamScheme = scheme;
     ctx.upstreamHost = host;
     if (route.enableWebsocket && r.header('upgrade') !== undefined) ctx.websocket = true;
