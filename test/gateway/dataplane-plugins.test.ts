@@ -129,6 +129,27 @@ describe('limit-count', () => {
   });
 });
 
+describe('limit-req', () => {
+  it('rate 0.1/s, burst 0, nodelay: the second request at once is refused (rejected_msg); burst 1 delays it instead', async () => {
+    await put(gw, 'routes/lr', { uri: '/lr', plugins: { 'limit-req': { rate: 0.1, burst: 0, key: 'remote_addr', nodelay: true, rejected_code: 429, rejected_msg: 'too many' } }, upstream: up() });
+    const first = await untilRouted(gw, '/lr', (r) => r.status === 200 || r.status === 429);
+    const second = await proxy(gw, '/lr');
+    assert.equal(first.status, 200);
+    assert.equal(second.status, 429);
+    assert.equal(second.body, '{"error_msg":"too many"}\n');
+    await put(gw, 'routes/lr2', { uri: '/lr2', plugins: { 'limit-req': { rate: 4, burst: 1, key: 'arg_k' } }, upstream: up() });
+    await untilRouted(gw, '/lr2?k=warm', (r) => r.status === 200);
+    const t0 = performance.now();
+    const [x, y] = await Promise.all([proxy(gw, '/lr2?k=a'), proxy(gw, '/lr2?k=a')]);
+    const took = performance.now() - t0;
+    assert.deepEqual([x.status, y.status], [200, 200]);
+    // the second waited for the bucket: 1/4 s
+    assert.ok(took >= 200, `took ${took} ms`);
+    const z = await Promise.all([proxy(gw, '/lr2?k=b'), proxy(gw, '/lr2?k=b'), proxy(gw, '/lr2?k=b')]);
+    assert.deepEqual(z.map((r) => r.status).sort(), [200, 200, 503]);
+  });
+});
+
 describe('proxy-rewrite and response-rewrite', () => {
   it('proxy-rewrite: uri, host, method and headers set/add/remove', async () => {
     await put(gw, 'routes/pr', { uri: '/pr', plugins: { 'proxy-rewrite': {

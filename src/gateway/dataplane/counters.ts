@@ -17,27 +17,66 @@ export function declareCounters(): void {
 
 let table: SharedTable | undefined;
 
+function sharedCounters(): SharedTable {
+  return (table ??= new SharedTable(sharedZone(ZONE_KEY, ZONE_BYTES)));
+}
+
+/** The slot of `key` (made, evicting the least recently used when full); call with the lock held. */
+function slotOf(t: SharedTable, hash: number): number {
+  let slot = t.find(hash);
+  if (slot !== 0) {
+    t.touch(slot);
+    return slot;
+  }
+  slot = t.insert(hash);
+  if (slot === 0) {
+    // full: the least recently used entry goes, as a shared dict's LRU eviction
+    t.remove(t.oldest());
+    slot = t.insert(hash);
+  }
+  return slot;
+}
+
+/**
+ * lua-resty-limit-traffic's leaky bucket (limit-req): the excess of
+ * requests over `rate` per second after this one, in requests, or -1 when
+ * it is over `burst` (then it is not counted). Keys share the table with
+ * count windows, so callers prefix them.
+ */
+export function leakyBucket(key: string, rate: number, burst: number): number {
+  const t = sharedCounters();
+  const hash = t.prepare(key);
+  const now = Date.now();
+  t.lock();
+  try {
+    const slot = slotOf(t, hash);
+    const v = t.values(slot);
+    const f = t.f64;
+    // values: [excess in 1/1000 request, last time (ms), 1 once used]
+    let excess = 0;
+    if (f[v + 2] === 1) excess = Math.max(f[v] - Math.abs(now - f[v + 1]) * rate + 1000, 0);
+    if (excess > burst * 1000) return -1;
+    f[v] = excess;
+    f[v + 1] = now;
+    f[v + 2] = 1;
+    return excess / 1000;
+  } finally {
+    t.unlock();
+  }
+}
+
 /**
  * Counts one hit on `key` in a fixed window of `windowMs`: the hits before
  * this one (capped at `limit`: a refused hit is not counted) and the ms the
  * window has left, or -1 when this hit opened the window.
  */
 export function countHit(key: string, windowMs: number, limit: number): { used: number; leftMs: number } {
-  table ??= new SharedTable(sharedZone(ZONE_KEY, ZONE_BYTES));
-  const t = table;
+  const t = sharedCounters();
   const hash = t.prepare(key);
   const now = Date.now();
   t.lock();
   try {
-    let slot = t.find(hash);
-    if (slot === 0) {
-      slot = t.insert(hash);
-      if (slot === 0) {
-        // full: the least recently used window goes, as a shared dict's LRU eviction
-        t.remove(t.oldest());
-        slot = t.insert(hash);
-      }
-    } else t.touch(slot);
+    const slot = slotOf(t, hash);
     const v = t.values(slot);
     const f = t.f64;
     if (f[v] <= now) {

@@ -34,6 +34,7 @@ export class RequestContext implements PluginContext {
   upstreamScheme = 'http';
   websocket = false;
   gzipLevel: number | undefined;
+  delayMs = 0;
   private uri: string | undefined;
   private args: string | undefined;
   private readonly pending: Array<[name: string, value: string | undefined, add: boolean]> = [];
@@ -143,6 +144,10 @@ export class RequestContext implements PluginContext {
 
   responseHeader(name: string): string | undefined {
     return this.r.getHeader(name);
+  }
+
+  delay(ms: number): void {
+    this.delayMs += ms;
   }
 
   get responseContentType(): string | undefined {

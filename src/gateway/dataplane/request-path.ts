@@ -9,6 +9,7 @@
  * seam, its timeouts, scheme, Host (pass_host) and the URI and method
  * plugins chose. A request keeps the version it started with.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { HttpRequest } from '../../http/request.ts';
 import { sendSimple } from '../../http/response.ts';
 import { useUpstreamTimeouts, usePeerChooser } from '../../http/upstream/peer-choice.ts';
@@ -119,6 +120,7 @@ export class DataPlane {
     }
     a = runPhase(chain, 'access', ctx);
     if (a) return answer(r, ctx, a, codes);
+    if (ctx.delayMs > 0) return sleep(ctx.delayMs).then(() => this.toUpstream(r, route, ctx, codes));
     return this.toUpstream(r, route, ctx, codes);
   }
 

@@ -22,7 +22,7 @@ function limitKey(conf: LimitCountConf, ctx: Parameters<NonNullable<GatewayPlugi
   else key = ctx.variable(conf.key);
   if (key === undefined || key === '') key = ctx.variable('remote_addr') ?? '';
   const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${conf.count}/${conf.time_window}`;
-  return `${scope}:${key}`;
+  return `limit-count:${scope}:${key}`;
 }
 
 export const limitCount: GatewayPlugin<LimitCountConf> = {

@@ -56,6 +56,8 @@ export interface PluginContext {
   readonly responseLength: number | undefined;
   /** The request's HTTP version as a number (1.0, 1.1, 2). */
   readonly httpVersion: number;
+  /** The request waits `ms` more before it is proxied (limit-req's delay; the access phase ends first). */
+  delay(ms: number): void;
   /** Set by gzip's header_filter: compress this response at this level (APISIX-Runtime's set_gzip). */
   gzipLevel: number | undefined;
   /** Per-request state of a plugin. */
