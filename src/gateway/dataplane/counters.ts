@@ -37,6 +37,19 @@ function slotOf(t: SharedTable, hash: number): number {
   return slot;
 }
 
+/** Runs `fn` on the values of `key`'s slot (three numbers from `f64[v]`) with the table locked. */
+function withSlot<T>(key: string, fn: (f: Float64Array, v: number, now: number) => T): T {
+  const t = sharedCounters();
+  const hash = t.prepare(key);
+  const now = Date.now();
+  t.lock();
+  try {
+    return fn(t.f64, t.values(slotOf(t, hash)), now);
+  } finally {
+    t.unlock();
+  }
+}
+
 /**
  * lua-resty-limit-traffic's leaky bucket (limit-req): the excess of
  * requests over `rate` per second after this one, in requests, or -1 when
@@ -44,14 +57,7 @@ function slotOf(t: SharedTable, hash: number): number {
  * count windows, so callers prefix them.
  */
 export function leakyBucket(key: string, rate: number, burst: number): number {
-  const t = sharedCounters();
-  const hash = t.prepare(key);
-  const now = Date.now();
-  t.lock();
-  try {
-    const slot = slotOf(t, hash);
-    const v = t.values(slot);
-    const f = t.f64;
+  return withSlot(key, (f, v, now) => {
     // values: [excess in 1/1000 request, last time (ms), 1 once used]
     let excess = 0;
     if (f[v + 2] === 1) excess = Math.max(f[v] - Math.abs(now - f[v + 1]) * rate + 1000, 0);
@@ -60,9 +66,7 @@ export function leakyBucket(key: string, rate: number, burst: number): number {
     f[v + 1] = now;
     f[v + 2] = 1;
     return excess / 1000;
-  } finally {
-    t.unlock();
-  }
+  });
 }
 
 /**
@@ -71,14 +75,8 @@ export function leakyBucket(key: string, rate: number, burst: number): number {
  * window has left, or -1 when this hit opened the window.
  */
 export function countHit(key: string, windowMs: number, limit: number): { used: number; leftMs: number } {
-  const t = sharedCounters();
-  const hash = t.prepare(key);
-  const now = Date.now();
-  t.lock();
-  try {
-    const slot = slotOf(t, hash);
-    const v = t.values(slot);
-    const f = t.f64;
+  return withSlot(key, (f, v, now) => {
+    // values: [window end (ms), hits]
     if (f[v] <= now) {
       f[v] = now + windowMs;
       f[v + 1] = 1;
@@ -87,7 +85,5 @@ export function countHit(key: string, windowMs: number, limit: number): { used: 
     const used = f[v + 1];
     if (used < limit) f[v + 1] = used + 1;
     return { used, leftMs: f[v] - now };
-  } finally {
-    t.unlock();
-  }
+  });
 }

@@ -8,6 +8,8 @@
  * shared by every worker (APISIX's shared dict), src/gateway/dataplane/counters.ts.
  */
 import { countHit } from '../dataplane/counters.ts';
+import { limitKeyValue } from './limit-key.ts';
+import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface LimitCountConf {
@@ -15,14 +17,9 @@ interface LimitCountConf {
   rejected_code: number; rejected_msg?: string; show_limit_quota_header: boolean;
 }
 
-function limitKey(conf: LimitCountConf, ctx: Parameters<NonNullable<GatewayPlugin['access']>>[1]): string {
-  let key: string | undefined;
-  if (conf.key_type === 'constant') key = conf.key;
-  else if (conf.key_type === 'var_combination') key = conf.key.replace(/\$(\w+)/g, (_, v: string) => ctx.variable(v) ?? '');
-  else key = ctx.variable(conf.key);
-  if (key === undefined || key === '') key = ctx.variable('remote_addr') ?? '';
+function limitKey(conf: LimitCountConf, ctx: PluginContext): string {
   const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${conf.count}/${conf.time_window}`;
-  return `limit-count:${scope}:${key}`;
+  return `limit-count:${scope}:${limitKeyValue(conf, ctx)}`;
 }
 
 export const limitCount: GatewayPlugin<LimitCountConf> = {

@@ -8,6 +8,7 @@
  * plugins (APISIX sleeps in the middle of it).
  */
 import { leakyBucket } from '../dataplane/counters.ts';
+import { limitKeyValue } from './limit-key.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface LimitReqConf { rate: number; burst: number; key: string; key_type: string; rejected_code: number; rejected_msg?: string; nodelay: boolean }
@@ -30,11 +31,7 @@ export const limitReq: GatewayPlugin<LimitReqConf> = {
     required: ['rate', 'burst', 'key'],
   },
   access(conf, ctx) {
-    let value = conf.key_type === 'var_combination'
-      ? conf.key.replace(/\$(\w+)/g, (_, v: string) => ctx.variable(v) ?? '')
-      : ctx.variable(conf.key);
-    if (value === undefined || value === '') value = ctx.variable('remote_addr') ?? '';
-    const excess = leakyBucket(`limit-req:${ctx.routeKey}:${conf.rate}/${conf.burst}:${value}`, conf.rate, conf.burst);
+    const excess = leakyBucket(`limit-req:${ctx.routeKey}:${conf.rate}/${conf.burst}:${limitKeyValue(conf, ctx)}`, conf.rate, conf.burst);
     if (excess < 0) return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
     const delayMs = (excess / conf.rate) * 1000;
     if (delayMs >= 1 && !conf.nodelay) ctx.delay(delayMs);
