@@ -150,6 +150,32 @@ describe('limit-req', () => {
   });
 });
 
+describe('limit-conn', () => {
+  it('conn 1, burst 0: a second request while one is in flight is refused; once it is over the next passes', async () => {
+    let release: (() => void) | undefined;
+    const held = await startOrigin((req, res) => {
+      if (!req.url?.includes('hold')) return false;
+      release = () => res.end('held');
+      return true;
+    });
+    try {
+      await put(gw, 'routes/lconn', { uri: '/lconn', plugins: { 'limit-conn': { conn: 1, burst: 0, default_conn_delay: 0.1, key: 'remote_addr', rejected_msg: 'busy' } }, upstream: { type: 'roundrobin', nodes: { [held.node]: 1 } } });
+      await untilRouted(gw, '/lconn', (r) => r.status === 200);
+      const pending = proxy(gw, '/lconn?hold');
+      while (!release) await new Promise((resolve) => setImmediate(resolve));
+      const refused = await proxy(gw, '/lconn');
+      assert.equal(refused.status, 503);
+      assert.equal(refused.body, '{"error_msg":"busy"}\n');
+      release();
+      assert.equal((await pending).body, 'held');
+      // the place is given back in the log phase, just after the answer went out
+      await untilRouted(gw, '/lconn', (r) => r.status === 200);
+    } finally {
+      await held.close();
+    }
+  });
+});
+
 describe('proxy-rewrite and response-rewrite', () => {
   it('proxy-rewrite: uri, host, method and headers set/add/remove', async () => {
     await put(gw, 'routes/pr', { uri: '/pr', plugins: { 'proxy-rewrite': {

@@ -87,3 +87,11 @@ export function countHit(key: string, windowMs: number, limit: number): { used: 
     return { used, leftMs: f[v] - now };
   });
 }
+
+/** Adds `delta` to the count of `key` and returns the new count (limit-conn's connections in flight). */
+export function addToCount(key: string, delta: number): number {
+  return withSlot(key, (f, v) => {
+    f[v] = Math.max(0, f[v] + delta);
+    return f[v];
+  });
+}

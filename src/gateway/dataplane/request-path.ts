@@ -186,6 +186,18 @@ export class DataPlane {
     r.status = ctx.status;
   }
 
+  /** The log phase: the plugins' log functions (limit-conn's leaving). */
+  log(s: GatewayRequestState): void {
+    for (const chain of s.chains) {
+      for (const l of chain) {
+        if (!l.plugin.log || !runs(l, s.ctx)) continue;
+        try {
+          l.plugin.log(l.conf, s.ctx);
+        } catch { /* the answer is gone: nothing to tell */ }
+      }
+    }
+  }
+
   /** The body a plugin replaces the response's with (response-rewrite), decided in the header filter. */
   replacementBody(s: GatewayRequestState): Buffer | undefined {
     for (const chain of s.chains) {

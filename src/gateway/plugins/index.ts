@@ -8,6 +8,7 @@ import { basicAuth } from './basic-auth.ts';
 import { gzip } from './gzip.ts';
 import { keyAuth } from './key-auth.ts';
 import { limitCount } from './limit-count.ts';
+import { limitConn } from './limit-conn.ts';
 import { limitReq } from './limit-req.ts';
 import { consumerRestriction } from './consumer-restriction.ts';
 import { cors } from './cors.ts';
@@ -21,12 +22,11 @@ import type { GatewayPlugin } from './registry.ts';
 
 const PENDING: Array<[string, number]> = [
   ['serverless-pre-function', 10000],
-  ['limit-conn', 1003],
   ['traffic-split', 966],
   ['prometheus', 500], ['serverless-post-function', -2000],
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite,
+  basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];

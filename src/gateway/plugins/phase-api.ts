@@ -68,6 +68,8 @@ export interface PhaseFunctions<C> {
   rewrite?(conf: C, ctx: PluginContext): PhaseResult;
   access?(conf: C, ctx: PluginContext): PhaseResult;
   headerFilter?(conf: C, ctx: PluginContext): void;
+  /** The request is over (APISIX's log phase): release what access took. */
+  log?(conf: C, ctx: PluginContext): void;
   /** Whole-body replacement: returns the body to send instead (called once, at the end). */
   replaceBody?(conf: C, ctx: PluginContext): Buffer | undefined;
 }

@@ -96,6 +96,14 @@ function replaceBodyFilter(r: HttpRequest, eof: boolean, self: BodyFilterEntry):
   return nextBodyFilter(r, self, r.ctx.get(REPLACED) as Buffer, true);
 }
 
+function routeLog(r: HttpRequest): number {
+  const s = stateOf(r);
+  const cycle = routeLocs.get(r.loc);
+  const loaded = cycle && runtimes.get(cycle);
+  if (s && loaded) loaded.rt.dataPlane.log(s);
+  return DECLINED;
+}
+
 function upstreamVar(pick: (s: GatewayRequestState) => string | undefined): (r: HttpRequest) => string | undefined {
   return (r) => {
     const s = stateOf(r);
@@ -143,6 +151,8 @@ export const gatewayModule: HttpModule = {
   postconfiguration(http) {
     // after nginx's access (100) and auth_basic (200), as access_by_lua runs after them
     http.addPhaseHandler('ACCESS', 300, routeAccess);
+    // before the access log (100): APISIX's log phase
+    http.addPhaseHandler('LOG', 90, routeLog);
     // before gzip (1500): a replaced body is compressed too
     const body: BodyFilterEntry = http.addBodyFilter(1460, (r, _chunk, eof) => replaceBodyFilter(r, eof, body));
     http.addHeaderFilter(1460, (r) => routeHeaderFilter(r, body));
