@@ -8,22 +8,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
-import type { Origin } from './dataplane-kit.ts';
+import { proxy, put, startHoldingOrigin, startOrigin, untilRouted } from './dataplane-kit.ts';
+import type { HoldingOrigin, Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
 let a: Origin;
 let b: Origin;
-let slow: Origin;
-let release: (() => void) | undefined;
+let slow: HoldingOrigin;
 
 before(async () => {
-  [gw, a, b, slow] = await Promise.all([startGateway({ workers: 2 }), startOrigin(), startOrigin(), startOrigin((req, res) => {
-    // `?hold` is answered when the test lets it
-    if (!req.url?.includes('hold')) return false;
-    release = () => res.end('slow done');
-    return true;
-  })]);
+  [gw, a, b, slow] = await Promise.all([startGateway({ workers: 2 }), startOrigin(), startOrigin(), startHoldingOrigin()]);
 });
 after(async () => { await Promise.all([gw.stop(), a.close(), b.close(), slow.close()]); });
 
@@ -60,14 +54,14 @@ describe('changes at run time', () => {
     await untilRouted(gw, '/inflight', (r) => r.echo?.port === slow.port);
     const n = slow.seen.length;
     const pending = proxy(gw, '/inflight?hold');
-    while (slow.seen.length === n) await new Promise((resolve) => setImmediate(resolve));
+    const release = await slow.holding();
     await put(gw, 'routes/inflight', { uri: '/inflight', upstream: to(a) });
     await untilRouted(gw, '/inflight', (r) => r.echo?.port === a.port);
     assert.equal(slow.seen.length, n + 1);
-    release!();
+    release();
     const r = await pending;
     assert.equal(r.status, 200);
-    assert.equal(r.body, 'slow done');
+    assert.equal(r.body, 'held');
   });
 
   it('routes changed 50 times while requests flow: no request fails', async () => {

@@ -99,3 +99,30 @@ export async function put(gw: Gateway, uri: string, body: unknown): Promise<void
   const r = await gw.admin('PUT', `/gateway/admin/${uri}`, body);
   if (r.status !== 200 && r.status !== 201) throw new Error(`PUT ${uri}: ${r.status} ${r.text}`);
 }
+
+export interface HoldingOrigin extends Origin {
+  /** Resolves once a `?hold` request is held, with the function that answers it (`held`). */
+  holding(): Promise<() => void>;
+}
+
+/** An echo origin that holds requests whose URI has `hold` until the test answers them. */
+export async function startHoldingOrigin(): Promise<HoldingOrigin> {
+  const held: Array<() => void> = [];
+  const waiting: Array<(release: () => void) => void> = [];
+  const origin = await startOrigin((req, res) => {
+    if (!req.url?.includes('hold')) return false;
+    const release = () => res.end('held');
+    const w = waiting.shift();
+    if (w) w(release);
+    else held.push(release);
+    return true;
+  });
+  return {
+    ...origin,
+    holding: () => new Promise((resolve) => {
+      const h = held.shift();
+      if (h) resolve(h);
+      else waiting.push(resolve);
+    }),
+  };
+}

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { proxy, put, startHoldingOrigin, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
@@ -152,17 +152,12 @@ describe('limit-req', () => {
 
 describe('limit-conn', () => {
   it('conn 1, burst 0: a second request while one is in flight is refused; once it is over the next passes', async () => {
-    let release: (() => void) | undefined;
-    const held = await startOrigin((req, res) => {
-      if (!req.url?.includes('hold')) return false;
-      release = () => res.end('held');
-      return true;
-    });
+    const held = await startHoldingOrigin();
     try {
       await put(gw, 'routes/lconn', { uri: '/lconn', plugins: { 'limit-conn': { conn: 1, burst: 0, default_conn_delay: 0.1, key: 'remote_addr', rejected_msg: 'busy' } }, upstream: { type: 'roundrobin', nodes: { [held.node]: 1 } } });
       await untilRouted(gw, '/lconn', (r) => r.status === 200);
       const pending = proxy(gw, '/lconn?hold');
-      while (!release) await new Promise((resolve) => setImmediate(resolve));
+      const release = await held.holding();
       const refused = await proxy(gw, '/lconn');
       assert.equal(refused.status, 503);
       assert.equal(refused.body, '{"error_msg":"busy"}\n');

@@ -19,7 +19,7 @@ import { after, before, describe, it } from 'node:test';
 import { freePorts } from '../kit/server.ts';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { proxy, put, startHoldingOrigin, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
@@ -97,17 +97,12 @@ describe('balancing', () => {
   });
 
   it('least_conn: while a request is in flight on one node, the next ones go to the other', async () => {
-    let release: (() => void) | undefined;
-    const held = await startOrigin((req, res) => {
-      if (!req.url?.includes('hold')) return false;
-      release = () => res.end('held');
-      return true;
-    });
+    const held = await startHoldingOrigin();
     try {
       await put(gw, 'routes/lconn', { uri: '/lconn', upstream: { type: 'least_conn', nodes: { [held.node]: 1, [a.node]: 1 } } });
       await untilRouted(gw, '/lconn', (r) => r.echo?.port === held.port);
       const pending = proxy(gw, '/lconn?hold');
-      while (!release) await new Promise((resolve) => setImmediate(resolve));
+      const release = await held.holding();
       assert.deepEqual(await ports('/lconn', 3), [a.port, a.port, a.port]);
       release();
       assert.equal((await pending).body, 'held');
