@@ -16,6 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { StatusChannel } from './status.ts';
+import { DataPlane } from './dataplane/request-path.ts';
 import { EtcdStore } from './store/etcd.ts';
 import { ConfigFollower } from './store/follower.ts';
 import { SqliteStore } from './store/sqlite.ts';
@@ -31,6 +32,8 @@ export class GatewayRuntime implements AdminEndpoint {
   readonly serverHeader: string;
   /** This worker's copy of the configuration (what the data plane reads). */
   readonly follower: ConfigFollower;
+  /** Routes proxied requests with the follower's configuration. */
+  readonly dataPlane: DataPlane;
   private readonly status: StatusChannel;
 
   /** `storeFile`: the embedded store, `<prefix>/data/gateway.sqlite`; with etcd, its directory keeps the snapshot. */
@@ -60,6 +63,10 @@ export class GatewayRuntime implements AdminEndpoint {
       snapshot = path.join(dataDir, ETCD_SNAPSHOT);
     }
     this.follower = new ConfigFollower(this.store, this.config.keyPrefix + '/', snapshot);
+    this.dataPlane = new DataPlane({
+      follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
+      mode: this.config.routerHttp, serverHeader: this.serverHeader,
+    });
     this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
   }
 

@@ -21,6 +21,8 @@ export interface GatewayConfig {
   nodeListen: Listen[];
   enableAdmin: boolean;
   proxyMode: string;
+  /** apisix.router.http: `radixtree_host_uri` (APISIX's default) or `radixtree_uri`. */
+  routerHttp: 'radixtree_host_uri' | 'radixtree_uri';
   serverTokens: boolean;
   admin: {
     listen: Listen;
@@ -177,6 +179,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       nodeListen: listens(at(root, 'apisix.node_listen'), 'apisix.node_listen', 9080),
       enableAdmin,
       proxyMode,
+      routerHttp: str(at(root, 'apisix.router.http'), 'apisix.router.http', 'radixtree_host_uri') === 'radixtree_uri' ? 'radixtree_uri' : 'radixtree_host_uri',
       serverTokens: bool(at(root, 'apisix.enable_server_tokens'), 'apisix.enable_server_tokens', true),
       admin: {
         listen: {

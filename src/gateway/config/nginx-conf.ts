@@ -3,7 +3,9 @@
  * APISIX builds its nginx.conf (apisix/cli/ngx_tpl.lua): the admin server
  * with `allow_admin` as allow/deny rules and a location that calls the
  * Admin API (`gateway_admin`, src/http/modules/gateway.ts), and the proxy
- * servers on `node_listen`. `gatehouse gateway -T` prints it.
+ * servers on `node_listen`, whose one location routes with the data plane
+ * (`gateway_route`) and proxies to the `gateway_backend` group, as APISIX's
+ * `proxy_pass $upstream_scheme://apisix_backend$upstream_uri`. `gatehouse gateway -T` prints it.
  */
 import type { GatewayConfig, Listen } from './config-yaml.ts';
 
@@ -55,13 +57,31 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     );
   }
   lines.push(
+    // the one group every route's tries go through; the nodes are the route's upstream's, chosen per try (gateway_route)
+    '    upstream gateway_backend {',
+    '        server 0.0.0.1;',
+    '        keepalive 320;',
+    '    }',
+    '',
     '    server {',
     ...cfg.nodeListen.map((l, i) => `        listen ${listenAddr(l)}${i === 0 ? ' default_server' : ''};`),
     '',
     '        location / {',
-    // the router (issue 11) is not here yet: every request is APISIX's answer for no matching route
     '            default_type text/plain;',
-    `            return 404 '{"error_msg":"404 Route Not Found"}\\n';`,
+    // the data plane: router, plugins' rewrite/access, the upstream's nodes, timeouts, Host, URI (APISIX's access_by_lua)
+    '            gateway_route;',
+    '            proxy_http_version 1.1;',
+    '            proxy_method $gateway_upstream_method;',
+    '            proxy_set_header Host $gateway_upstream_host;',
+    '            proxy_set_header Upgrade $gateway_upstream_upgrade;',
+    '            proxy_set_header Connection $gateway_upstream_connection;',
+    '            proxy_set_header X-Real-IP $remote_addr;',
+    '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
+    '            proxy_set_header X-Forwarded-Proto $scheme;',
+    '            proxy_set_header X-Forwarded-Host $host;',
+    '            proxy_set_header X-Forwarded-Port $server_port;',
+    '            proxy_pass_header Date;',
+    '            proxy_pass $gateway_upstream_scheme://gateway_backend$gateway_upstream_uri;',
     '        }',
     '    }',
     '}',

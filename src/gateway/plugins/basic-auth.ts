@@ -1,7 +1,27 @@
-/** basic-auth (apisix/plugins/basic-auth.lua): name, priority and schemas; the request handling is the data plane's. */
+/**
+ * basic-auth (apisix/plugins/basic-auth.lua): `Authorization: Basic
+ * base64(user:pass)` names the consumer whose basic-auth `username` is
+ * user, if its `password` is pass. As APISIX: the decoded text is split on
+ * `:` and only the first two fields count, whitespace is removed from
+ * both, every 401 says the realm.
+ */
+import { authFailed } from './auth-answer.ts';
 import type { GatewayPlugin } from './registry.ts';
 
-export const basicAuth: GatewayPlugin = {
+interface BasicAuthConf { hide_credentials: boolean; realm: string; anonymous_consumer?: string }
+
+/** user and password, or undefined for a header APISIX calls invalid. */
+function credentials(header: string): [string, string] | undefined {
+  const m = /basic\s(.+)/i.exec(header);
+  if (!m) return undefined;
+  const b64 = m[1];
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64)) return undefined;
+  const fields = Buffer.from(b64, 'base64').toString('latin1').split(':');
+  if (fields.length < 2) return undefined;
+  return [fields[0].replace(/\s+/g, ''), fields[1].replace(/\s+/g, '')];
+}
+
+export const basicAuth: GatewayPlugin<BasicAuthConf> = {
   name: 'basic-auth', version: 0.1, priority: 2520, type: 'auth',
   schema: {
     type: 'object',
@@ -19,4 +39,19 @@ export const basicAuth: GatewayPlugin = {
   },
   encryptFields: ['password'],
   consumerKeyField: 'username',
+  rewrite(conf, ctx) {
+    const challenge = `Basic realm="${conf.realm}"`;
+    const header = ctx.header('authorization');
+    if (header === undefined) return authFailed(ctx, challenge, 'Missing authorization in request', conf.anonymous_consumer);
+    const cred = credentials(header);
+    if (!cred) return authFailed(ctx, challenge, 'Invalid authorization in request', conf.anonymous_consumer);
+    const found = ctx.findConsumer('basic-auth', 'username', cred[0]);
+    const conf2 = found && (found.credentialId === undefined ? found.consumer.plugins : found.consumer.credentials.find((c) => c.id === found.credentialId)?.plugins);
+    if (!found || conf2?.['basic-auth']?.password !== cred[1]) {
+      return authFailed(ctx, challenge, 'Invalid user authorization', conf.anonymous_consumer);
+    }
+    if (conf.hide_credentials) ctx.setRequestHeader('Authorization', undefined);
+    ctx.attachConsumer(found.consumer, found.credentialId);
+    return undefined;
+  },
 };

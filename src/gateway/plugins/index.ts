@@ -8,16 +8,25 @@ import { basicAuth } from './basic-auth.ts';
 import { gzip } from './gzip.ts';
 import { keyAuth } from './key-auth.ts';
 import { limitCount } from './limit-count.ts';
+import { limitConn } from './limit-conn.ts';
+import { limitReq } from './limit-req.ts';
+import { consumerRestriction } from './consumer-restriction.ts';
+import { cors } from './cors.ts';
+import { ipRestriction } from './ip-restriction.ts';
+import { proxyRewrite } from './proxy-rewrite.ts';
+import { realIp } from './real-ip.ts';
+import { redirect } from './redirect.ts';
+import { requestId } from './request-id.ts';
+import { responseRewrite } from './response-rewrite.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 const PENDING: Array<[string, number]> = [
-  ['real-ip', 23000], ['request-id', 12015], ['serverless-pre-function', 10000], ['cors', 4000],
-  ['ip-restriction', 3000], ['consumer-restriction', 2400], ['proxy-rewrite', 1008], ['limit-conn', 1003],
-  ['limit-req', 1001], ['traffic-split', 966], ['redirect', 900], ['response-rewrite', 899],
+  ['serverless-pre-function', 10000],
+  ['traffic-split', 966],
   ['prometheus', 500], ['serverless-post-function', -2000],
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount,
+  basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];

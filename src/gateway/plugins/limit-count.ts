@@ -1,7 +1,28 @@
-/** limit-count (apisix/plugins/limit-count/init.lua), local policy: name, priority and schema. */
+/**
+ * limit-count (apisix/plugins/limit-count/init.lua), local policy: `count`
+ * requests per fixed `time_window` seconds per key (the variable `key`
+ * names, the client address when it is empty), counted per route (or per
+ * `group`). Over the limit: `rejected_code` (503), with `{"error_msg":
+ * rejected_msg}` when there is one; X-RateLimit-Limit/-Remaining/-Reset on
+ * every answer unless `show_limit_quota_header` is false. The counters are
+ * shared by every worker (APISIX's shared dict), src/gateway/dataplane/counters.ts.
+ */
+import { countHit } from '../dataplane/counters.ts';
+import { limitKeyValue } from './limit-key.ts';
+import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
 
-export const limitCount: GatewayPlugin = {
+interface LimitCountConf {
+  count: number; time_window: number; group?: string; key: string; key_type: string;
+  rejected_code: number; rejected_msg?: string; show_limit_quota_header: boolean;
+}
+
+function limitKey(conf: LimitCountConf, ctx: PluginContext): string {
+  const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${conf.count}/${conf.time_window}`;
+  return `limit-count:${scope}:${limitKeyValue(conf, ctx)}`;
+}
+
+export const limitCount: GatewayPlugin<LimitCountConf> = {
   name: 'limit-count', version: 0.5, priority: 1002,
   schema: {
     type: 'object',
@@ -18,5 +39,18 @@ export const limitCount: GatewayPlugin = {
       show_limit_quota_header: { type: 'boolean', default: true },
     },
     required: ['count', 'time_window'],
+  },
+  access(conf, ctx) {
+    const hit = countHit(limitKey(conf, ctx), conf.time_window * 1000, conf.count);
+    // the hit that opens a window says the whole window, later ones what is left (to 1/100 s)
+    const reset = hit.leftMs < 0 ? conf.time_window : Math.floor(hit.leftMs / 10) / 100;
+    const remaining = conf.count - hit.used - 1;
+    if (conf.show_limit_quota_header) {
+      ctx.setResponseHeader('X-RateLimit-Limit', String(conf.count));
+      ctx.setResponseHeader('X-RateLimit-Remaining', String(Math.max(remaining, 0)));
+      ctx.setResponseHeader('X-RateLimit-Reset', String(reset));
+    }
+    if (remaining < 0) return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
+    return undefined;
   },
 };

@@ -7,8 +7,10 @@
 import { validate } from '../schema/validate.ts';
 import type { Schema } from '../schema/validate.ts';
 import { mapField } from '../data-encryption.ts';
+import type { PhaseFunctions } from './phase-api.ts';
 
-export interface GatewayPlugin {
+/** A plugin: APISIX's name, priority and schemas, and the phase functions it runs on the request path. */
+export interface GatewayPlugin<C extends object = object> extends PhaseFunctions<C> {
   name: string;
   version: number;
   priority: number;

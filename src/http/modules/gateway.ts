@@ -4,7 +4,11 @@
  * `gateway_config <config.yaml>` and `gateway_store <file>` (http) give
  * each worker its gateway runtime (src/gateway/runtime.ts); `gateway_admin`
  * (location) answers with the Admin API, `gateway_status` (location) with
- * the store's revision and each worker's.
+ * the store's revision and each worker's; `gateway_route` (location) runs
+ * the data plane in the access phase (router, plugins, upstream choice,
+ * src/gateway/dataplane/) and its header and body filters, and the
+ * `$gateway_upstream_*` variables tell proxy_pass where the route goes
+ * (APISIX's `$upstream_scheme`, `$upstream_host`, `$upstream_uri`...).
  */
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
@@ -14,7 +18,14 @@ import { setting } from '../../conf/setters.ts';
 import { Cycle } from '../../core/cycle.ts';
 import type { serveAdmin, serveStatus } from '../../gateway/admin/http-adapter.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
-import type { HttpModule, LocationConf } from '../http-conf.ts';
+import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
+import type { BodyFilterEntry } from '../body-filter.ts';
+import { DECLINED, DONE } from '../http-conf.ts';
+import { useGzip } from './gzip.ts';
+import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
+import type { HttpRequest } from '../request.ts';
+import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
+import { declareCounters } from '../../gateway/dataplane/counters.ts';
 
 interface GatewayMain { config?: string; store?: string }
 
@@ -38,6 +49,77 @@ function answerWith(cf: ConfContext, what: 'serve' | 'status'): void {
   };
 }
 
+/** Locations whose requests the data plane routes, and the cycle whose runtime does it. */
+const routeLocs = new WeakMap<LocationConf, Cycle>();
+/** r.ctx key of the data plane's state for a request. */
+const STATE = {};
+/** r.ctx key of the body a plugin replaces the response's with. */
+const REPLACED = {};
+
+function stateOf(r: HttpRequest): GatewayRequestState | undefined {
+  return r.ctx.get(STATE) as GatewayRequestState | undefined;
+}
+
+function keepState(r: HttpRequest, s: GatewayRequestState): void {
+  r.ctx.set(STATE, s);
+}
+
+function routeAccess(r: HttpRequest): number | Promise<number> {
+  const cycle = routeLocs.get(r.loc);
+  if (!cycle || r.parent) return DECLINED;
+  const loaded = runtimes.get(cycle);
+  if (!loaded) return 503;
+  return loaded.rt.dataPlane.access(r, { declined: DECLINED, done: DONE }, keepState);
+}
+
+function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
+  const s = stateOf(r);
+  const cycle = routeLocs.get(r.loc);
+  const loaded = cycle && runtimes.get(cycle);
+  if (!s || !loaded) return;
+  loaded.rt.dataPlane.headerFilter(r, s);
+  if (s.ctx.gzipLevel !== undefined) useGzip(r, s.ctx.gzipLevel);
+  const replaced = loaded.rt.dataPlane.replacementBody(s);
+  if (replaced === undefined || r.method === 'HEAD') return;
+  r.ctx.set(REPLACED, replaced);
+  // the body changed: its length, validators and encoding go (APISIX's clear_header_as_body_modified)
+  r.contentLength = undefined;
+  r.lastModified = undefined;
+  r.setHeader('ETag', undefined);
+  r.setHeader('Content-Encoding', undefined);
+  joinBodyFilter(r, body);
+}
+
+/** The response's own body is dropped; the replacement goes with its end. */
+function replaceBodyFilter(r: HttpRequest, eof: boolean, self: BodyFilterEntry): boolean {
+  if (!eof) return true;
+  return nextBodyFilter(r, self, r.ctx.get(REPLACED) as Buffer, true);
+}
+
+function routeLog(r: HttpRequest): number {
+  const s = stateOf(r);
+  const cycle = routeLocs.get(r.loc);
+  const loaded = cycle && runtimes.get(cycle);
+  if (s && loaded) loaded.rt.dataPlane.log(s);
+  return DECLINED;
+}
+
+function upstreamVar(pick: (s: GatewayRequestState) => string | undefined): (r: HttpRequest) => string | undefined {
+  return (r) => {
+    const s = stateOf(r);
+    return s ? pick(s) : undefined;
+  };
+}
+
+const variables: HttpVariable[] = [
+  { name: 'gateway_upstream_scheme', noCache: true, get: upstreamVar((s) => s.ctx.upstreamScheme) },
+  { name: 'gateway_upstream_host', noCache: true, get: upstreamVar((s) => s.ctx.upstreamHost) },
+  { name: 'gateway_upstream_uri', noCache: true, get: upstreamVar((s) => s.ctx.upstreamUri) },
+  { name: 'gateway_upstream_method', noCache: true, get: (r) => stateOf(r)?.ctx.upstreamMethod ?? r.method },
+  { name: 'gateway_upstream_upgrade', noCache: true, get: upstreamVar((s) => (s.ctx.websocket ? s.ctx.header('upgrade') : '')) },
+  { name: 'gateway_upstream_connection', noCache: true, get: upstreamVar((s) => (s.ctx.websocket ? s.ctx.header('connection') : '')) },
+];
+
 export const gatewayModule: HttpModule = {
   name: 'ngx_http_gateway_module',
   directives: [
@@ -57,7 +139,24 @@ export const gatewayModule: HttpModule = {
       name: 'gateway_status', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => answerWith(cf, 'status'),
     },
+    {
+      name: 'gateway_route', contexts: Ctx.LOCATION, args: 0,
+      handler: (cf) => {
+        routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf));
+        declareCounters();
+      },
+    },
   ],
+  variables,
+  postconfiguration(http) {
+    // after nginx's access (100) and auth_basic (200), as access_by_lua runs after them
+    http.addPhaseHandler('ACCESS', 300, routeAccess);
+    // before the access log (100): APISIX's log phase
+    http.addPhaseHandler('LOG', 90, routeLog);
+    // before gzip (1500): a replaced body is compressed too
+    const body: BodyFilterEntry = http.addBodyFilter(1460, (r, _chunk, eof) => replaceBodyFilter(r, eof, body));
+    http.addHeaderFilter(1460, (r) => routeHeaderFilter(r, body));
+  },
   initConf(cycle) {
     const m = mains.get(cycle);
     if (m && (m.config === undefined || m.store === undefined)) {

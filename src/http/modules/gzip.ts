@@ -93,6 +93,25 @@ function isMsie6(ua: string): boolean {
   return v === '4' || v === '5' || (v === '6' && !ua.includes('SV1', i + 8));
 }
 
+/** r.ctx key of the settings one request is compressed with, over the location's. */
+const REQUEST_GZIP = {};
+
+/**
+ * From a header filter that runs before gzip's: this response is compressed
+ * at `level` whatever the location says (APISIX-Runtime's set_gzip, which
+ * the gateway's gzip plugin calls once it has checked types, length and
+ * HTTP version itself); nginx's own conditions (Accept-Encoding, status,
+ * Content-Encoding, gzip_proxied's default) still hold.
+ */
+export function useGzip(r: HttpRequest, level: number): void {
+  r.ctx.set(REQUEST_GZIP, { ...r.level.get(gzipSlot), enable: true, level, minLength: 0, types: new Set(['*']), vary: false, httpVersion: '1.0' });
+}
+
+/** The settings of this request: its own, else the location's. */
+function gzipConf(r: HttpRequest): Gzip {
+  return (r.ctx.get(REQUEST_GZIP) as Gzip | undefined) ?? r.level.get(gzipSlot);
+}
+
 /** The answer of gzipOk for this request, once asked (nginx's r->gzip_tested and r->gzip_ok). */
 const GZIP_TESTED = {};
 
@@ -105,7 +124,7 @@ const GZIP_TESTED = {};
 export function gzipTested(r: HttpRequest): boolean {
   let ok = r.ctx.get(GZIP_TESTED) as boolean | undefined;
   if (ok === undefined) {
-    ok = r.parent === undefined && gzipOk(r, r.level.get(gzipSlot));
+    ok = r.parent === undefined && gzipOk(r, gzipConf(r));
     r.ctx.set(GZIP_TESTED, ok);
   }
   return ok;
@@ -119,7 +138,7 @@ const GZIP_VARY = {};
  * Accept-Encoding, once, right after Connection where nginx writes it.
  */
 export function markGzipVary(r: HttpRequest): void {
-  if (!r.level.get(gzipSlot).vary || r.ctx.has(GZIP_VARY)) return;
+  if (!gzipConf(r).vary || r.ctx.has(GZIP_VARY)) return;
   r.ctx.set(GZIP_VARY, true);
   r.headersOut.unshift({ name: 'Vary', value: 'Accept-Encoding' });
 }
@@ -174,7 +193,7 @@ export function typeMatches(r: HttpRequest, types: Set<string>): boolean {
 }
 
 function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
-  const conf = r.level.get(gzipSlot);
+  const conf = gzipConf(r);
   if (!conf.enable) return;
   const status = r.status || 200;
   if (status !== 200 && status !== 403 && status !== 404) return;

@@ -33,6 +33,23 @@ export function usePeerChooser(r: HttpRequest, factory: PeerChooserFactory): voi
   r.ctx.set(REQUEST_CHOOSER, factory);
 }
 
+/** r.ctx key of timeouts set for one request. */
+const REQUEST_TIMEOUTS = {};
+
+/** Connect, send and read timeouts (ms) for one request's tries, as APISIX's balancer sets them per request. */
+export interface UpstreamTimeouts { connectTimeout?: number; sendTimeout?: number; readTimeout?: number; nextUpstreamTimeout?: number }
+
+/** From a phase handler before content: this request's tries use these timeouts instead of the location's. */
+export function useUpstreamTimeouts(r: HttpRequest, t: UpstreamTimeouts): void {
+  r.ctx.set(REQUEST_TIMEOUTS, t);
+}
+
+/** The location's upstream conf, with the request's own timeouts over it when it has some. */
+export function withRequestTimeouts<C extends object>(r: HttpRequest, conf: C): C {
+  const t = r.ctx.get(REQUEST_TIMEOUTS) as UpstreamTimeouts | undefined;
+  return t ? Object.assign(Object.create(conf) as C, t) : conf;
+}
+
 /** From a directive in `upstream {}`: every request to `group` asks `factory`'s chooser. */
 export function setGroupPeerChooser(group: UpstreamGroup, factory: PeerChooserFactory): void {
   groupChoosers.set(group, factory);

@@ -20,6 +20,7 @@ import { PEER_OK } from '../../upstream/round-robin.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog, UPSTREAM_CONTEXT } from '../request-log.ts';
 import { newState } from './module.ts';
+import { withRequestTimeouts } from './peer-choice.ts';
 import type { UpstreamRecord, UpstreamState } from './module.ts';
 import type { UpstreamDerived, UpstreamLoc } from './conf.ts';
 import { FT } from './conf.ts';
@@ -87,7 +88,8 @@ implements ConnectionUser, ClientWatcher {
     tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
   }) {
     this.r = r;
-    this.conf = conf;
+    // a module may set this request's timeouts (the gateway's route and upstream timeouts)
+    this.conf = withRequestTimeouts(r, conf);
     this.d = d;
     this.protocol = opts.protocol;
     this.head = opts.head;

@@ -1,0 +1,173 @@
+/**
+ * One request as gateway plugins see it (APISIX's api_ctx with ngx.req and
+ * ngx.header): variables, request headers they may change before proxying,
+ * the upstream URI/Host/method they may choose, the consumer an auth plugin
+ * found, and response headers queued until the header filter.
+ */
+import type { HttpRequest } from '../../http/request.ts';
+import { escapeUri } from '../../http/uri.ts';
+import type { PluginContext } from '../plugins/phase-api.ts';
+import type { Consumer } from '../router/config-view.ts';
+import type { MatchedRoute } from '../router/router.ts';
+import type { VarReader } from '../router/expr.ts';
+
+type ConsumerKeys = Map<string, { consumer: Consumer; credentialId: string | undefined }>;
+
+function decodeArg(s: string): string {
+  try {
+    return decodeURIComponent(s.replace(/\+/g, ' '));
+  } catch {
+    return s;
+  }
+}
+
+export class RequestContext implements PluginContext {
+  readonly r: HttpRequest;
+  readonly route: MatchedRoute | undefined;
+  readonly routeKey: string;
+  readonly state = new Map<object, unknown>();
+  consumer: Consumer | undefined;
+  credentialId: string | undefined;
+  status = 0;
+  upstreamHost: string | undefined;
+  upstreamMethod: string | undefined;
+  upstreamScheme = 'http';
+  websocket = false;
+  gzipLevel: number | undefined;
+  delayMs = 0;
+  private uri: string | undefined;
+  private args: string | undefined;
+  private readonly pending: Array<[name: string, value: string | undefined, add: boolean]> = [];
+  private readonly keys: ConsumerKeys;
+  private readonly consumers: Map<string, Consumer>;
+  readonly variable: VarReader;
+
+  constructor(r: HttpRequest, route: MatchedRoute | undefined, keys: ConsumerKeys, consumers: Map<string, Consumer>, read: VarReader) {
+    this.r = r;
+    this.route = route;
+    this.routeKey = route ? `route#${route.id}` : 'global';
+    this.keys = keys;
+    this.consumers = consumers;
+    this.variable = read;
+  }
+
+  get method(): string {
+    return this.r.method;
+  }
+
+  header(name: string): string | undefined {
+    return this.r.header(name.toLowerCase());
+  }
+
+  arg(name: string): string | undefined {
+    for (const pair of (this.args ?? this.r.args).split('&')) {
+      const eq = pair.indexOf('=');
+      const k = eq < 0 ? pair : pair.slice(0, eq);
+      if (decodeArg(k) === name) return eq < 0 ? '' : decodeArg(pair.slice(eq + 1));
+    }
+    return undefined;
+  }
+
+  removeArg(name: string): void {
+    const kept = (this.args ?? this.r.args).split('&').filter((pair) => {
+      const eq = pair.indexOf('=');
+      return decodeArg(eq < 0 ? pair : pair.slice(0, eq)) !== name;
+    });
+    this.args = kept.join('&');
+  }
+
+  /** The URI proxied: a plugin's choice, else the request's path (escaped) and arguments. */
+  get upstreamUri(): string {
+    const path = this.uri ?? escapeUri(this.r.uri);
+    const args = this.args ?? this.r.args;
+    return args !== '' || (this.args === undefined && this.r.hasArgs) ? `${path}?${args}` : path;
+  }
+
+  set upstreamUri(value: string) {
+    const q = value.indexOf('?');
+    this.uri = q < 0 ? value : value.slice(0, q);
+    if (q >= 0) this.args = value.slice(q + 1);
+  }
+
+  setRequestHeader(name: string, value: string | undefined): void {
+    const list = this.r.headersIn as string[];
+    const lower = name.toLowerCase();
+    let at = -1;
+    for (let i = list.length - 2; i >= 0; i -= 2) {
+      if (list[i].toLowerCase() !== lower) continue;
+      list.splice(i, 2);
+      at = i;
+    }
+    if (value === undefined) return;
+    if (at >= 0) list.splice(at, 0, name, value);
+    else list.push(name, value);
+  }
+
+  addRequestHeader(name: string, value: string): void {
+    (this.r.headersIn as string[]).push(name, value);
+  }
+
+  setClientAddress(ip: string, port: number | undefined): void {
+    const r = this.r;
+    r.realAddress = { text: ip, port: port ?? r.remotePort };
+    // values read before are the connection's (APISIX flushes its cached vars too)
+    for (const name of ['remote_addr', 'remote_port']) delete r.varCache[r.main.variables.index(name)];
+  }
+
+  findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined {
+    return this.keys.get(`${plugin}\0${field}\0${value}`);
+  }
+
+  consumerByName(name: string): Consumer | undefined {
+    return this.consumers.get(name);
+  }
+
+  attachConsumer(consumer: Consumer, credentialId: string | undefined): void {
+    this.consumer = consumer;
+    this.credentialId = credentialId;
+    // what APISIX tells the upstream about who called (apisix/consumer.lua attach_consumer)
+    this.setRequestHeader('X-Consumer-Username', consumer.username);
+    this.setRequestHeader('X-Credential-Identifier', credentialId);
+    this.setRequestHeader('X-Consumer-Custom-ID', consumer.customId);
+  }
+
+  /** Before the header filter: queued; in it, on the response at once. */
+  setResponseHeader(name: string, value: string | undefined): void {
+    if (this.status === 0) this.pending.push([name, value, false]);
+    else this.r.setHeader(name, value);
+  }
+
+  addResponseHeader(name: string, value: string): void {
+    if (this.status === 0) this.pending.push([name, value, true]);
+    else this.r.addHeader(name, value);
+  }
+
+  responseHeader(name: string): string | undefined {
+    return this.r.getHeader(name);
+  }
+
+  delay(ms: number): void {
+    this.delayMs += ms;
+  }
+
+  get responseContentType(): string | undefined {
+    return this.r.contentType;
+  }
+
+  get responseLength(): number | undefined {
+    return this.r.contentLength;
+  }
+
+  get httpVersion(): number {
+    return Number(this.r.httpVersion);
+  }
+
+  /** The header filter's start: the headers plugins set before the response existed. */
+  flushResponseHeaders(): void {
+    for (const [name, value, add] of this.pending) {
+      if (add) this.r.addHeader(name, value!);
+      else this.r.setHeader(name, value);
+    }
+    this.pending.length = 0;
+  }
+}

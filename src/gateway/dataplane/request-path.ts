@@ -1,0 +1,266 @@
+/**
+ * The gateway's data plane in one worker, as apisix/init.lua's
+ * http_access_phase / header_filter / body_filter run it: match the
+ * request against the router of the configuration version the worker
+ * holds (rebuilt when the follower applied a change), run the global
+ * rules' then the route's rewrite and access functions (the consumer's
+ * plugins merged in after authentication, their rewrite run then), and set
+ * where proxy_pass goes: the upstream's nodes through the per-try peer
+ * seam, its timeouts, scheme, Host (pass_host) and the URI and method
+ * plugins chose. A request keeps the version it started with.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { HttpRequest } from '../../http/request.ts';
+import { sendSimple } from '../../http/response.ts';
+import { useUpstreamTimeouts, usePeerChooser } from '../../http/upstream/peer-choice.ts';
+import type { UpstreamTimeouts } from '../../http/upstream/peer-choice.ts';
+import type { Keyring } from '../data-encryption.ts';
+import type { PluginAnswer, PluginContext } from '../plugins/phase-api.ts';
+import type { PluginRegistry } from '../plugins/registry.ts';
+import { readConfig } from '../router/config-view.ts';
+import type { ConfigView, Consumer, Plugins } from '../router/config-view.ts';
+import { HttpRouter } from '../router/router.ts';
+import type { MatchedRoute } from '../router/router.ts';
+import type { ConfigFollower } from '../store/follower.ts';
+import { balancerFor, GatewayChooser } from './balancer.ts';
+import { chainOf } from './plugin-chain.ts';
+import type { ChainLink } from './plugin-chain.ts';
+import { RequestContext } from './request-context.ts';
+
+/** Answers and continuations of the access handler (the engine's DECLINED / DONE are passed in). */
+export interface PhaseCodes { declined: number; done: number }
+
+/** What a request carries from the access phase to the filters. */
+export interface GatewayRequestState {
+  ctx: RequestContext;
+  /** Chains whose header filters run: global rules', then the route's. */
+  chains: ChainLink[][];
+}
+
+interface Version {
+  view: ConfigView;
+  router: HttpRouter;
+  /** `plugin\0field\0value` → the consumer (and credential) holding it. */
+  consumerKeys: Map<string, { consumer: Consumer; credentialId: string | undefined }>;
+}
+
+function indexConsumers(view: ConfigView): Version['consumerKeys'] {
+  const m: Version['consumerKeys'] = new Map();
+  for (const consumer of view.consumers.values()) {
+    for (const cred of consumer.credentials) {
+      for (const [plugin, conf] of Object.entries(cred.plugins)) {
+        for (const [field, value] of Object.entries(conf ?? {})) {
+          if (typeof value === 'string') m.set(`${plugin}\0${field}\0${value}`, { consumer, credentialId: cred.id });
+        }
+      }
+    }
+  }
+  return m;
+}
+
+const mergedChains = new WeakMap<Plugins, WeakMap<Plugins, ChainLink[]>>();
+
+export class DataPlane {
+  private version: Version | undefined;
+  private readonly follower: ConfigFollower;
+  private readonly prefix: string;
+  private readonly registry: PluginRegistry;
+  private readonly keyring: Keyring | undefined;
+  private readonly mode: 'radixtree_host_uri' | 'radixtree_uri';
+  readonly serverHeader: string;
+
+  constructor(opts: {
+    follower: ConfigFollower; prefix: string; registry: PluginRegistry; keyring: Keyring | undefined;
+    mode: 'radixtree_host_uri' | 'radixtree_uri'; serverHeader: string;
+  }) {
+    this.follower = opts.follower;
+    this.prefix = opts.prefix;
+    this.registry = opts.registry;
+    this.keyring = opts.keyring;
+    this.mode = opts.mode;
+    this.serverHeader = opts.serverHeader;
+  }
+
+  /** The configuration version to route with: rebuilt when the follower's revision moved. */
+  current(): Version {
+    const rev = this.follower.revision;
+    if (this.version && this.version.view.revision === rev) return this.version;
+    const view = readConfig(this.follower.kvs.values(), this.prefix, rev, this.registry, this.keyring);
+    this.version = { view, router: new HttpRouter(view, this.mode), consumerKeys: indexConsumers(view) };
+    return this.version;
+  }
+
+  /** The access phase; `codes` are the engine's DECLINED and DONE. */
+  access(r: HttpRequest, codes: PhaseCodes, keep: (r: HttpRequest, s: GatewayRequestState) => void): number | Promise<number> {
+    const v = this.current();
+    const rawHost = r.header('host') ?? '';
+    const read = (name: string): string | undefined => r.main.variables.valueByName(r, name);
+    const route = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
+    const ctx = new RequestContext(r, route, v.consumerKeys, v.view.consumers, read);
+    const state: GatewayRequestState = { ctx, chains: [] };
+    keep(r, state);
+    const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));
+    state.chains.push(...globals);
+    for (const chain of globals) {
+      const a = runPhase(chain, 'rewrite', ctx) ?? runPhase(chain, 'access', ctx);
+      if (a) return answer(r, ctx, a, codes);
+    }
+    if (!route) return answer(r, ctx, { status: 404, body: { error_msg: '404 Route Not Found' } }, codes);
+    let chain = chainOf(this.registry, route.plugins);
+    state.chains.push(chain);
+    let a = runPhase(chain, 'rewrite', ctx);
+    if (a) return answer(r, ctx, a, codes);
+    if (ctx.consumer && Object.keys(ctx.consumer.plugins).length > 0) {
+      // the consumer's plugins win over the route's; those it adds run their rewrite now
+      const before = new Set(chain.map((l) => l.plugin.name));
+      chain = this.consumerChain(route.plugins, ctx.consumer.plugins);
+      state.chains[state.chains.length - 1] = chain;
+      a = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
+      if (a) return answer(r, ctx, a, codes);
+    }
+    a = runPhase(chain, 'access', ctx);
+    if (a) return answer(r, ctx, a, codes);
+    if (ctx.delayMs > 0) return sleep(ctx.delayMs).then(() => this.toUpstream(r, route, ctx, codes));
+    return this.toUpstream(r, route, ctx, codes);
+  }
+
+  /** The route's chain with the consumer's plugins merged in, built once per pair of configurations. */
+  private consumerChain(routePlugins: Plugins, consumerPlugins: Plugins): ChainLink[] {
+    let byConsumer = mergedChains.get(routePlugins);
+    if (!byConsumer) mergedChains.set(routePlugins, (byConsumer = new WeakMap()));
+    let chain = byConsumer.get(consumerPlugins);
+    if (!chain) {
+      chain = chainOf(this.registry, { ...routePlugins, ...withoutAuth(consumerPlugins, this.registry) });
+      byConsumer.set(consumerPlugins, chain);
+    }
+    return chain;
+  }
+
+  /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
+  private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number {
+    if (route.missing === 'service') return 404;
+    if (route.missing === 'upstream_id') return 502;
+    if (route.missing === 'none') return 503;
+    const u = route.upstream!;
+    const b = balancerFor(u, route.upstreamKey);
+    if (b.nodes.length === 0) return 503;
+    const chooser = new GatewayChooser(b, hashKey(u, ctx));
+    const first = chooser.firstNode();
+    if (!first) return 502;
+    usePeerChooser(r, () => chooser);
+    const t = route.conf.timeout ?? u.timeout;
+    const timeouts: UpstreamTimeouts = {};
+    if (t) Object.assign(timeouts, { connectTimeout: t.connect * 1000, sendTimeout: t.send * 1000, readTimeout: t.read * 1000 });
+    // retry_timeout bounds the tries as proxy_next_upstream_timeout does (0: no bound)
+    if (u.retry_timeout) timeouts.nextUpstreamTimeout = u.retry_timeout * 1000;
+    if (t || u.retry_timeout) useUpstreamTimeouts(r, timeouts);
+    const scheme = u.scheme === 'https' ? 'https' : 'http';
+    // pass_host node/rewrite win over a plugin's host (apisix/init.lua set_upstream_host runs after the plugins)
+    let host: string | undefined;
+    if (u.pass_host === 'rewrite') host = u.upstream_host;
+    else if (u.pass_host === 'node') host = first.port === (scheme === 'https' ? 443 : 80) ? first.host : first.name;
+    else host = ctx.upstreamHost ?? r.header('host') ?? r.host;
+    ctx.upstreamScheme = scheme;
+    ctx.upstreamHost = host;
+    if (route.enableWebsocket && r.header('upgrade') !== undefined) ctx.websocket = true;
+    return codes.declined;
+  }
+
+  /** Header filter: Server as APISIX's, the pending response headers, the plugins' header_filter. */
+  headerFilter(r: HttpRequest, s: GatewayRequestState): void {
+    r.setHeader('Server', this.serverHeader);
+    r.ownServer = true;
+    const ctx = s.ctx;
+    ctx.status = r.status;
+    ctx.flushResponseHeaders();
+    const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
+    if (r.status >= 500 && upstreamStatus) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
+    for (const chain of s.chains) {
+      for (const l of chain) {
+        if (!l.plugin.headerFilter || !runs(l, ctx)) continue;
+        try {
+          l.plugin.headerFilter(l.conf, ctx);
+        } catch { /* the head is on its way: a failing plugin leaves it as it is */ }
+      }
+    }
+    r.status = ctx.status;
+  }
+
+  /** The log phase: the plugins' log functions (limit-conn's leaving). */
+  log(s: GatewayRequestState): void {
+    for (const chain of s.chains) {
+      for (const l of chain) {
+        if (!l.plugin.log || !runs(l, s.ctx)) continue;
+        try {
+          l.plugin.log(l.conf, s.ctx);
+        } catch { /* the answer is gone: nothing to tell */ }
+      }
+    }
+  }
+
+  /** The body a plugin replaces the response's with (response-rewrite), decided in the header filter. */
+  replacementBody(s: GatewayRequestState): Buffer | undefined {
+    for (const chain of s.chains) {
+      for (const l of chain) {
+        if (!runs(l, s.ctx)) continue;
+        const b = l.plugin.replaceBody?.(l.conf, s.ctx);
+        if (b !== undefined) return b;
+      }
+    }
+    return undefined;
+  }
+}
+
+/** The key `chash` hashes (hash_on vars / header / cookie / consumer). */
+function hashKey(u: { type?: string; hash_on?: string; key?: string }, ctx: RequestContext): string {
+  if (u.type !== 'chash') return '';
+  const key = u.key ?? '';
+  switch (u.hash_on ?? 'vars') {
+    case 'header': return ctx.header(key) ?? '';
+    case 'cookie': return ctx.variable(`cookie_${key}`) ?? '';
+    case 'consumer': return ctx.consumer?.username ?? ctx.variable('remote_addr') ?? '';
+    case 'vars_combinations': return key.replace(/\$\{?(\w+)\}?/g, (_, v: string) => ctx.variable(v) ?? '');
+    default: return ctx.variable(key) ?? '';
+  }
+}
+
+/** A consumer's plugins without its auth confs (those identify it; they are not route confs). */
+function withoutAuth(plugins: Plugins, registry: PluginRegistry): Plugins {
+  const out: Plugins = {};
+  for (const [name, conf] of Object.entries(plugins)) if (registry.get(name)?.type !== 'auth') out[name] = conf;
+  return out;
+}
+
+/** Whether a link runs for this request (its `_meta.filter`, decided once per request). */
+function runs(l: ChainLink, ctx: PluginContext): boolean {
+  if (!l.filter) return true;
+  let ok = ctx.state.get(l) as boolean | undefined;
+  if (ok === undefined) ctx.state.set(l, (ok = l.filter(ctx.variable)));
+  return ok;
+}
+
+function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access', ctx: PluginContext): PluginAnswer | undefined {
+  for (const l of chain) {
+    const fn = l.plugin[phase];
+    if (!fn || !runs(l, ctx)) continue;
+    let a: PluginAnswer | undefined | void;
+    try {
+      a = fn.call(l.plugin, l.conf, ctx);
+    } catch {
+      // a plugin that fails (a pattern it cannot compile) answers 500, as a Lua error in a phase does
+      return { status: 500 };
+    }
+    if (a) return a;
+  }
+  return undefined;
+}
+
+/** core.response.exit: a table body as JSON with a newline; no body: nginx's page for the status. */
+function answer(r: HttpRequest, ctx: RequestContext, a: PluginAnswer, codes: PhaseCodes): number | Promise<number> {
+  for (const [k, v] of Object.entries(a.headers ?? {})) ctx.setResponseHeader(k, v);
+  // as Lua's ngx.header.Location: sent as given (a relative one is not made absolute)
+  if (a.location !== undefined) ctx.setResponseHeader('Location', a.location);
+  if (a.body === undefined) return a.status;
+  const text = typeof a.body === 'string' ? a.body : JSON.stringify(a.body) + '\n';
+  return sendSimple(r, a.status, Buffer.from(text), r.contentType ?? 'text/plain').then(() => codes.done);
+}

@@ -1,0 +1,75 @@
+/**
+ * What a gateway plugin's phase functions see and return (APISIX's
+ * `_M.rewrite(conf, ctx)`, `_M.access`, `_M.header_filter`,
+ * `_M.body_filter`, `_M.log`). A phase function that answers the request
+ * returns `{ status, body }` as `core.response.exit(status, body)` does: a
+ * body object goes out as JSON with a trailing newline.
+ */
+import type { Consumer } from '../router/config-view.ts';
+import type { MatchedRoute } from '../router/router.ts';
+
+export interface PluginAnswer {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** The Location of a redirect (nginx's page for the status goes with it). */
+  location?: string;
+}
+
+export type PhaseResult = PluginAnswer | undefined | void;
+
+export interface PluginContext {
+  /** The matched route (undefined while global rules run for a request no route matched). */
+  route: MatchedRoute | undefined;
+  /** The route's version (plugins keep per-route state under it). */
+  routeKey: string;
+  /** An nginx variable of the request (`remote_addr`, `arg_x`, `http_x`, `cookie_x`, ...). */
+  variable(name: string): string | undefined;
+  /** First request header (any case). */
+  header(name: string): string | undefined;
+  /** A query argument, decoded. */
+  arg(name: string): string | undefined;
+  /** Sets (or with undefined removes) a request header sent upstream. */
+  setRequestHeader(name: string, value: string | undefined): void;
+  addRequestHeader(name: string, value: string): void;
+  /** Removes a query argument from the URI sent upstream. */
+  removeArg(name: string): void;
+  method: string;
+  /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
+  setClientAddress(ip: string, port: number | undefined): void;
+  /** Upstream request line parts plugins may change (proxy-rewrite). */
+  upstreamUri: string;
+  upstreamHost: string | undefined;
+  upstreamMethod: string | undefined;
+  /** Consumers whose `plugin` conf has `field` equal to `value` (auth plugins). */
+  findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined;
+  consumerByName(name: string): Consumer | undefined;
+  attachConsumer(consumer: Consumer, credentialId: string | undefined): void;
+  consumer: Consumer | undefined;
+  /** Response side (header_filter): status and headers as they will be sent. */
+  status: number;
+  setResponseHeader(name: string, value: string | undefined): void;
+  addResponseHeader(name: string, value: string): void;
+  responseHeader(name: string): string | undefined;
+  /** The response's Content-Type and Content-Length (header_filter). */
+  readonly responseContentType: string | undefined;
+  readonly responseLength: number | undefined;
+  /** The request's HTTP version as a number (1.0, 1.1, 2). */
+  readonly httpVersion: number;
+  /** The request waits `ms` more before it is proxied (limit-req's delay; the access phase ends first). */
+  delay(ms: number): void;
+  /** Set by gzip's header_filter: compress this response at this level (APISIX-Runtime's set_gzip). */
+  gzipLevel: number | undefined;
+  /** Per-request state of a plugin. */
+  state: Map<object, unknown>;
+}
+
+export interface PhaseFunctions<C> {
+  rewrite?(conf: C, ctx: PluginContext): PhaseResult;
+  access?(conf: C, ctx: PluginContext): PhaseResult;
+  headerFilter?(conf: C, ctx: PluginContext): void;
+  /** The request is over (APISIX's log phase): release what access took. */
+  log?(conf: C, ctx: PluginContext): void;
+  /** Whole-body replacement: returns the body to send instead (called once, at the end). */
+  replaceBody?(conf: C, ctx: PluginContext): Buffer | undefined;
+}

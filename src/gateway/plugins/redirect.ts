@@ -1,0 +1,50 @@
+/**
+ * redirect (apisix/plugins/redirect.lua): `uri` (with `$vars`) or the
+ * first match of `regex_uri` on the path (no match: no redirect) answered
+ * with `ret_code` (302) and Location; `http_to_https` sends a plain-http
+ * request (X-Forwarded-Proto counts) to `https://$host$request_uri` with
+ * 301 (GET, HEAD) or 308; `append_query_string` keeps the arguments.
+ */
+import { resolveVars } from './proxy-rewrite.ts';
+import type { GatewayPlugin } from './registry.ts';
+
+interface RedirectConf {
+  uri?: string; regex_uri?: [string, string]; http_to_https?: boolean; ret_code: number;
+  encode_uri: boolean; append_query_string: boolean;
+}
+
+export const redirect: GatewayPlugin<RedirectConf> = {
+  name: 'redirect', version: 0.1, priority: 900,
+  schema: {
+    type: 'object',
+    properties: {
+      ret_code: { type: 'integer', minimum: 200, default: 302 },
+      uri: { type: 'string', minLength: 2, pattern: '(\\\\\\$[0-9a-zA-Z_]+)|\\$\\{([0-9a-zA-Z_]+)\\}|\\$([0-9a-zA-Z_]+)|(\\$|[^$\\\\]+)' },
+      regex_uri: { type: 'array', minItems: 2, maxItems: 2, items: { type: 'string' } },
+      http_to_https: { type: 'boolean' },
+      encode_uri: { type: 'boolean', default: false },
+      append_query_string: { type: 'boolean', default: false },
+    },
+    oneOf: [{ required: ['uri'] }, { required: ['regex_uri'] }, { required: ['http_to_https'] }],
+  },
+  rewrite(conf, ctx) {
+    let code = conf.ret_code;
+    let uri = conf.uri;
+    const scheme = ctx.header('x-forwarded-proto') ?? ctx.variable('scheme');
+    if (conf.http_to_https && scheme !== 'https') {
+      uri = 'https://$host$request_uri';
+      code = ctx.method === 'GET' || ctx.method === 'HEAD' ? 301 : 308;
+    }
+    let target: string | undefined;
+    if (uri !== undefined) target = resolveVars(uri, ctx);
+    else if (conf.regex_uri) {
+      const path = ctx.variable('uri') ?? '/';
+      const re = new RegExp(conf.regex_uri[0]);
+      if (!re.test(path)) return undefined;
+      target = path.replace(re, conf.regex_uri[1]);
+    }
+    if (target === undefined) return undefined;
+    if (conf.append_query_string && ctx.variable('is_args') === '?') target += (target.includes('?') ? '&' : '?') + (ctx.variable('args') ?? '');
+    return { status: code, location: target };
+  },
+};

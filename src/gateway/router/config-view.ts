@@ -1,0 +1,140 @@
+/**
+ * The configuration a worker routes with, read from its follower's copy
+ * (every key under the prefix): routes, services, upstreams, plugin
+ * configs, global rules and consumers with their credentials, parsed once
+ * per store revision. Secrets stored encrypted (key-auth `key`,
+ * basic-auth `password`) are decrypted here, as APISIX decrypts them when
+ * it loads consumers.
+ */
+import type { Keyring } from '../data-encryption.ts';
+import type { PluginRegistry } from '../plugins/registry.ts';
+import type { KeyValue } from '../store/store.ts';
+
+export type Plugins = Record<string, Record<string, unknown>>;
+
+export interface UpstreamConf {
+  id?: string;
+  nodes?: Record<string, number> | Array<{ host: string; port?: number; weight: number; priority?: number }>;
+  type?: string;
+  hash_on?: string;
+  key?: string;
+  retries?: number;
+  retry_timeout?: number;
+  timeout?: { connect: number; send: number; read: number };
+  scheme?: string;
+  pass_host?: string;
+  upstream_host?: string;
+}
+
+export interface RouteConf {
+  id: string;
+  uri?: string;
+  uris?: string[];
+  host?: string;
+  hosts?: string[];
+  methods?: string[];
+  remote_addr?: string;
+  remote_addrs?: string[];
+  vars?: unknown[];
+  priority?: number;
+  status?: number;
+  enable_websocket?: boolean;
+  plugins?: Plugins;
+  plugin_config_id?: string | number;
+  service_id?: string | number;
+  upstream_id?: string | number;
+  upstream?: UpstreamConf;
+  timeout?: { connect: number; send: number; read: number };
+}
+
+export interface ServiceConf {
+  id: string;
+  plugins?: Plugins;
+  upstream?: UpstreamConf;
+  upstream_id?: string | number;
+  hosts?: string[];
+  enable_websocket?: boolean;
+}
+
+export interface Consumer {
+  username: string;
+  plugins: Plugins;
+  /** The consumer's own auth confs, then each credential's (id, plugins). */
+  credentials: Array<{ id: string | undefined; plugins: Plugins }>;
+  customId?: string;
+}
+
+export interface ConfigView {
+  revision: number;
+  /** Routes in the order the store created them (radixtree's insertion order). */
+  routes: RouteConf[];
+  services: Map<string, ServiceConf>;
+  upstreams: Map<string, UpstreamConf>;
+  pluginConfigs: Map<string, { plugins: Plugins }>;
+  globalRules: Array<{ id: string; plugins: Plugins }>;
+  consumers: Map<string, Consumer>;
+}
+
+/**
+ * Parsed values by the follower's key-value object (replaced when the key
+ * changes): a new version parses only what changed, and objects that did
+ * not change keep their identity (balancer state, compiled chains).
+ */
+const parsed = new WeakMap<KeyValue, Record<string, unknown> | null>();
+
+function parse(kv: KeyValue, prepare: (v: Record<string, unknown>) => void): Record<string, unknown> | undefined {
+  const had = parsed.get(kv);
+  if (had !== undefined) return had ?? undefined;
+  let v: Record<string, unknown> | null = null;
+  try {
+    const j = JSON.parse(kv.value) as unknown;
+    if (j && typeof j === 'object' && !Array.isArray(j)) v = j as Record<string, unknown>;
+  } catch { /* APISIX skips an item it cannot load */ }
+  if (v) prepare(v);
+  parsed.set(kv, v);
+  return v ?? undefined;
+}
+
+export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: number, plugins: PluginRegistry, keyring: Keyring | undefined): ConfigView {
+  const view: ConfigView = {
+    revision, routes: [], services: new Map(), upstreams: new Map(), pluginConfigs: new Map(), globalRules: [], consumers: new Map(),
+  };
+  const sorted = [...kvs].sort((a, b) => a.createRevision - b.createRevision);
+  const creds: Array<[string, string, Record<string, unknown>]> = [];
+  const open = (p: unknown): void => {
+    if (keyring) plugins.mapSecrets(p, 'consumer', (v) => keyring.decrypt(v));
+  };
+  for (const kv of sorted) {
+    if (!kv.key.startsWith(prefix)) continue;
+    const parts = kv.key.slice(prefix.length).split('/');
+    if (parts.length < 2 || parts[1] === '') continue;
+    const [dir, id] = parts;
+    const v = parse(kv, (value) => {
+      // the key names the object, whatever its value says (APISIX forces value.id)
+      if (parts.length === 2) value.id = id;
+      if (dir === 'consumers') open(value.plugins);
+    });
+    if (!v) continue;
+    switch (dir) {
+      case 'routes': view.routes.push(v as unknown as RouteConf); break;
+      case 'services': view.services.set(id, v as unknown as ServiceConf); break;
+      case 'upstreams': view.upstreams.set(id, v as unknown as UpstreamConf); break;
+      case 'plugin_configs': view.pluginConfigs.set(id, v as unknown as { plugins: Plugins }); break;
+      case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
+      case 'consumers':
+        if (parts.length === 2) {
+          view.consumers.set(id, {
+            username: String(v.username ?? id), plugins: (v.plugins ?? {}) as Plugins, credentials: [],
+            customId: (v.labels as Record<string, string> | undefined)?.custom_id,
+          });
+        } else if (parts.length === 4 && parts[2] === 'credentials') {
+          creds.push([id, parts[3], v]);
+        }
+        break;
+    }
+  }
+  for (const c of view.consumers.values()) c.credentials.push({ id: undefined, plugins: c.plugins });
+  for (const [user, credId, v] of creds) view.consumers.get(user)?.credentials.push({ id: credId, plugins: (v.plugins ?? {}) as Plugins });
+  view.globalRules.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  return view;
+}
