@@ -215,7 +215,7 @@ describe('routes: lists', () => {
   });
 });
 
-describe('the proxy port before the router exists', () => {
+describe('the proxy port with no matching route', () => {
   it('answers APISIX\'s 404 for no matching route', async () => {
     const r = await fetch(`http://127.0.0.1:${gw.proxyPort}/anything`);
     assert.equal(r.status, 404);
