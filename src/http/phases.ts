@@ -211,7 +211,7 @@ function findConfig(r: HttpRequest): number {
   enterLocation(r, found.loc);
   if (found.loc.internal && !r.internal) return 404;
   const core = r.level.get(coreLoc);
-  const len = Number(r.header('content-length') ?? 0);
+  const len = r.head.contentLength;
   if (core.clientMaxBodySize && len > core.clientMaxBodySize) {
     requestLog(r).error(`client intended to send too large body: ${len} bytes`);
     return 413;

@@ -60,14 +60,12 @@ function createState(r: HttpRequest): BodyState {
 
 /** Whether the request announces a body (Content-Length > 0 or chunked; an HTTP/2 stream with data but no length counts as chunked). */
 export function hasRequestBody(r: HttpRequest): boolean {
-  if (r.head.chunked || r.header('transfer-encoding') !== undefined) return true;
-  const cl = r.header('content-length');
-  return cl !== undefined && cl !== '0';
+  return r.head.chunked || r.head.contentLength > 0;
 }
 
-/** Whether the body is sent chunked. */
+/** Whether the body is sent chunked (the head reader refused any other Transfer-Encoding). */
 export function isChunked(r: HttpRequest): boolean {
-  return r.head.chunked || r.header('transfer-encoding') !== undefined;
+  return r.head.chunked;
 }
 
 /** The body read so far by readRequestBody, if any. */
@@ -224,7 +222,7 @@ class BodyCollector implements BodyConsumer {
     this.resolve = resolve;
     const core = r.level.get(coreLoc);
     const size = core.clientBodyBufferSize;
-    const declared = Number(r.header('content-length') ?? -1);
+    const declared = r.head.contentLength;
     // nginx sizes its buffer to the whole body when it is under 1.25 × client_body_buffer_size
     this.limit = !isChunked(r) && declared >= 0 && declared < size + (size >> 2) ? declared : size;
     const only = core.clientBodyInFileOnly;

@@ -125,8 +125,7 @@ function proxyHandler(r: HttpRequest): number | Promise<number> {
   // $proxy_host and $proxy_port exist from here on, as nginx's proxy ctx (a request denied before is logged with "-")
   r.ctx.set(PROXY_CTX, rt);
   if (conf.setBody || hasRequestBody(r)) return withBody(r, conf, d, rt);
-  const cl = r.header('content-length');
-  return place(r, conf, d, rt, NO_BODY, cl === undefined ? -1 : Number(cl), false);
+  return place(r, conf, d, rt, NO_BODY, r.head.contentLength, false);
 }
 
 /** The handler's path for requests with a body (or proxy_set_body). */
@@ -151,7 +150,7 @@ async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: Reso
   if (streaming) {
     const s = new StreamSender(chunkedIn);
     s.controls = streamRequestBody(r, s);
-    return place(r, conf, d, rt, s, chunkedIn ? -1 : Number(r.header('content-length')), chunkedIn);
+    return place(r, conf, d, rt, s, chunkedIn ? -1 : r.head.contentLength, chunkedIn);
   }
   const rb = await readRequestBody(r);
   if (typeof rb === 'number') return rb;
