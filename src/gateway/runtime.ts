@@ -20,6 +20,9 @@ import { DataPlane } from './dataplane/request-path.ts';
 import { EtcdStore } from './store/etcd.ts';
 import { ConfigFollower } from './store/follower.ts';
 import { SqliteStore } from './store/sqlite.ts';
+import { StandaloneStore } from './store/standalone.ts';
+import type { StandaloneCheck, StandaloneLog } from './store/standalone.ts';
+import { resources } from './admin/index.ts';
 import type { Store } from './store/store.ts';
 
 export const GATEWAY_VERSION = '0.1.0';
@@ -37,10 +40,11 @@ export class GatewayRuntime implements AdminEndpoint {
   private readonly status: StatusChannel;
 
   /** `storeFile`: the embedded store, `<prefix>/data/gateway.sqlite`; with etcd, its directory keeps the snapshot. */
-  constructor(configFile: string, storeFile: string) {
+  constructor(configFile: string, storeFile: string, log: StandaloneLog) {
     this.config = loadGatewayConfig(configFile, false);
     const dataDir = path.dirname(storeFile);
-    this.store = this.config.etcd ? openEtcd(this.config, path.dirname(dataDir)) : new SqliteStore(storeFile);
+    this.store = this.config.standalone ? this.openStandalone(this.config.standalone, log)
+      : this.config.etcd ? openEtcd(this.config, path.dirname(dataDir)) : new SqliteStore(storeFile);
     this.cors = this.config.admin.cors;
     this.serverHeader = this.config.serverTokens ? `APISIX/${GATEWAY_VERSION}` : 'APISIX';
     this.ctx = {
@@ -68,6 +72,18 @@ export class GatewayRuntime implements AdminEndpoint {
       mode: this.config.routerHttp, serverHeader: this.serverHeader,
     });
     this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
+  }
+
+  /** Standalone mode: the file's items are checked as the Admin API checks a PUT (against the file itself). */
+  private openStandalone(file: string, log: StandaloneLog): StandaloneStore {
+    const check: StandaloneCheck = async (collection, id, item, view) => {
+      const resource = resources[collection];
+      if (!resource) return undefined;
+      const ctx: AdminContext = { ...this.ctx, store: view };
+      const { error } = await resource.checkConf(id, structuredClone(item), !resource.def.noId, ctx, true);
+      return error;
+    };
+    return new StandaloneStore(file, this.config.keyPrefix + '/', check, log);
   }
 
   /** The store revision this worker's configuration is consistent with. */

@@ -16,6 +16,8 @@ import type { BodySink, ResponseSink } from './response-sink.ts';
 const CRLF = Buffer.from('\r\n', 'latin1');
 const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
 const EMPTY = Buffer.alloc(0);
+/** Up to this many body bytes go out in one buffer with the head. */
+const SINGLE_WRITE_MAX = 16 * 1024;
 
 export class Http1Response extends SinkListeners implements ResponseSink {
   readonly socket: Socket;
@@ -113,6 +115,19 @@ export class Http1Response extends SinkListeners implements ResponseSink {
   end(chunk?: Buffer): void {
     if (this.ended || this.destroyed) return;
     const socket = this.socket;
+    const head = this.head;
+    if (head !== undefined && !this.chunked && !this.noBody && chunk !== undefined && chunk.length <= SINGLE_WRITE_MAX) {
+      // a small whole response: one buffer, one write, no writev through a corked stream
+      const out = Buffer.allocUnsafe(this.headLength + chunk.length);
+      out.write(head, 0, "latin1");
+      chunk.copy(out, this.headLength);
+      this.head = undefined;
+      this.headWritten = true;
+      this.ended = true;
+      socket.write(out, this.written);
+      this.endMark = socket.bytesWritten;
+      return;
+    }
     socket.cork();
     if (chunk !== undefined && chunk.length) this.write(chunk);
     this.ended = true;

@@ -7,6 +7,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { Document } from 'yaml';
 import { DEFAULT_KEYRING } from '../data-encryption.ts';
@@ -43,6 +44,10 @@ export interface GatewayConfig {
   keyring: string[] | undefined;
   /** deployment.etcd with an etcd config provider; undefined: the embedded store. */
   etcd: EtcdConfig | undefined;
+  /** Standalone mode: the apisix.yaml (or .json) the configuration is read from. */
+  standalone: string | undefined;
+  /** nginx_config.envs: environment variables the workers keep (nginx's `env`), e.g. for `${{VAR}}` in apisix.yaml. */
+  envs: string[];
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
 }
@@ -173,7 +178,9 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
     if (workers !== 'auto' && !/^[1-9]\d*$/.test(workers)) throw new ConfigError(`nginx_config.worker_processes: expected "auto" or a positive number, got ${JSON.stringify(workers)}`);
     const keyRequired = bool(at(root, 'deployment.admin.admin_key_required'), 'deployment.admin.admin_key_required', true);
     const keys = adminKeys(doc, at(root, 'deployment.admin.admin_key'), generated);
-    const enableAdmin = bool(at(root, 'apisix.enable_admin'), 'apisix.enable_admin', true);
+    const standalone = standaloneOf(root, file);
+    // a data plane serves no Admin API (APISIX opens the admin port only in the other roles)
+    const enableAdmin = bool(at(root, 'apisix.enable_admin'), 'apisix.enable_admin', true) && !standalone && !isDataPlane(root);
     const cfg: GatewayConfig = {
       file,
       nodeListen: listens(at(root, 'apisix.node_listen'), 'apisix.node_listen', 9080),
@@ -196,6 +203,8 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       keyPrefix: str(at(root, 'deployment.etcd.prefix'), 'deployment.etcd.prefix', '/gateway').replace(/\/+$/, ''),
       keyring: keyringOf(root),
       etcd: etcdOf(root),
+      standalone,
+      envs: envsOf(at(root, 'nginx_config.envs')),
       generated,
     };
     checkConsistency(cfg);
@@ -220,6 +229,19 @@ function keyringOf(root: Obj): string[] | undefined {
   });
 }
 
+function envsOf(v: unknown): string[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw new ConfigError('nginx_config.envs: expected a list of environment variable names');
+  return v.map((e, i) => {
+    if (typeof e !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*(=.*)?$/.test(e)) throw new ConfigError(`nginx_config.envs[${i + 1}]: expected an environment variable name, got ${JSON.stringify(e)}`);
+    return e;
+  });
+}
+
+function isDataPlane(root: Obj): boolean {
+  return at(root, 'deployment.role') === 'data_plane';
+}
+
 function seconds(v: unknown, key: string, def: number): number {
   if (v === undefined || v === null) return def;
   const n = typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : v;
@@ -236,8 +258,9 @@ function etcdOf(root: Obj): EtcdConfig | undefined {
   const role = str(at(root, 'deployment.role'), 'deployment.role', 'traditional');
   const providerKey = `deployment.role_${role}.config_provider`;
   const provider = at(root, providerKey);
+  if (role === 'data_plane' && (provider === 'yaml' || provider === 'json')) return undefined;
   if (provider !== undefined && provider !== null && provider !== 'etcd' && provider !== 'embedded') {
-    const later = provider === 'yaml' ? ' (standalone mode is not supported yet)' : '';
+    const later = provider === 'yaml' ? ' (standalone mode is deployment.role: data_plane with config_provider: yaml)' : '';
     throw new ConfigError(`${providerKey}: expected "etcd" or "embedded", got ${JSON.stringify(provider)}${later}`);
   }
   const hostRaw = at(root, 'deployment.etcd.host');
@@ -275,6 +298,25 @@ function etcdOf(root: Obj): EtcdConfig | undefined {
     },
     trustedCa: opt('apisix.ssl.ssl_trusted_certificate'),
   };
+}
+
+/**
+ * Standalone mode (deployment.role: data_plane, config_provider yaml or
+ * json): the file the configuration is read from, `apisix.yaml` or
+ * `apisix.json` beside config.yaml, as APISIX's conf/ directory has them.
+ */
+function standaloneOf(root: Obj, file: string): string | undefined {
+  const role = str(at(root, 'deployment.role'), 'deployment.role', 'traditional');
+  if (role !== 'traditional' && role !== 'data_plane' && role !== 'control_plane') {
+    throw new ConfigError(`deployment.role: expected "traditional", "control_plane" or "data_plane", got ${JSON.stringify(role)}`);
+  }
+  if (role !== 'data_plane') return undefined;
+  const provider = at(root, 'deployment.role_data_plane.config_provider');
+  if (provider === 'yaml' || provider === 'json') return path.join(path.dirname(path.resolve(file)), `apisix.${provider}`);
+  if (provider !== 'etcd') {
+    throw new ConfigError(`deployment.role_data_plane.config_provider: expected "etcd", "yaml" or "json", got ${JSON.stringify(provider ?? null)}`);
+  }
+  return undefined;
 }
 
 /** APISIX's start-up refusals (apisix/cli/ops.lua). */

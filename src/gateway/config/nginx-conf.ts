@@ -21,6 +21,7 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     `worker_processes ${cfg.workerProcesses};`,
     `error_log ${cfg.errorLog} ${cfg.errorLogLevel};`,
     'pid logs/nginx.pid;',
+    ...cfg.envs.map((e) => `env ${e};`),
     '',
     'events {',
     '    worker_connections 10620;',

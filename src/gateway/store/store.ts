@@ -67,7 +67,7 @@ export interface WatchHandlers {
 export class StoreError extends Error {}
 
 export interface Store {
-  readonly kind: 'sqlite' | 'etcd';
+  readonly kind: 'sqlite' | 'etcd' | 'yaml';
   get(key: string): Promise<KeyValue | undefined>;
   /**
    * Every key starting with `prefix`, in byte order, with the revision the
