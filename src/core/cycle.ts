@@ -14,6 +14,7 @@ import type { ConfFile } from '../conf/parser.ts';
 import { applyBlock, Registry } from '../conf/registry.ts';
 import type { ModuleBase } from '../conf/registry.ts';
 import type { Socket } from 'node:net';
+import type { ErrorLog } from './error-log.ts';
 
 /** An address to listen on, gathered from `listen` directives. */
 export interface ListenSpec {
@@ -57,6 +58,8 @@ export interface WorkerRuntime {
   /** Called once this cycle is done in this worker (its last connection closed, or it was never committed): release files. */
   onClose(fn: () => void): void;
   readonly workerId: number;
+  /** This cycle's error log in this worker (the main log only once the cycle is committed). */
+  readonly log: ErrorLog;
 }
 
 export interface CycleOptions {

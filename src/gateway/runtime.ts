@@ -12,6 +12,8 @@ import type { GatewayConfig } from './config/config-yaml.ts';
 import { Keyring } from './data-encryption.ts';
 import { builtinPlugins } from './plugins/index.ts';
 import { PluginRegistry } from './plugins/registry.ts';
+import type { GatewayPlugin } from './plugins/registry.ts';
+import { loadCustomPlugins } from './plugins/custom.ts';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -39,9 +41,18 @@ export class GatewayRuntime implements AdminEndpoint {
   readonly dataPlane: DataPlane;
   private readonly status: StatusChannel;
 
+  /** Reads config.yaml and the custom plugins it names, then builds the runtime. */
+  static async create(configFile: string, storeFile: string, log: StandaloneLog): Promise<GatewayRuntime> {
+    const config = loadGatewayConfig(configFile, false);
+    const prefix = path.dirname(path.dirname(storeFile));
+    const custom = config.pluginsDir === undefined ? []
+      : await loadCustomPlugins(path.resolve(prefix, config.pluginsDir), builtinPlugins, (msg) => log.error(msg));
+    return new GatewayRuntime(config, storeFile, log, custom);
+  }
+
   /** `storeFile`: the embedded store, `<prefix>/data/gateway.sqlite`; with etcd, its directory keeps the snapshot. */
-  constructor(configFile: string, storeFile: string, log: StandaloneLog) {
-    this.config = loadGatewayConfig(configFile, false);
+  constructor(config: GatewayConfig, storeFile: string, log: StandaloneLog, customPlugins: GatewayPlugin[] = []) {
+    this.config = config;
     const dataDir = path.dirname(storeFile);
     this.store = this.config.standalone ? this.openStandalone(this.config.standalone, log)
       : this.config.etcd ? openEtcd(this.config, path.dirname(dataDir)) : new SqliteStore(storeFile);
@@ -49,7 +60,7 @@ export class GatewayRuntime implements AdminEndpoint {
     this.serverHeader = this.config.serverTokens ? `APISIX/${GATEWAY_VERSION}` : 'APISIX';
     this.ctx = {
       store: this.store,
-      plugins: new PluginRegistry(builtinPlugins),
+      plugins: new PluginRegistry([...builtinPlugins, ...customPlugins]),
       keyring: this.config.keyring && new Keyring(this.config.keyring),
       now: () => Math.floor(Date.now() / 1000),
       settings: {

@@ -48,6 +48,8 @@ export interface GatewayConfig {
   standalone: string | undefined;
   /** nginx_config.envs: environment variables the workers keep (nginx's `env`), e.g. for `${{VAR}}` in apisix.yaml. */
   envs: string[];
+  /** gatehouse.plugins_dir (Gatehouse's own): custom plugins in TypeScript or JavaScript, relative to the prefix. */
+  pluginsDir: string | undefined;
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
 }
@@ -205,6 +207,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       etcd: etcdOf(root),
       standalone,
       envs: envsOf(at(root, 'nginx_config.envs')),
+      pluginsDir: optionalStr(at(root, 'gatehouse.plugins_dir'), 'gatehouse.plugins_dir'),
       generated,
     };
     checkConsistency(cfg);
@@ -227,6 +230,10 @@ function keyringOf(root: Obj): string[] | undefined {
     if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
     return v;
   });
+}
+
+function optionalStr(v: unknown, key: string): string | undefined {
+  return v === undefined || v === null ? undefined : str(v, key, '');
 }
 
 function envsOf(v: unknown): string[] {

@@ -16,7 +16,6 @@ import { ConfError } from '../../conf/errors.ts';
 import { fullName } from '../../conf/parser.ts';
 import { setting } from '../../conf/setters.ts';
 import { Cycle } from '../../core/cycle.ts';
-import { mainErrorLog } from '../../core/error-log.ts';
 import type { serveAdmin, serveStatus } from '../../gateway/admin/http-adapter.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
@@ -170,8 +169,7 @@ export const gatewayModule: HttpModule = {
     const [{ GatewayRuntime }, { serveAdmin, serveStatus }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'),
     ]);
-    // the log of the cycle running when a message is written (reopen and reload swap it)
-    const rt = new GatewayRuntime(m.config, m.store, { error: (msg) => mainErrorLog().error(msg), warn: (msg) => mainErrorLog().warn(msg) });
+    const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
     runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus });
     worker.onClose(() => rt.close());
   },
