@@ -41,6 +41,11 @@ interface Loaded {
 }
 const runtimes = new WeakMap<Cycle, Loaded>();
 
+/** The worker's gateway of a configuration cycle (the stream routes' module asks for it). */
+export function gatewayRuntime(cycle: Cycle): GatewayRuntime | undefined {
+  return runtimes.get(cycle)?.rt;
+}
+
 function mainOf(cycle: Cycle): GatewayMain {
   let m = mains.get(cycle);
   if (!m) mains.set(cycle, (m = {}));

@@ -177,10 +177,14 @@ function prepareServers(stream: StreamMainConf): void {
   }
 }
 
+/** Where a session goes instead of its server's proxy_pass, decided by a module before content (the gateway's stream routes). */
+export const sessionTargets = new WeakMap<StreamSession, ProxyTarget>();
+
 function proxyHandler(s: StreamSession): void {
   const c = s.level.get(proxySrv);
-  if (s.listen.udp) new UdpProxy(s, c.settings!).start(c.target!);
-  else new StreamProxy(s, c.settings!).start(c.target!);
+  const target = sessionTargets.get(s) ?? c.target!;
+  if (s.listen.udp) new UdpProxy(s, c.settings!).start(target);
+  else new StreamProxy(s, c.settings!).start(target);
 }
 
 export const streamProxyModule: StreamModule = {
