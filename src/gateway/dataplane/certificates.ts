@@ -14,7 +14,7 @@
  */
 import crypto from 'node:crypto';
 import tls from 'node:tls';
-import type { HandshakeChoice } from '../../http/modules/ssl/handshake.ts';
+import type { HandshakeChoice } from '../../tls/handshake-choice.ts';
 import type { HttpRequest } from '../../http/request.ts';
 import type { ConfigView, SslConf } from '../router/config-view.ts';
 

@@ -26,6 +26,7 @@ import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
 import { declareCounters } from '../../gateway/dataplane/counters.ts';
+import { setCycleRuntime } from '../../gateway/workers.ts';
 import type { chooseCertificate, httpsClientError } from '../../gateway/dataplane/certificates.ts';
 import { requestLog } from '../request-log.ts';
 import { certificateChoosers } from './ssl/handshake.ts';
@@ -40,11 +41,6 @@ interface Loaded {
   choose: typeof chooseCertificate; clientError: typeof httpsClientError;
 }
 const runtimes = new WeakMap<Cycle, Loaded>();
-
-/** The worker's gateway of a configuration cycle (the stream routes' module asks for it). */
-export function gatewayRuntime(cycle: Cycle): GatewayRuntime | undefined {
-  return runtimes.get(cycle)?.rt;
-}
 
 function mainOf(cycle: Cycle): GatewayMain {
   let m = mains.get(cycle);
@@ -204,6 +200,7 @@ export const gatewayModule: HttpModule = {
     ]);
     const rt = new GatewayRuntime(m.config, m.store);
     runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, choose: chooseCertificate, clientError: httpsClientError });
+    setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
   },
 };

@@ -14,7 +14,7 @@ import { LogLevel } from '../../core/error-log.ts';
 import { balancerFor } from '../../gateway/dataplane/balancer.ts';
 import { GatewayStreamPicker } from '../../gateway/dataplane/stream-picker.ts';
 import { matchStreamRoute, wantsSni } from '../../gateway/router/stream-router.ts';
-import { gatewayRuntime } from '../../http/modules/gateway.ts';
+import { cycleRuntime as gatewayRuntime } from '../../gateway/workers.ts';
 import { MAX_HELLO_BYTES, readClientHello } from '../../tls/client-hello.ts';
 import { DECLINED, Status, streamServerOf } from '../conf.ts';
 import type { StreamModule, StreamServerConf } from '../conf.ts';

@@ -26,7 +26,7 @@ import type { TlsConnection } from '../../../tls/connection-info.ts';
 import { CertLoadError } from '../../../tls/certificates.ts';
 import { sessionHub } from '../../../tls/sessions.ts';
 import { verifyClient } from '../../../tls/verify.ts';
-import type { ClientVerifySettings } from '../../../tls/verify.ts';
+import type { HandshakeChoice } from '../../../tls/handshake-choice.ts';
 import { connectionLog } from './log.ts';
 import { serveHttp2, wantsHttp2 } from '../../http2.ts';
 
@@ -35,14 +35,6 @@ export const serverTls = new WeakMap<ServerConf, ServerTls>();
 
 /** The SNI of a connection still in its handshake (for `$ssl_server_name` in `ssl_certificate $ssl_server_name.crt`). */
 export const handshakeServerName = new WeakMap<HttpConnection, string>();
-
-/** A handshake's context chosen at run time, and how the client is verified (`verify`: asked for a certificate). */
-export interface HandshakeChoice {
-  context: tls.SecureContext;
-  verify?: ClientVerifySettings;
-  /** Refuse the handshake without a valid client certificate (else it is checked per request). */
-  requireClient?: boolean;
-}
 
 /**
  * Servers whose certificates are chosen per handshake by something other
