@@ -9,7 +9,7 @@
  * t/node/client-mtls.t).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -64,6 +64,17 @@ const serves = (pem: Pem) => (h: Handshake) => h.fingerprint === fingerprintOf(p
 const refused = (h: Handshake) => h.error !== undefined && h.fingerprint === undefined;
 const get = (path: string, host: string) => `GET ${path} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`;
 const statusOf = (h: Handshake) => Number(/^HTTP\/1\.1 (\d+)/.exec(h.response ?? '')?.[1] ?? 0);
+
+/** `openssl s_client` to the TLS port with `input` on its stdin: what it printed. */
+function opensslClient(args: string[], input: string): Promise<string> {
+  return new Promise((resolve) => {
+    const child = spawn('openssl', ['s_client', '-connect', `127.0.0.1:${sslPort}`, ...args], { stdio: ['pipe', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => { out += c.toString(); });
+    child.on('close', () => resolve(out));
+    child.stdin.end(input);
+  });
+}
 
 function errorLog(): string {
   return fs.readFileSync(path.join(gw.prefix, 'logs', 'error.log'), 'utf8');
@@ -173,6 +184,10 @@ describe('client certificates (mTLS)', () => {
     assert.equal(wrong.response, undefined, JSON.stringify(wrong));
     const s = spawnSync('openssl', ['s_client', '-connect', `127.0.0.1:${sslPort}`, '-servername', 'mtls.test', '-tls1_2'], { input: '', encoding: 'utf8' });
     assert.notEqual(s.status, 0, s.stdout);
+    // not spawnSync: the origin answering through the gateway runs in this process
+    const withCert = await opensslClient(['-servername', 'mtls.test', '-tls1_2', '-quiet', '-verify_return_error', '-CAfile', ca.certFile,
+      '-cert', client.certFile, '-key', client.keyFile], get('/openssl', 'mtls.test'));
+    assert.match(withCert, /^HTTP\/1\.1 200 OK\r\n[\s\S]*"url":"\/openssl"/);
   });
 
   it('with skip_mtls_uri_regex: matching URIs pass without a certificate, others are answered 400', async () => {

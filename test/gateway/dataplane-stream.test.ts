@@ -151,8 +151,14 @@ describe('stream routes', () => {
     await put(gw, 'stream_routes/2', { server_port: p2, remote_addr: '10.0.0.0/8', upstream: nodes(a) });
     await put(gw, 'stream_routes/3', { server_port: p2, remote_addr: '127.0.0.0/24', upstream_id: 'c' });
     await until(() => tcpSay(p2, 'x'), (s) => s === 'C:x');
-    await put(gw, 'stream_routes/3', { server_port: p2, remote_addr: '127.0.0.1', service_id: 's' });
+    await put(gw, 'stream_routes/3', { server_port: p2, remote_addr: '127.0.0.1', server_addr: '127.0.0.1', service_id: 's' });
     await until(() => tcpSay(p2, 'x'), (s) => s === 'A:x');
+  });
+
+  it('a node that refuses the connection is retried on another one', async () => {
+    const [dead] = await freePorts(1);
+    await put(gw, 'stream_routes/3', { server_port: p2, upstream: { type: 'roundrobin', nodes: { [`127.0.0.1:${dead}`]: 1, [c.node]: 1 } } });
+    await until(() => tcpSay(p2, 'r'), (s) => s === 'C:r');
   });
 
   it('a connection no route takes is closed', async () => {
