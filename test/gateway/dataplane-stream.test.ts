@@ -83,6 +83,23 @@ function tlsSay(port: number, servername: string, text: string): Promise<{ cn?: 
   });
 }
 
+/** A TLS client to a `tls: true` stream port: the certificate's CN, the echo, or the error. */
+function tlsClient(port: number, servername: string, text: string, opts: { ca?: string; cert?: string; key?: string } = {}): Promise<string> {
+  return new Promise((resolve) => {
+    const sock = tls.connect({ host: '127.0.0.1', port, servername, ca: opts.ca, cert: opts.cert, key: opts.key }, () => sock.write(text));
+    let echo = '';
+    sock.on('data', (c: Buffer) => {
+      echo += c.toString();
+      if (echo.length > text.length) {
+        resolve(`${/CN=([^\n]+)/.exec(sock.getPeerX509Certificate()?.subject ?? '')?.[1]} ${echo}`);
+        sock.destroy();
+      }
+    });
+    sock.on('error', (e) => resolve(`error ${e.message}`));
+    sock.on('close', () => resolve(`closed ${echo}`));
+  });
+}
+
 /** Repeats `say` until `ok` (the change reached the workers), then 6 more times that must all hold. */
 async function until(say: () => Promise<string>, ok: (s: string) => boolean): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -103,6 +120,7 @@ let p1: number;
 let p2: number;
 let p3: number;
 let u1: number;
+let p4: number;
 let a: Echo;
 let b: Echo;
 let c: Echo;
@@ -114,7 +132,7 @@ let ta: Echo;
 let tb: Echo;
 
 before(async () => {
-  [p1, p2, p3, u1] = await freePorts(4);
+  [p1, p2, p3, u1, p4] = await freePorts(5);
   const yaml = defaultYaml(2).replace('nginx_config:', [
     '  proxy_mode: http&stream',
     '  stream_proxy:',
@@ -122,6 +140,8 @@ before(async () => {
     `      - 127.0.0.1:${p1}`,
     `      - addr: 127.0.0.1:${p2}`,
     `      - 127.0.0.1:${p3}`,
+    `      - addr: 127.0.0.1:${p4}`,
+    '        tls: true',
     '    udp:',
     `      - 127.0.0.1:${u1}`,
     'nginx_config:',
@@ -175,6 +195,18 @@ describe('stream routes', () => {
     await until(async () => JSON.stringify(await tlsSay(p1, 'x.y.sni.test', 'tls')), (s) => s === JSON.stringify({ cn: 'origin-b', echo: 'TB:tls' }));
     // plain TCP on the same port still goes by port
     assert.equal(await tcpSay(p1, 'plain'), 'B:plain');
+  });
+
+  it('terminates TLS on a tls: true port with the SSL object of the SNI, then routes by that name; client certificates in the handshake', async () => {
+    const srv = ca.issue(['stream.tls.test']);
+    const client = ca.issue(['stream client'], { client: true });
+    await put(gw, 'ssls/st', { sni: 'stream.tls.test', cert: srv.cert, key: srv.key });
+    await put(gw, 'stream_routes/t', { sni: 'stream.tls.test', server_port: p4, upstream: nodes(c) });
+    await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert }), (s) => s === 'stream.tls.test C:sec');
+    assert.match(await tlsClient(p4, 'unknown.test', 'sec', { ca: ca.cert }), /^(error|closed)/);
+    await put(gw, 'ssls/st', { sni: 'stream.tls.test', cert: srv.cert, key: srv.key, client: { ca: ca.cert } });
+    await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert }), (s) => /^(error|closed)/.test(s));
+    await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert, cert: client.cert, key: client.key }), (s) => s === 'stream.tls.test C:sec');
   });
 
   it('routes UDP datagrams', async () => {

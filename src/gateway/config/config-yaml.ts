@@ -261,7 +261,6 @@ function streamAddr(v: unknown, key: string, tcp: boolean): StreamListen {
     if (!tcp) throw new ConfigError(`${key}: expected a port or "ip:port"`);
     addr = v.addr;
     tls = bool(v.tls, `${key}.tls`, false);
-    if (tls) throw new ConfigError(`${key}.tls: TLS termination on stream ports is not supported yet (a stream route's sni is read from the ClientHello and TLS passes through)`);
     key += '.addr';
   }
   if (typeof addr === 'number' || (typeof addr === 'string' && /^\d+$/.test(addr))) return { port: port(addr, key), tls };

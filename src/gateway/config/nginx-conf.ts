@@ -103,18 +103,24 @@ function proxyServer(cfg: GatewayConfig): string[] {
  * proxy_pass the route's upstream nodes, as `gateway_route` does for HTTP.
  */
 function streamBlock(stream: NonNullable<GatewayConfig['stream']>): string[] {
+  const plain = [...stream.tcp.filter((l) => !l.tls).map((l) => `listen ${listenAddr(l)};`), ...stream.udp.map((l) => `listen ${listenAddr(l)} udp;`)];
+  const tls = stream.tcp.filter((l) => l.tls).map((l) => `listen ${listenAddr(l)};`);
+  const server = (listens: string[], route: string) => [
+    '',
+    '    server {',
+    ...listens.map((l) => `        ${l}`),
+    `        ${route};`,
+    '        proxy_pass gateway_stream_backend;',
+    '    }',
+  ];
   return [
     'stream {',
     '    upstream gateway_stream_backend {',
     '        server 0.0.0.1:1;',
     '    }',
-    '',
-    '    server {',
-    ...stream.tcp.map((l) => `        listen ${listenAddr(l)};`),
-    ...stream.udp.map((l) => `        listen ${listenAddr(l)} udp;`),
-    '        gateway_stream_route;',
-    '        proxy_pass gateway_stream_backend;',
-    '    }',
+    ...(plain.length ? server(plain, 'gateway_stream_route') : []),
+    // `tls: true`: TLS is terminated with the SSL objects (by SNI) before the routes are matched
+    ...(tls.length ? server(tls, 'gateway_stream_route tls') : []),
     '}',
     '',
   ];

@@ -7,6 +7,10 @@
  * configuration version the worker holds (src/gateway/router/stream-router.ts),
  * and the server's `proxy_pass` goes to the route's upstream nodes, chosen
  * by the gateway's balancer. No route: the connection is closed.
+ * `gateway_stream_route tls` (stream_proxy's `tls: true` ports) first
+ * terminates TLS with the SSL object of the ClientHello's name (as the
+ * HTTP TLS port does; a client certificate, when the object asks for one,
+ * is required in the handshake) and matches the routes with that name.
  */
 import { Ctx } from '../../conf/directive.ts';
 import { Cycle } from '../../core/cycle.ts';
@@ -15,17 +19,21 @@ import { balancerFor } from '../../gateway/dataplane/balancer.ts';
 import { GatewayStreamPicker } from '../../gateway/dataplane/stream-picker.ts';
 import { matchStreamRoute, wantsSni } from '../../gateway/router/stream-router.ts';
 import { cycleRuntime as gatewayRuntime } from '../../gateway/workers.ts';
+import tls from 'node:tls';
+import { chooseCertificate } from '../../gateway/dataplane/certificates.ts';
+import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import { MAX_HELLO_BYTES, readClientHello } from '../../tls/client-hello.ts';
+import { verifyClient } from '../../tls/verify.ts';
 import { DECLINED, Status, streamServerOf } from '../conf.ts';
 import type { StreamModule, StreamServerConf } from '../conf.ts';
 import type { StreamSession } from '../session.ts';
 import { streamCoreSrv } from './core.ts';
 import { sessionTargets } from './proxy.ts';
 
-const gatewayServers = new WeakMap<StreamServerConf, Cycle>();
+const gatewayServers = new WeakMap<StreamServerConf, { cycle: Cycle; tls: boolean }>();
 
-/** The server name of the client's ClientHello, or undefined (not TLS, no SNI, nothing within preread_timeout). */
-function readSni(s: StreamSession): Promise<string | undefined> {
+/** The server name of the client's ClientHello as sent, or undefined (not TLS, no SNI, nothing within preread_timeout). */
+function readServerName(s: StreamSession): Promise<string | undefined> {
   const socket = s.socket;
   s.action = 'prereading client data';
   return new Promise((resolve) => {
@@ -43,7 +51,7 @@ function readSni(s: StreamSession): Promise<string | undefined> {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
       const r = readClientHello(buf);
       if (r.kind === 'incomplete' && buf.length <= MAX_HELLO_BYTES) return;
-      finish(r.kind === 'hello' ? r.hello.serverName?.replace(/\.$/, '').toLowerCase() : undefined);
+      finish(r.kind === 'hello' ? r.hello.serverName : undefined);
     };
     const onEnd = () => finish(undefined);
     const timer = setTimeout(() => finish(undefined), s.level.get(streamCoreSrv).prereadTimeout);
@@ -81,15 +89,58 @@ function route(s: StreamSession, cycle: Cycle, sni: string | undefined): number 
   return DECLINED;
 }
 
+/** Terminates TLS on the session's socket with the SSL object of `sni`; the name routes matched with, or a status to end with. */
+async function terminateTls(s: StreamSession, rt: GatewayRuntime, sni: string | undefined): Promise<{ sni: string | undefined } | number> {
+  const ssl = rt.config.ssl;
+  const settings = { fallbackSni: ssl?.fallbackSni, protocols: ssl?.protocols ?? ['TLSv1.2', 'TLSv1.3'] };
+  const choice = chooseCertificate(rt.dataPlane.current().view, settings, s, sni);
+  if (typeof choice === 'string') {
+    s.error(LogLevel.error, choice);
+    return Status.OK;
+  }
+  s.action = 'SSL handshaking';
+  const raw = s.socket;
+  const secure = new tls.TLSSocket(raw, {
+    isServer: true, secureContext: choice.context, requestCert: choice.verify !== undefined, rejectUnauthorized: choice.verify !== undefined,
+  });
+  secure.allowHalfOpen = true;
+  const ok = await new Promise<boolean>((resolve) => {
+    secure.once('secure', () => resolve(true));
+    secure.once('error', (err) => {
+      s.error(LogLevel.info, `SSL_do_handshake() failed (SSL: ${err.message})`);
+      resolve(false);
+    });
+    secure.once('close', () => resolve(false));
+  });
+  if (!ok || s.finalized) return Status.OK;
+  // the stream subsystem verifies in the handshake (APISIX's reject_in_handshake), skip_mtls_uri_regex or not
+  if (choice.verify) {
+    const v = await verifyClient(choice.verify, secure).catch(() => undefined);
+    if (!v || v.code !== 0) {
+      s.error(LogLevel.info, `client SSL certificate verify error: (${v?.code ?? 1}:${v?.reason ?? 'unspecified'})`);
+      return Status.OK;
+    }
+  }
+  secure.on('error', (err: NodeJS.ErrnoException) => { if (!s.finalized) s.onClientError(err); });
+  s.socket = secure;
+  return { sni: sni === undefined ? settings.fallbackSni : sni.replace(/\.$/, '').toLowerCase() };
+}
+
 function gatewayPreread(s: StreamSession): number | Promise<number> {
-  const cycle = gatewayServers.get(s.server);
-  if (!cycle) return DECLINED;
+  const server = gatewayServers.get(s.server);
+  if (!server) return DECLINED;
+  const { cycle } = server;
   const rt = gatewayRuntime(cycle);
   if (!rt) {
     s.error(LogLevel.error, 'the gateway is not running in this worker');
     return Status.INTERNAL_SERVER_ERROR;
   }
-  if (!s.listen.udp && wantsSni(rt.dataPlane.current().view)) return readSni(s).then((sni) => route(s, cycle, sni));
+  if (server.tls) {
+    return readServerName(s).then((name) => terminateTls(s, rt, name)).then((r) => (typeof r === 'number' ? r : route(s, cycle, r.sni)));
+  }
+  if (!s.listen.udp && wantsSni(rt.dataPlane.current().view)) {
+    return readServerName(s).then((name) => route(s, cycle, name?.replace(/\.$/, '').toLowerCase()));
+  }
   return route(s, cycle, undefined);
 }
 
@@ -97,8 +148,11 @@ export const streamGatewayModule: StreamModule = {
   name: 'ngx_stream_gateway_module',
   directives: [
     {
-      name: 'gateway_stream_route', contexts: Ctx.STREAM_SERVER, args: 0,
-      handler: (cf) => { gatewayServers.set(streamServerOf(cf), Cycle.of(cf)); },
+      name: 'gateway_stream_route', contexts: Ctx.STREAM_SERVER, args: [0, 1],
+      handler: (cf, node) => {
+        if (node.args.length && node.args[0] !== 'tls') return `invalid parameter "${node.args[0]}"`;
+        gatewayServers.set(streamServerOf(cf), { cycle: Cycle.of(cf), tls: node.args[0] === 'tls' });
+      },
     },
   ],
   postconfiguration(stream) {
