@@ -152,6 +152,13 @@ describe('certificates by SNI', () => {
     assert.ok(refused(await handshake(sslPort, 'client.test')));
   });
 
+  it('ssl_protocols of an object bound the versions', async () => {
+    const only13 = ca.issue(['tls13.test']);
+    await put(gw, 'ssls/v', { sni: 'tls13.test', cert: only13.cert, key: only13.key, ssl_protocols: ['TLSv1.3'] });
+    await until('tls13.test', serves(only13));
+    assert.ok(refused(await handshake(sslPort, 'tls13.test', { maxVersion: 'TLSv1.2' })));
+  });
+
   it('proxies HTTP over the TLS port', async () => {
     const h = await handshake(sslPort, 'a.wild.test', { request: get('/over-tls', 'a.wild.test') });
     assert.equal(statusOf(h), 200, h.response);

@@ -204,6 +204,12 @@ describe('stream routes', () => {
     await put(gw, 'stream_routes/t', { sni: 'stream.tls.test', server_port: p4, upstream: nodes(c) });
     await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert }), (s) => s === 'stream.tls.test C:sec');
     assert.match(await tlsClient(p4, 'unknown.test', 'sec', { ca: ca.cert }), /^(error|closed)/);
+    // no SNI and no apisix.ssl.fallback_sni
+    assert.match(await tlsClient(p4, '', 'sec', { ca: ca.cert }), /^(error|closed)/);
+    const log = path.join(gw.prefix, 'logs', 'error.log');
+    for (let i = 0; i < 100 && !fs.readFileSync(log, 'utf8').includes('failed to find SNI'); i++) await sleep(20);
+    assert.match(fs.readFileSync(log, 'utf8'), /\[error\].*failed to find any SSL certificate by SNI: unknown\.test/);
+    assert.match(fs.readFileSync(log, 'utf8'), /\[error\].*failed to find SNI: please check if the client requests via IP/);
     await put(gw, 'ssls/st', { sni: 'stream.tls.test', cert: srv.cert, key: srv.key, client: { ca: ca.cert } });
     await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert }), (s) => /^(error|closed)/.test(s));
     await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert, cert: client.cert, key: client.key }), (s) => s === 'stream.tls.test C:sec');
