@@ -24,8 +24,8 @@ import type { StreamSession } from './session.ts';
 /** Where to connect: a configured group, or a target computed from variables. */
 export type ProxyTarget =
   | { group: UpstreamGroup }
-  /** Peers chosen by a module for this session (the gateway's stream routes). */
-  | { picker: RoundRobinPicker; name: string }
+  /** Peers chosen by a module for this session (the gateway's stream routes), with its own timeouts (ms) if any. */
+  | { picker: RoundRobinPicker; name: string; connectTimeout?: number; timeout?: number }
   | { value: ComplexValue<StreamSession>; find(host: string, port: number | undefined): UpstreamGroup | undefined; resolver: Resolver | undefined };
 
 /** What a session's proxy hears back: the peers to try (and the name logged when none is left), or a status to end with. */

@@ -44,7 +44,7 @@ async function udpEcho(name: string): Promise<Echo> {
 }
 
 /** Sends `text` on a new TCP connection; what came back before the close or 2 s of quiet ('' when closed at once, `refused` when not accepted). */
-function tcpSay(port: number, text: string): Promise<string> {
+function tcpSay(port: number, text: string, quietMs = 2000): Promise<string> {
   return new Promise((resolve) => {
     const sock = net.connect(port, '127.0.0.1', () => sock.write(text));
     let got = '';
@@ -54,7 +54,7 @@ function tcpSay(port: number, text: string): Promise<string> {
     });
     sock.on('error', (e: NodeJS.ErrnoException) => { if (e.code === 'ECONNREFUSED') got = 'refused'; });
     sock.on('close', () => resolve(got));
-    sock.setTimeout(2000, () => sock.destroy());
+    sock.setTimeout(quietMs, () => sock.destroy());
   });
 }
 
@@ -213,6 +213,20 @@ describe('stream routes', () => {
     await put(gw, 'ssls/st', { sni: 'stream.tls.test', cert: srv.cert, key: srv.key, client: { ca: ca.cert } });
     await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert }), (s) => /^(error|closed)/.test(s));
     await until(() => tlsClient(p4, 'stream.tls.test', 'sec', { ca: ca.cert, cert: client.cert, key: client.key }), (s) => s === 'stream.tls.test C:sec');
+  });
+
+  it('the upstream\'s read timeout ends a quiet session', async () => {
+    const silent = net.createServer(() => {});
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const node = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    await put(gw, 'stream_routes/3', { server_port: p2, upstream: { nodes: { [node]: 1 }, timeout: { connect: 5, send: 5, read: 0.3 } } });
+    // wait for the change: the silent node holds the connection instead of C echoing
+    await until(() => tcpSay(p2, 'q'), (s) => s === '');
+    const t0 = performance.now();
+    assert.equal(await tcpSay(p2, 'q', 20_000), '');
+    // closed by the 0.3 s read timeout, not by the client's 20 s (nor the default 10 min)
+    assert.ok(performance.now() - t0 < 15_000, `${performance.now() - t0} ms`);
+    silent.close();
   });
 
   it('routes UDP datagrams', async () => {

@@ -85,7 +85,12 @@ function route(s: StreamSession, cycle: Cycle, sni: string | undefined): number 
   }
   // chash in a stream session: the client's address (the one variable APISIX's stream routes hash on by default)
   const hashKey = u.type === 'chash' ? s.remoteAddress : '';
-  sessionTargets.set(s, { picker: new GatewayStreamPicker(b, hashKey), name: m.upstreamKey });
+  // the upstream's timeout: connect for the connection, read for the session's idle time (proxy_timeout)
+  const t = u.timeout;
+  sessionTargets.set(s, {
+    picker: new GatewayStreamPicker(b, hashKey), name: m.upstreamKey,
+    connectTimeout: t ? t.connect * 1000 : undefined, timeout: t ? t.read * 1000 : undefined,
+  });
   return DECLINED;
 }
 

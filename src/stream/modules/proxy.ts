@@ -182,9 +182,14 @@ export const sessionTargets = new WeakMap<StreamSession, ProxyTarget>();
 
 function proxyHandler(s: StreamSession): void {
   const c = s.level.get(proxySrv);
-  const target = sessionTargets.get(s) ?? c.target!;
-  if (s.listen.udp) new UdpProxy(s, c.settings!).start(target);
-  else new StreamProxy(s, c.settings!).start(target);
+  const own = sessionTargets.get(s);
+  const target = own ?? c.target!;
+  let settings = c.settings!;
+  if (own && 'picker' in own && (own.connectTimeout !== undefined || own.timeout !== undefined)) {
+    settings = { ...settings, connectTimeout: own.connectTimeout ?? settings.connectTimeout, timeout: own.timeout ?? settings.timeout };
+  }
+  if (s.listen.udp) new UdpProxy(s, settings).start(target);
+  else new StreamProxy(s, settings).start(target);
 }
 
 export const streamProxyModule: StreamModule = {
