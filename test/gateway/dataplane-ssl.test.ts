@@ -213,6 +213,19 @@ describe('client certificates (mTLS)', () => {
     assert.match(errorLog(), /client certificate verification is not passed: FAILED/);
   });
 
+  it('client.depth bounds the chain as OpenSSL\'s verify depth: through an intermediate needs depth 1', async () => {
+    const intermediate = new TestCa('Intermediate CA', ca);
+    const deep = intermediate.issue(['deep client'], { client: true });
+    const chain = deep.cert + intermediate.cert;
+    await put(gw, 'ssls/depth', { sni: 'depth.test', cert: server.cert, key: server.key, client: { ca: ca.cert, depth: 0 } });
+    // depth 0: a certificate the CA itself issued
+    await until('depth.test', (h) => statusOf(h) === 200, { cert: client.cert, key: client.key, request: get('/d', 'depth.test') });
+    const refusedDeep = await handshake(sslPort, 'depth.test', { cert: chain, key: deep.key, request: get('/d', 'depth.test') });
+    assert.equal(refusedDeep.response, undefined, JSON.stringify(refusedDeep));
+    await put(gw, 'ssls/depth', { sni: 'depth.test', cert: server.cert, key: server.key, client: { ca: ca.cert, depth: 1 } });
+    await until('depth.test', (h) => statusOf(h) === 200, { cert: chain, key: deep.key, request: get('/d', 'depth.test') });
+  });
+
   it('a Host whose SSL object verifies clients must be the SNI', async () => {
     const h = await handshake(sslPort, 'plain.test', { request: get('/h', 'mtls.test') });
     assert.equal(statusOf(h), 400, h.response);

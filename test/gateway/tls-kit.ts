@@ -20,13 +20,23 @@ export class TestCa {
   private readonly keyFile: string;
   private serial = 1;
 
-  constructor(name = 'Gatehouse Test CA') {
+  /** A root CA, or with `parent` an intermediate CA it signs. */
+  constructor(name = 'Gatehouse Test CA', parent?: TestCa) {
     this.dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gh-gwca-'));
     this.name = name;
     this.certFile = path.join(this.dir, 'ca.crt');
     this.keyFile = path.join(this.dir, 'ca.key');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-days', '2',
-      '-keyout', this.keyFile, '-out', this.certFile], { stdio: 'ignore' });
+    if (!parent) {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-days', '2',
+        '-keyout', this.keyFile, '-out', this.certFile], { stdio: 'ignore' });
+    } else {
+      const csr = path.join(this.dir, 'ca.csr');
+      const ext = path.join(this.dir, 'ca.ext');
+      fs.writeFileSync(ext, 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n');
+      execFileSync('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', `/CN=${name}`, '-keyout', this.keyFile, '-out', csr], { stdio: 'ignore' });
+      execFileSync('openssl', ['x509', '-req', '-in', csr, '-CA', parent.certFile, '-CAkey', parent.keyFile, '-set_serial', '77',
+        '-extfile', ext, '-days', '2', '-out', this.certFile], { stdio: 'ignore' });
+    }
     this.cert = fs.readFileSync(this.certFile, 'utf8');
   }
 
