@@ -129,7 +129,7 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
   // a server block without certificates keeps the default server's context, as in nginx
   const own = serverTls.get(named);
   const chooser = certificateChoosers.get(named) ?? certificateChoosers.get(addr.defaultServer);
-  const settings = own?.hasCertificates || chooser ? own ?? serverTls.get(addr.defaultServer) : serverTls.get(addr.defaultServer);
+  const settings = own?.hasCertificates || (chooser && own) ? own : serverTls.get(addr.defaultServer);
   if (!chooser && (own?.conf.rejectHandshake || !settings || !settings.hasCertificates)) {
     if (!own?.conf.rejectHandshake) connectionLog(server, conn, LogLevel.info, 'SSL_do_handshake() failed (SSL: error:0A0000C1:SSL routines::no shared cipher) while SSL handshaking');
     refuse(socket, ALERT_UNRECOGNIZED_NAME);
@@ -204,7 +204,7 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
     };
     void verifyClient(choice?.verify ?? settings, tlsSocket).catch(() => ({ code: 1, reason: 'unspecified certificate verification error' })).then((result) => {
       info.verify = result;
-      // a chain the CA accepts but longer than the depth allows: refused as in the handshake
+      // Node's handshake takes any certificate it is sent (only a missing one fails it): one that does not verify ends here, before a request is read
       if (choice?.requireClient && result && result.code !== 0) {
         connectionLog(server, conn, LogLevel.info, `client SSL certificate verify error: (${result.code}:${result.reason}) while SSL handshaking`);
         tlsSocket.destroy();
