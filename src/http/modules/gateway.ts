@@ -9,6 +9,9 @@
  * src/gateway/dataplane/) and its header and body filters, and the
  * `$gateway_upstream_*` variables tell proxy_pass where the route goes
  * (APISIX's `$upstream_scheme`, `$upstream_host`, `$upstream_uri`...).
+ * `gateway_ssl` (server) makes the server's TLS certificates the SSL
+ * objects, chosen by SNI at each handshake (src/gateway/dataplane/certificates.ts),
+ * and its requests checked for client certificates before routing.
  */
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
