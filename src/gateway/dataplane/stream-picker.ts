@@ -41,7 +41,19 @@ export class GatewayStreamPicker extends RoundRobinPicker {
     const n = this.balancer.pick(this.hashKey, this.triedNodes);
     if (!n) return undefined;
     this.triedNodes.add(n.name);
+    // least_conn counts the sessions in flight per node, as the HTTP chooser counts requests
+    this.balancer.active.set(n.name, (this.balancer.active.get(n.name) ?? 0) + 1);
     const i = this.list.peers.findIndex((p) => p.name === n.name);
     return this.take(this.list.peers[i], i, nowSec());
+  }
+
+  override free(state: number): boolean {
+    const name = this.current?.name;
+    if (name !== undefined) {
+      const left = (this.balancer.active.get(name) ?? 1) - 1;
+      if (left > 0) this.balancer.active.set(name, left);
+      else this.balancer.active.delete(name);
+    }
+    return super.free(state);
   }
 }
