@@ -97,6 +97,11 @@ describe('certificates by SNI', () => {
     assert.equal(s.status, 0, s.stdout + s.stderr);
     assert.match(s.stdout, /Verify return code: 0 \(ok\)/);
     assert.match(s.stdout, /subject=CN\s*=\s*exact\.wild\.test/);
+    // served from keys that are stored encrypted: no PEM private key in the store's files
+    const dataDir = path.join(gw.prefix, 'data');
+    const stored = fs.readdirSync(dataDir).map((f) => fs.readFileSync(path.join(dataDir, f), 'latin1')).join('');
+    assert.ok(stored.includes('exact.wild.test'));
+    assert.ok(!stored.includes('PRIVATE KEY'));
   });
 
   it('no matching certificate fails the handshake, with APISIX\'s error line', async () => {
