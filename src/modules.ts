@@ -48,6 +48,7 @@ import { streamGeoModule } from './stream/modules/geo.ts';
 import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
 import { streamSslPrereadModule } from './stream/modules/ssl-preread.ts';
+import { streamGatewayModule } from './stream/modules/gateway.ts';
 import { streamRealipModule } from './stream/modules/realip.ts';
 import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
 import { streamUpstreamHashModule } from './stream/modules/upstream-hash.ts';
@@ -107,4 +108,5 @@ export const modules: CycleModule[] = [
   streamUpstreamRandomModule,
   streamUpstreamZoneModule,
   streamSslPrereadModule,
+  streamGatewayModule,
 ];

@@ -24,6 +24,8 @@ import type { StreamSession } from './session.ts';
 /** Where to connect: a configured group, or a target computed from variables. */
 export type ProxyTarget =
   | { group: UpstreamGroup }
+  /** Peers chosen by a module for this session (the gateway's stream routes), with its own timeouts (ms) if any. */
+  | { picker: RoundRobinPicker; name: string; connectTimeout?: number; timeout?: number }
   | { value: ComplexValue<StreamSession>; find(host: string, port: number | undefined): UpstreamGroup | undefined; resolver: Resolver | undefined };
 
 /** What a session's proxy hears back: the peers to try (and the name logged when none is left), or a status to end with. */
@@ -51,6 +53,7 @@ export function choosePeers(s: StreamSession, target: ProxyTarget, maxTries: num
 
 function pickFor(s: StreamSession, target: ProxyTarget, user: PeersUser): void {
   if ('group' in target) return useGroup(s, target.group, user);
+  if ('picker' in target) return user.usePicker(target.picker, target.name);
   const text = target.value.evaluate(s);
   const u = parseUrl(text, { uriPart: false });
   if (typeof u === 'string') {

@@ -37,7 +37,8 @@ function stripV4Mapped(a: string): string {
 
 export class StreamSession implements VariableHost {
   readonly number: number;
-  readonly socket: Socket;
+  /** The client's socket; a module that terminates TLS before content replaces it with the TLS socket. */
+  socket: Socket;
   readonly main: StreamMainConf;
   readonly server: StreamServerConf;
   readonly listen: StreamListen;

@@ -52,7 +52,21 @@ export interface GatewayConfig {
   pluginsDir: string | undefined;
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
+  /** apisix.ssl: the TLS ports whose certificates are the SSL objects; undefined without an `apisix.ssl` section. */
+  ssl: SslListenConfig | undefined;
+  /** apisix.stream_proxy when proxy_mode includes stream; undefined otherwise. */
+  stream: { tcp: StreamListen[]; udp: StreamListen[] } | undefined;
 }
+
+export interface SslListenConfig {
+  listen: Listen[];
+  /** The SNI assumed for clients that send none. */
+  fallbackSni: string | undefined;
+  /** apisix.ssl.ssl_protocols, the default for SSL objects without their own. */
+  protocols: string[];
+}
+
+export interface StreamListen extends Listen { tls: boolean }
 
 /** deployment.etcd (APISIX's keys and defaults, apisix/cli/config.lua). */
 export interface EtcdConfig {
@@ -209,6 +223,8 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       envs: envsOf(at(root, 'nginx_config.envs')),
       pluginsDir: optionalStr(at(root, 'gatehouse.plugins_dir'), 'gatehouse.plugins_dir'),
       generated,
+      ssl: sslOf(root),
+      stream: proxyMode === 'http' ? undefined : streamOf(root),
     };
     checkConsistency(cfg);
     if (writeBack && generated.length > 0) fs.writeFileSync(file, doc.toString());
@@ -247,6 +263,52 @@ function envsOf(v: unknown): string[] {
 
 function isDataPlane(root: Obj): boolean {
   return at(root, 'deployment.role') === 'data_plane';
+}
+
+const TLS_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
+
+/** apisix.ssl, opened only when the section is there (APISIX opens 9443 by default). */
+function sslOf(root: Obj): SslListenConfig | undefined {
+  const section = at(root, 'apisix.ssl');
+  if (section === undefined || section === null) return undefined;
+  if (!bool(at(root, 'apisix.ssl.enable'), 'apisix.ssl.enable', true)) return undefined;
+  const protocols = str(at(root, 'apisix.ssl.ssl_protocols'), 'apisix.ssl.ssl_protocols', 'TLSv1.2 TLSv1.3').split(/\s+/).filter(Boolean);
+  for (const p of protocols) if (!TLS_VERSIONS.includes(p)) throw new ConfigError(`apisix.ssl.ssl_protocols: unknown protocol ${JSON.stringify(p)}`);
+  const fallback = at(root, 'apisix.ssl.fallback_sni');
+  return {
+    listen: listens(at(root, 'apisix.ssl.listen'), 'apisix.ssl.listen', 9443),
+    fallbackSni: fallback === undefined || fallback === null ? undefined : str(fallback, 'apisix.ssl.fallback_sni', '').replace(/\.$/, '').toLowerCase(),
+    protocols,
+  };
+}
+
+/** A stream_proxy address: a port, `ip:port`, `[v6]:port`, or `{addr, tls}` (tcp). */
+function streamAddr(v: unknown, key: string, tcp: boolean): StreamListen {
+  let addr = v;
+  let tls = false;
+  if (isObj(v)) {
+    if (!tcp) throw new ConfigError(`${key}: expected a port or "ip:port"`);
+    addr = v.addr;
+    tls = bool(v.tls, `${key}.tls`, false);
+    key += '.addr';
+  }
+  if (typeof addr === 'number' || (typeof addr === 'string' && /^\d+$/.test(addr))) return { port: port(addr, key), tls };
+  const m = typeof addr === 'string' ? /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(addr) : null;
+  if (!m) throw new ConfigError(`${key}: expected a port or "ip:port", got ${JSON.stringify(addr)}`);
+  return { ip: m[1].replace(/^\[|\]$/g, ''), port: port(m[2], key), tls };
+}
+
+function streamOf(root: Obj): { tcp: StreamListen[]; udp: StreamListen[] } | undefined {
+  const list = (name: 'tcp' | 'udp'): StreamListen[] => {
+    const key = `apisix.stream_proxy.${name}`;
+    const raw = at(root, key);
+    if (raw === undefined || raw === null) return [];
+    if (!Array.isArray(raw)) throw new ConfigError(`${key}: expected a list`);
+    return raw.map((item, i) => streamAddr(item, `${key}[${i + 1}]`, name === 'tcp'));
+  };
+  const tcp = list('tcp');
+  const udp = list('udp');
+  return tcp.length || udp.length ? { tcp, udp } : undefined;
 }
 
 function seconds(v: unknown, key: string, def: number): number {

@@ -57,7 +57,16 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
       '',
     );
   }
-  lines.push(
+  if (cfg.proxyMode !== 'stream') lines.push(...proxyServer(cfg));
+  lines.push('}', '');
+  if (cfg.stream) lines.push(...streamBlock(cfg.stream));
+  return lines.join('\n');
+}
+
+/** node_listen, and apisix.ssl's ports whose certificates are the SSL objects (`gateway_ssl`, APISIX's ssl_client_hello_by_lua). */
+function proxyServer(cfg: GatewayConfig): string[] {
+  const ssl = cfg.ssl ? [...cfg.ssl.listen.map((l) => `        listen ${listenAddr(l)} ssl;`), '        gateway_ssl;'] : [];
+  return [
     // the one group every route's tries go through; the nodes are the route's upstream's, chosen per try (gateway_route)
     '    upstream gateway_backend {',
     '        server 0.0.0.1;',
@@ -66,6 +75,7 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     '',
     '    server {',
     ...cfg.nodeListen.map((l, i) => `        listen ${listenAddr(l)}${i === 0 ? ' default_server' : ''};`),
+    ...ssl,
     '',
     '        location / {',
     '            default_type text/plain;',
@@ -85,8 +95,34 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     '            proxy_pass $gateway_upstream_scheme://gateway_backend$gateway_upstream_uri;',
     '        }',
     '    }',
+  ];
+}
+
+/**
+ * stream_proxy's ports in one server: `gateway_stream_route` matches the
+ * stream routes when a session starts (APISIX's preread phase) and hands
+ * proxy_pass the route's upstream nodes, as `gateway_route` does for HTTP.
+ */
+function streamBlock(stream: NonNullable<GatewayConfig['stream']>): string[] {
+  const plain = [...stream.tcp.filter((l) => !l.tls).map((l) => `listen ${listenAddr(l)};`), ...stream.udp.map((l) => `listen ${listenAddr(l)} udp;`)];
+  const tls = stream.tcp.filter((l) => l.tls).map((l) => `listen ${listenAddr(l)};`);
+  const server = (listens: string[], route: string) => [
+    '',
+    '    server {',
+    ...listens.map((l) => `        ${l}`),
+    `        ${route};`,
+    '        proxy_pass gateway_stream_backend;',
+    '    }',
+  ];
+  return [
+    'stream {',
+    '    upstream gateway_stream_backend {',
+    '        server 0.0.0.1:1;',
+    '    }',
+    ...(plain.length ? server(plain, 'gateway_stream_route') : []),
+    // `tls: true`: TLS is terminated with the SSL objects (by SNI) before the routes are matched
+    ...(tls.length ? server(tls, 'gateway_stream_route tls') : []),
     '}',
     '',
-  );
-  return lines.join('\n');
+  ];
 }

@@ -64,6 +64,33 @@ export interface Consumer {
   customId?: string;
 }
 
+/** An SSL object (apisix/schema_def.lua ssl), its keys decrypted. */
+export interface SslConf {
+  id: string;
+  type?: string;
+  sni?: string;
+  snis?: string[];
+  cert: string;
+  key: string;
+  certs?: string[];
+  keys?: string[];
+  client?: { ca: string; depth?: number; skip_mtls_uri_regex?: string[] };
+  status?: number;
+  ssl_protocols?: string[];
+}
+
+export interface StreamRouteConf {
+  id: string;
+  remote_addr?: string;
+  server_addr?: string;
+  server_port?: number;
+  sni?: string;
+  upstream?: UpstreamConf;
+  upstream_id?: string | number;
+  service_id?: string | number;
+  protocol?: { superior_id?: string };
+}
+
 export interface ConfigView {
   revision: number;
   /** Routes in the order the store created them (radixtree's insertion order). */
@@ -73,6 +100,10 @@ export interface ConfigView {
   pluginConfigs: Map<string, { plugins: Plugins }>;
   globalRules: Array<{ id: string; plugins: Plugins }>;
   consumers: Map<string, Consumer>;
+  /** SSL objects with the store revision of their last change (the newest wins a tie). */
+  ssls: Array<{ conf: SslConf; revision: number }>;
+  /** Stream routes in creation order. */
+  streamRoutes: StreamRouteConf[];
 }
 
 /**
@@ -98,7 +129,10 @@ function parse(kv: KeyValue, prepare: (v: Record<string, unknown>) => void): Rec
 export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: number, plugins: PluginRegistry, keyring: Keyring | undefined): ConfigView {
   const view: ConfigView = {
     revision, routes: [], services: new Map(), upstreams: new Map(), pluginConfigs: new Map(), globalRules: [], consumers: new Map(),
+    ssls: [], streamRoutes: [],
   };
+  // APISIX stores PEM keys encrypted (a PEM key starts with `---`); a key no keyring entry opens stays as stored
+  const openKey = (k: unknown): unknown => (typeof k === 'string' && !k.startsWith('---') && keyring ? keyring.decrypt(k) ?? k : k);
   const sorted = [...kvs].sort((a, b) => a.createRevision - b.createRevision);
   const creds: Array<[string, string, Record<string, unknown>]> = [];
   const open = (p: unknown): void => {
@@ -113,6 +147,10 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       // the key names the object, whatever its value says (APISIX forces value.id)
       if (parts.length === 2) value.id = id;
       if (dir === 'consumers') open(value.plugins);
+      if (dir === 'ssls') {
+        value.key = openKey(value.key);
+        if (Array.isArray(value.keys)) value.keys = value.keys.map(openKey);
+      }
     });
     if (!v) continue;
     switch (dir) {
@@ -120,6 +158,8 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       case 'services': view.services.set(id, v as unknown as ServiceConf); break;
       case 'upstreams': view.upstreams.set(id, v as unknown as UpstreamConf); break;
       case 'plugin_configs': view.pluginConfigs.set(id, v as unknown as { plugins: Plugins }); break;
+      case 'ssls': if (parts.length === 2) view.ssls.push({ conf: v as unknown as SslConf, revision: kv.modRevision }); break;
+      case 'stream_routes': if (parts.length === 2) view.streamRoutes.push(v as unknown as StreamRouteConf); break;
       case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
       case 'consumers':
         if (parts.length === 2) {

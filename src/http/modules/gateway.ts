@@ -9,6 +9,9 @@
  * src/gateway/dataplane/) and its header and body filters, and the
  * `$gateway_upstream_*` variables tell proxy_pass where the route goes
  * (APISIX's `$upstream_scheme`, `$upstream_host`, `$upstream_uri`...).
+ * `gateway_ssl` (server) makes the server's TLS certificates the SSL
+ * objects, chosen by SNI at each handshake (src/gateway/dataplane/certificates.ts),
+ * and its requests checked for client certificates before routing.
  */
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
@@ -26,12 +29,20 @@ import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
 import { declareCounters } from '../../gateway/dataplane/counters.ts';
+import { setCycleRuntime } from '../../gateway/workers.ts';
+import type { chooseCertificate, httpsClientError } from '../../gateway/dataplane/certificates.ts';
+import { requestLog } from '../request-log.ts';
+import { certificateChoosers } from './ssl/handshake.ts';
+import type { ServerConf } from '../http-conf.ts';
 
 interface GatewayMain { config?: string; store?: string }
 
 const mains = new WeakMap<Cycle, GatewayMain>();
 /** A worker's gateway, loaded only where a configuration has one (nginx configurations do not pay for it). */
-interface Loaded { rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus }
+interface Loaded {
+  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus;
+  choose: typeof chooseCertificate; clientError: typeof httpsClientError;
+}
 const runtimes = new WeakMap<Cycle, Loaded>();
 
 function mainOf(cycle: Cycle): GatewayMain {
@@ -69,6 +80,14 @@ function routeAccess(r: HttpRequest): number | Promise<number> {
   if (!cycle || r.parent) return DECLINED;
   const loaded = runtimes.get(cycle);
   if (!loaded) return 503;
+  if (r.conn.tls) {
+    // APISIX's verify_https_client, before routing
+    const err = loaded.clientError(r, loaded.rt.dataPlane.current().view);
+    if (err !== undefined) {
+      requestLog(r).error(err);
+      return 400;
+    }
+  }
   return loaded.rt.dataPlane.access(r, { declined: DECLINED, done: DONE }, keepState);
 }
 
@@ -140,6 +159,19 @@ export const gatewayModule: HttpModule = {
       handler: (cf) => answerWith(cf, 'status'),
     },
     {
+      // the server's TLS certificates are the SSL objects, chosen by SNI at each handshake
+      name: 'gateway_ssl', contexts: Ctx.SERVER, args: 0,
+      handler: (cf) => {
+        const cycle = Cycle.of(cf);
+        certificateChoosers.set(cf.data.server as ServerConf, (conn, hello) => {
+          const loaded = runtimes.get(cycle);
+          const ssl = loaded?.rt.config.ssl;
+          if (!loaded || !ssl) return 'the gateway is not running in this worker';
+          return loaded.choose(loaded.rt.dataPlane.current().view, ssl, conn, hello?.serverName);
+        });
+      },
+    },
+    {
       name: 'gateway_route', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => {
         routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf));
@@ -166,11 +198,12 @@ export const gatewayModule: HttpModule = {
   async initWorker(cycle, worker) {
     const m = mains.get(cycle);
     if (!m?.config || !m.store) return;
-    const [{ GatewayRuntime }, { serveAdmin, serveStatus }] = await Promise.all([
-      import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'),
+    const [{ GatewayRuntime }, { serveAdmin, serveStatus }, { chooseCertificate, httpsClientError }] = await Promise.all([
+      import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'), import('../../gateway/dataplane/certificates.ts'),
     ]);
     const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
-    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus });
+    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, choose: chooseCertificate, clientError: httpsClientError });
+    setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
   },
 };

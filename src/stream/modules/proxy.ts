@@ -177,10 +177,19 @@ function prepareServers(stream: StreamMainConf): void {
   }
 }
 
+/** Where a session goes instead of its server's proxy_pass, decided by a module before content (the gateway's stream routes). */
+export const sessionTargets = new WeakMap<StreamSession, ProxyTarget>();
+
 function proxyHandler(s: StreamSession): void {
   const c = s.level.get(proxySrv);
-  if (s.listen.udp) new UdpProxy(s, c.settings!).start(c.target!);
-  else new StreamProxy(s, c.settings!).start(c.target!);
+  const own = sessionTargets.get(s);
+  const target = own ?? c.target!;
+  let settings = c.settings!;
+  if (own && 'picker' in own && (own.connectTimeout !== undefined || own.timeout !== undefined)) {
+    settings = { ...settings, connectTimeout: own.connectTimeout ?? settings.connectTimeout, timeout: own.timeout ?? settings.timeout };
+  }
+  if (s.listen.udp) new UdpProxy(s, settings).start(target);
+  else new StreamProxy(s, settings).start(target);
 }
 
 export const streamProxyModule: StreamModule = {

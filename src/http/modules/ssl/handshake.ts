@@ -26,6 +26,7 @@ import type { TlsConnection } from '../../../tls/connection-info.ts';
 import { CertLoadError } from '../../../tls/certificates.ts';
 import { sessionHub } from '../../../tls/sessions.ts';
 import { verifyClient } from '../../../tls/verify.ts';
+import type { HandshakeChoice } from '../../../tls/handshake-choice.ts';
 import { connectionLog } from './log.ts';
 import { serveHttp2, wantsHttp2 } from '../../http2.ts';
 
@@ -34,6 +35,15 @@ export const serverTls = new WeakMap<ServerConf, ServerTls>();
 
 /** The SNI of a connection still in its handshake (for `$ssl_server_name` in `ssl_certificate $ssl_server_name.crt`). */
 export const handshakeServerName = new WeakMap<HttpConnection, string>();
+
+/**
+ * Servers whose certificates are chosen per handshake by something other
+ * than their ssl_* directives (the gateway's SSL objects, as APISIX's
+ * ssl_client_hello_by_lua): a choice, or the message logged (error) when
+ * the handshake is refused.
+ */
+export type CertificateChooser = (conn: HttpConnection, hello: ClientHello | undefined) => HandshakeChoice | string;
+export const certificateChoosers = new WeakMap<ServerConf, CertificateChooser>();
 
 export function secureAccept(server: AddressServer, conn: HttpConnection, socket: Socket): void {
   const addr = server.addr;
@@ -118,16 +128,30 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
   const { server: named, matched } = serverBySni(addr, hello?.serverName);
   // a server block without certificates keeps the default server's context, as in nginx
   const own = serverTls.get(named);
-  const settings = own?.hasCertificates ? own : serverTls.get(addr.defaultServer);
-  if (own?.conf.rejectHandshake || !settings || !settings.hasCertificates) {
+  const chooser = certificateChoosers.get(named) ?? certificateChoosers.get(addr.defaultServer);
+  const settings = own?.hasCertificates || (chooser && own) ? own : serverTls.get(addr.defaultServer);
+  if (!chooser && (own?.conf.rejectHandshake || !settings || !settings.hasCertificates)) {
     if (!own?.conf.rejectHandshake) connectionLog(server, conn, LogLevel.info, 'SSL_do_handshake() failed (SSL: error:0A0000C1:SSL routines::no shared cipher) while SSL handshaking');
     refuse(socket, ALERT_UNRECOGNIZED_NAME);
     return;
   }
+  if (!settings) return refuse(socket, ALERT_INTERNAL_ERROR);
   let ctx: tls.SecureContext;
+  let choice: HandshakeChoice | undefined;
   try {
     if (hello?.serverName !== undefined) handshakeServerName.set(conn, hello.serverName);
-    ctx = settings.contextFor((cv) => cv.evaluate(handshakeRequest(server, conn, named)));
+    if (chooser) {
+      const chosen = chooser(conn, hello);
+      if (typeof chosen === 'string') {
+        connectionLog(server, conn, LogLevel.error, `${chosen} while SSL handshaking`);
+        refuse(socket, ALERT_INTERNAL_ERROR);
+        return;
+      }
+      choice = chosen;
+      ctx = chosen.context;
+    } else {
+      ctx = settings.contextFor((cv) => cv.evaluate(handshakeRequest(server, conn, named)));
+    }
   } catch (err) {
     // a certificate that cannot be used fails this handshake only (nginx's certificate callback)
     const text = err instanceof CertLoadError ? err.message : `cannot use certificate: ${(err as Error).message}`;
@@ -140,8 +164,8 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
     isServer: true,
     secureContext: ctx,
     server: sessionHub(settings, hello) as unknown as tls.Server,
-    requestCert: settings.conf.verify !== 'off',
-    rejectUnauthorized: false,
+    requestCert: choice ? choice.verify !== undefined : settings.conf.verify !== 'off',
+    rejectUnauthorized: choice?.requireClient === true,
     ALPNProtocols: http2 ? ['h2', 'http/1.1'] : ['http/1.1'],
   });
   let established = false;
@@ -168,7 +192,7 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
       protocol: tlsSocket.getProtocol() ?? '',
       cipher: tlsSocket.getCipher()?.name ?? '',
       reused: tlsSocket.isSessionReused(),
-      peerCertificate: settings.conf.verify !== 'off' ? tlsSocket.getPeerX509Certificate() : undefined,
+      peerCertificate: settings.conf.verify !== 'off' || choice?.verify ? tlsSocket.getPeerX509Certificate() : undefined,
     };
     conn.tls = info;
     handshakeServerName.delete(conn);
@@ -178,8 +202,14 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
       if (tlsSocket.alpnProtocol === 'h2') serveHttp2(server, conn, tlsSocket, named);
       else server.serve(conn, tlsSocket);
     };
-    void verifyClient(settings, tlsSocket).catch(() => ({ code: 1, reason: 'unspecified certificate verification error' })).then((result) => {
+    void verifyClient(choice?.verify ?? settings, tlsSocket).catch(() => ({ code: 1, reason: 'unspecified certificate verification error' })).then((result) => {
       info.verify = result;
+      // Node's handshake takes any certificate it is sent (only a missing one fails it): one that does not verify ends here, before a request is read
+      if (choice?.requireClient && result && result.code !== 0) {
+        connectionLog(server, conn, LogLevel.info, `client SSL certificate verify error: (${result.code}:${result.reason}) while SSL handshaking`);
+        tlsSocket.destroy();
+        return;
+      }
       // TLS 1.3 session tickets are issued right after 'secure' and reach the session
       // cache through tlsSocket.server, which node:http replaces: hand over after them
       setImmediate(handOff);

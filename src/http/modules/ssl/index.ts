@@ -21,12 +21,12 @@ import { isOptionalVerifyError } from '../../../tls/verify.ts';
 import { coreLoc } from '../../core/settings.ts';
 import { http2Srv } from '../../http2/module.ts';
 import { sslDirectives, sslSrv } from './conf.ts';
-import { secureAccept, serverTls } from './handshake.ts';
+import { certificateChoosers, secureAccept, serverTls } from './handshake.ts';
 import { sslVariables } from './variables.ts';
 
 function compileServer(srv: ServerConf): ServerTls | undefined {
   const c = srv.level.get(sslSrv);
-  if (!c.certificates?.length && !c.rejectHandshake) return undefined;
+  if (!c.certificates?.length && !c.rejectHandshake && !certificateChoosers.has(srv)) return undefined;
   const core = srv.level.get(coreLoc);
   const cfg: ServerTlsConfig = {
     id: `${srv.file}:${srv.line}`,
@@ -55,7 +55,7 @@ function postconfiguration(http: HttpMainConf): void {
     // nginx: the default server of a TLS address needs certificates, unless it rejects handshakes
     const checkServer = (s: ServerConf) => {
       const c = s.level.get(sslSrv);
-      if (!c.certificates?.length && !c.rejectHandshake) {
+      if (!c.certificates?.length && !c.rejectHandshake && !certificateChoosers.has(s)) {
         throw new ConfError(`no "ssl_certificate" is defined for the "listen ... ssl" directive in ${s.file}:${s.line}`);
       }
     };
