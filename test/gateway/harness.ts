@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseDocument } from 'yaml';
 import { freePorts, gatehouseBinary } from '../kit/server.ts';
 
 export const ADMIN_KEY = 'edd1c9f034335f136f87ad84b625c8f1';
@@ -95,6 +96,19 @@ export class Gateway {
   }
 }
 
+/**
+ * APISIX opens its TLS port 9443 by default: a config that does not say
+ * otherwise gets `apisix.ssl.enable: false`, so tests running side by side
+ * do not all bind it (tests of the TLS port write their own `apisix.ssl`).
+ */
+function withoutDefaultTls(text: string): string {
+  const doc = parseDocument(text);
+  if (doc.getIn(['apisix', 'ssl']) !== undefined) return text;
+  if (!doc.has('apisix')) doc.set('apisix', doc.createNode({}));
+  doc.setIn(['apisix', 'ssl'], doc.createNode({ enable: false }));
+  return doc.toString();
+}
+
 /** Gateways still running when the test process exits (a failed test) are killed with it. */
 const live = new Set<ChildProcess>();
 process.once('exit', () => { for (const c of live) c.kill('SIGKILL'); });
@@ -111,7 +125,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     [adminPort, proxyPort] = await freePorts(2);
     fs.mkdirSync(path.dirname(confFile), { recursive: true });
     const yaml = (opts.yaml ?? defaultYaml(opts.workers)).replace(/%ADMIN%/g, String(adminPort)).replace(/%PROXY%/g, String(proxyPort));
-    fs.writeFileSync(confFile, yaml);
+    fs.writeFileSync(confFile, withoutDefaultTls(yaml));
     fs.writeFileSync(path.join(prefix, 'ports'), `${adminPort} ${proxyPort}`);
   }
   const pidFile = path.join(prefix, 'logs', 'nginx.pid');

@@ -52,7 +52,7 @@ export interface GatewayConfig {
   pluginsDir: string | undefined;
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
-  /** apisix.ssl: the TLS ports whose certificates are the SSL objects; undefined without an `apisix.ssl` section. */
+  /** apisix.ssl: the TLS ports whose certificates are the SSL objects; undefined with `apisix.ssl.enable: false`. */
   ssl: SslListenConfig | undefined;
   /** apisix.stream_proxy when proxy_mode includes stream; undefined otherwise. */
   stream: { tcp: StreamListen[]; udp: StreamListen[] } | undefined;
@@ -267,10 +267,8 @@ function isDataPlane(root: Obj): boolean {
 
 const TLS_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
 
-/** apisix.ssl, opened only when the section is there (APISIX opens 9443 by default). */
+/** apisix.ssl: on by default on port 9443, as APISIX's; `enable: false` turns it off. */
 function sslOf(root: Obj): SslListenConfig | undefined {
-  const section = at(root, 'apisix.ssl');
-  if (section === undefined || section === null) return undefined;
   if (!bool(at(root, 'apisix.ssl.enable'), 'apisix.ssl.enable', true)) return undefined;
   const protocols = str(at(root, 'apisix.ssl.ssl_protocols'), 'apisix.ssl.ssl_protocols', 'TLSv1.2 TLSv1.3').split(/\s+/).filter(Boolean);
   for (const p of protocols) if (!TLS_VERSIONS.includes(p)) throw new ConfigError(`apisix.ssl.ssl_protocols: unknown protocol ${JSON.stringify(p)}`);
