@@ -18,18 +18,16 @@ import { startOrigin, startProxy, startWsOrigin, type BenchServer } from './serv
 import { idleConnections, haveCurl, streamFast, streamSlow, watchTempFiles, wrkRun, wsEcho } from './cases.ts';
 import { cpuMicros } from './proc.ts';
 import { handshakeRun, startTlsServer, tlsKeepalive, TLS_WARMUP_SECONDS, warmTls, type TlsServer } from './tls.ts';
-import { addRow, printSummary, rows, type Bar } from './summary.ts';
+import { printSummary, rows, type Bar } from './summary.ts';
+import { report, rounds, ROUNDS, type Figures, type Kind } from './rounds.ts';
+import { luaCases } from './lua.ts';
 import { gatewayCase } from './gateway.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ONLY = process.env.BENCH_ONLY?.split(',');
 /** wrk before a server's first measured run, not counted: V8 compiles the request path in the first seconds. */
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP ?? 5);
 const WS_CONNECTIONS = 50;
-
-type Kind = 'nginx' | 'gatehouse';
-type Figures = Record<string, number>;
 
 function need(cmd: string): void {
   try { execFileSync('sh', ['-c', `command -v ${cmd}`]); } catch {
@@ -40,24 +38,6 @@ function need(cmd: string): void {
 
 function wanted(name: string): boolean {
   return !ONLY || ONLY.includes(name);
-}
-
-/**
- * Runs `measure` for nginx then Gatehouse, ROUNDS times (`warm` once per
- * server first, if given), and returns each round's figures.
- */
-async function rounds(servers: Record<Kind, BenchServer>, measure: (s: BenchServer) => Promise<Figures>, warm?: (s: BenchServer) => Promise<unknown>, count = ROUNDS): Promise<Record<Kind, Figures[]>> {
-  if (warm) for (const k of ['nginx', 'gatehouse'] as const) await warm(servers[k]);
-  const out: Record<Kind, Figures[]> = { nginx: [], gatehouse: [] };
-  for (let i = 0; i < count; i++) {
-    for (const k of ['nginx', 'gatehouse'] as const) out[k].push(await measure(servers[k]));
-  }
-  return out;
-}
-
-/** Prints and records one figure of a case: same-round medians and the median ratio. */
-function report(caseName: string, label: string, unit: string, r: Record<Kind, Figures[]>, key: string, bar?: Bar): void {
-  addRow({ caseName, label, unit, nginx: r.nginx.map((f) => f[key]), gatehouse: r.gatehouse.map((f) => f[key]), bar });
 }
 
 async function wrkCase(title: string, path: string, servers: Record<Kind, BenchServer>, bars: { cpu: Bar; p99?: Bar }): Promise<void> {
@@ -192,6 +172,7 @@ async function main(): Promise<void> {
     for (const s of [servers.nginx, servers.gatehouse, origin, ws]) await s.stop();
   }
   if (wanted('tls')) await tlsCases();
+  if (wanted('lua')) await luaCases(SECONDS, WARMUP_SECONDS);
   if (wanted('gateway')) await gatewayCase(SECONDS);
   printSummary(`${ROUNDS} rounds, same-round medians; ${((Date.now() - started) / 60000).toFixed(1)} min`);
   const out = process.env.BENCH_JSON;

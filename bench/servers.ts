@@ -1,5 +1,5 @@
 /**
- * The benchmark's servers: an nginx origin (small, 64 KiB and 100 MiB
+ * The benchmark's servers: an nginx origin (small, 64 KiB, 1 MiB and 100 MiB
  * responses) and a WebSocket echo origin (bench/ws.ts) on core 0, and the
  * proxy under test — nginx or Gatehouse with the same configuration, one
  * worker — pinned to core 1.
@@ -32,7 +32,7 @@ export function pinTree(pid: number, core: number): void {
 
 export const SMALL_BODY = 'x'.repeat(99) + '\n';
 
-async function wrap(kind: BenchServer['kind'], s: RunningServer, port: number, core: number): Promise<BenchServer> {
+export async function wrap(kind: BenchServer['kind'], s: RunningServer, port: number, core: number): Promise<BenchServer> {
   pinTree(s.pid, core);
   return { kind, port, pid: s.pid, core, prefix: s.prefix, stop: async () => { await s.stop(); } };
 }
@@ -54,7 +54,7 @@ http {
     }
 }
 `,
-    files: { 'www/64k': Buffer.alloc(64 * 1024, 'a') },
+    files: { 'www/64k': Buffer.alloc(64 * 1024, 'a'), 'www/1m': Buffer.alloc(2 ** 20, 'a') },
   });
   // a 100 MiB file without holding it in memory here
   execFileSync('truncate', ['-s', String(100 * 2 ** 20), `${s.prefix}/www/100m`]);
