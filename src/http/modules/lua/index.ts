@@ -25,6 +25,8 @@ import type { LuaMainConf } from './conf.ts';
 import { luaBodyFilter, luaHeaderFilter } from './filters.ts';
 import { accessHandler, contentHandler, logHandler, rewriteHandler, runSetHook, setRuntime } from './hooks.ts';
 import { LuaRuntime } from './runtime.ts';
+import { useLuaBalancer } from './balancer.ts';
+import { upstreamGroupOf } from '../../upstream/module.ts';
 import { dictZones } from './api-shared.ts';
 import { hostLibrary } from './api.ts';
 import { LuaTimers } from './api-timer.ts';
@@ -149,6 +151,10 @@ export const luaModule: HttpModule = {
     ...family('header_filter_by_lua', IN_LOCATION, 1, locHook('headerFilter')),
     ...family('body_filter_by_lua', IN_LOCATION, 1, locHook('bodyFilter')),
     ...family('set_by_lua', Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF, [2, Infinity], readSetByLua),
+    ...family('balancer_by_lua', Ctx.UPSTREAM, 1, (cf, node) => {
+      luaMainOf(cf);
+      useLuaBalancer(upstreamGroupOf(cf), readHook(cf, node));
+    }),
     ...family('init_by_lua', Ctx.HTTP, 1, initHook('init')),
     ...family('init_worker_by_lua', Ctx.HTTP, 1, initHook('initWorker')),
     {

@@ -328,6 +328,11 @@ ngx.re = host.re_table()
 
 package.loaded.ngx = ngx
 package.preload['ngx.re'] = function() return ngx.re end
+do
+  local balancer = {}
+  for k, f in pairs(host.balancer) do balancer[k] = f end
+  package.preload['ngx.balancer'] = function() return balancer end
+end
 
 -- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
 return function(id) ctxs[id] = nil end, run_timer, run_thread
