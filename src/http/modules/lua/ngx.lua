@@ -302,6 +302,13 @@ do
     return true
   end
 end
+function ngx.on_abort(f)
+  if type(f) ~= 'function' then error("bad argument #1 to 'on_abort' (function expected)", 2) end
+  local id, err = host.abort.on_abort()
+  if not id then return nil, err end
+  threads[id] = { f = f, args = pack() }
+  return 1
+end
 local function run_thread(id)
   local t = threads[id]
   if not t then return end
