@@ -1,0 +1,103 @@
+// ngx_http_echo_module: the same configuration on Gatehouse and on Debian's nginx with
+// libnginx-mod-http-echo; what a client sees (status, headers, body) must be the same.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { startPair } from '../kit/pair.ts';
+import { ask, same } from '../lua/hooks-kit.ts';
+
+const pair = await startPair({ after }, {
+  conf: `load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;
+events {}
+http {
+    access_log off;
+    default_type text/plain;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        location /e {
+            echo hello   world;
+            echo -n "no newline";
+            echo -- -n is text;
+            echo_duplicate 3 "ab";
+            echo;
+            echo "x=$arg_x";
+        }
+        location /flush {
+            echo a;
+            echo_flush;
+            echo_sleep 0.01;
+            echo b;
+        }
+        location /loc {
+            echo before;
+            echo_location /sub "x=1";
+            echo_location_async /sub?y=2;
+            echo_location /sub;
+            echo after;
+        }
+        location /sub { echo "sub $args"; }
+        location /body {
+            echo_read_request_body;
+            echo "[";
+            echo_request_body;
+            echo "]";
+        }
+        location /exec { echo_exec /target "a=b"; }
+        location /named { echo_exec @named; }
+        location /target { echo "target $uri $args"; }
+        location @named { echo "named $uri"; }
+        location /wrap {
+            echo_before_body "BEFORE $uri";
+            echo_before_body -n second;
+            echo middle;
+            echo_after_body AFTER;
+        }
+        location /static {
+            root %%PREFIX%%/html;
+            echo_before_body head;
+            echo_after_body tail;
+        }
+        location /timer {
+            echo_reset_timer;
+            echo_sleep 0.05;
+            echo "$echo_timer_elapsed";
+        }
+    }
+}
+`,
+  files: { 'html/static/f.txt': 'file body\n' },
+});
+
+test('echo: arguments joined by spaces, -n, --, echo_duplicate, variables', async () => {
+  const r = await same(pair, '/e?x=7');
+  assert.equal(r.body, 'hello world\nno newline-n is text\nababab\nx=7\n');
+  assert.equal(r.status, 200);
+});
+
+test('echo_flush and echo_sleep', async () => {
+  assert.equal((await same(pair, '/flush')).body, 'a\nb\n');
+});
+
+test('echo_location and echo_location_async put the subrequest bodies in place', async () => {
+  assert.equal((await same(pair, '/loc')).body, 'before\nsub x=1\nsub y=2\nsub \nafter\n');
+});
+
+test('echo_read_request_body and echo_request_body', async () => {
+  const r = await same(pair, 'POST /body HTTP/1.1', 'Content-Length: 5\r\n', 'hello');
+  assert.equal(r.body, '[\nhello]\n');
+});
+
+test('echo_exec: to a URI with arguments, and to a named location', async () => {
+  assert.equal((await same(pair, '/exec')).body, 'target /target a=b\n');
+  assert.equal((await same(pair, '/named')).body, 'named /named\n');
+});
+
+test('echo_before_body and echo_after_body around echo and around a static file', async () => {
+  assert.equal((await same(pair, '/wrap')).body, 'BEFORE /wrap\nsecondmiddle\nAFTER\n');
+  const r = await same(pair, '/static/f.txt');
+  assert.equal(r.body, 'head\nfile body\ntail\n');
+});
+
+test('$echo_timer_elapsed counts from echo_reset_timer', async () => {
+  const r = await ask(pair.gh, '/timer');
+  assert.match(r.body, /^0\.0[5-9]\d\n$|^0\.[1-9]\d\d\n$/);
+});
