@@ -38,6 +38,7 @@ import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { luaModule } from './http/modules/lua/index.ts';
 import { echoModule } from './http/modules/echo.ts';
+import { headersMoreModule } from './http/modules/headers-more.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
 import { streamLogModule } from './stream/modules/log.ts';
 import { streamProxyModule } from './stream/modules/proxy.ts';
@@ -91,6 +92,7 @@ export const modules: CycleModule[] = [
   rangeModule,
   luaModule,
   echoModule,
+  headersMoreModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,
