@@ -39,6 +39,7 @@ import { splitClientsModule } from './http/modules/split-clients.ts';
 import { luaModule } from './http/modules/lua/index.ts';
 import { echoModule } from './http/modules/echo.ts';
 import { headersMoreModule } from './http/modules/headers-more.ts';
+import { setMiscModule } from './http/modules/set-misc.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
 import { streamLogModule } from './stream/modules/log.ts';
 import { streamProxyModule } from './stream/modules/proxy.ts';
@@ -93,6 +94,7 @@ export const modules: CycleModule[] = [
   luaModule,
   echoModule,
   headersMoreModule,
+  setMiscModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,

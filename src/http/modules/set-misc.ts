@@ -1,0 +1,165 @@
+/**
+ * ngx_http_set_misc_module (OpenResty's set-misc-nginx-module): `set`-like
+ * directives that assign a transformed value to a variable as steps of the
+ * rewrite module's program, in order with `set`, `if` and `rewrite`:
+ * escaping and quoting, digests, base64/hex, `set_if_empty`, `set_random`,
+ * `set_hashed_upstream` over an `upstream_list`, `set_local_today`. With
+ * one argument the variable's own value is transformed in place.
+ * `load_module ngx_http_set_misc_module.so` (and ndk_http_module) is
+ * accepted as built in.
+ */
+import crypto from 'node:crypto';
+import type { ConfContext } from '../../conf/context.ts';
+import { Ctx } from '../../conf/directive.ts';
+import type { Directive } from '../../conf/directive.ts';
+import { compileComplex } from '../../core/variables.ts';
+import type { ComplexValue } from '../../core/variables.ts';
+import { httpMainOf } from '../http-conf.ts';
+import type { HttpModule, HttpMainConf } from '../http-conf.ts';
+import type { HttpRequest } from '../request.ts';
+import { requestLog } from '../request-log.ts';
+import { program, setTarget } from './rewrite.ts';
+import { NEXT } from './rewrite/program.ts';
+import { escapeUriComponent } from './lua/api-util.ts';
+
+type Value = ComplexValue<HttpRequest>;
+/** A transformation: the new value, or undefined when the input is bad (the error is logged, the value empty). */
+type Transform = (r: HttpRequest, args: string[]) => string | undefined;
+
+const IN_REWRITE = Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF;
+
+/** `%XX` decoded and `+` as a space; a bad escape stays as it is. */
+function unescapeUri(s: string): string {
+  return s.replace(/\+/g, ' ').replace(/%([0-9a-fA-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
+}
+
+/** MySQL's quoting: the value in single quotes with \0 \b \n \r \t \Z ' " \ escaped. */
+function quoteSql(s: string): string {
+  const map: Record<string, string> = { '\0': '\\0', '\b': '\\b', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\x1a': '\\Z', "'": "\\'", '"': '\\"', '\\': '\\\\' };
+  return `'${s.replace(/[\0\b\n\r\t\x1a'"\\]/g, (c) => map[c])}'`;
+}
+
+/** A JSON string: quotes, backslash and control characters escaped. */
+function quoteJson(s: string): string {
+  const map: Record<string, string> = { '"': '\\"', '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\b': '\\b', '\f': '\\f' };
+  // eslint-disable-next-line no-control-regex
+  return `"${s.replace(/["\\\x00-\x1f]/g, (c) => map[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}"`;
+}
+
+const digest = (alg: string) => (_r: HttpRequest, [v]: string[]) => crypto.createHash(alg).update(v, 'latin1').digest('hex');
+
+function decodeBase64(r: HttpRequest, s: string): string | undefined {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.length % 4 === 1) {
+    requestLog(r).error('set_decode_base64: invalid value');
+    return undefined;
+  }
+  return Buffer.from(s, 'base64').toString('latin1');
+}
+
+function decodeHex(r: HttpRequest, s: string): string | undefined {
+  if (s.length % 2 || !/^[0-9a-fA-F]*$/.test(s)) {
+    requestLog(r).error('set_decode_hex: invalid value');
+    return undefined;
+  }
+  return Buffer.from(s, 'hex').toString('latin1');
+}
+
+/** upstream_list lists, by http block. */
+const upstreamLists = new WeakMap<HttpMainConf, Map<string, string[]>>();
+
+/** nginx's ngx_hash_key_lc: the hash set_hashed_upstream picks with (modulo the list's length). */
+function hashKeyLc(s: string): number {
+  let h = 0;
+  for (let i = 0; i < s.length; i++) h = (Math.imul(h, 31) + s.toLowerCase().charCodeAt(i)) >>> 0;
+  return h;
+}
+
+function localToday(): string {
+  const d = new Date();
+  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`;
+}
+
+/**
+ * A directive `name $var [value …]`: `inputs` values (with variables) after the variable; when
+ * `inPlace` and none is given, the variable's own value is the input.
+ */
+function setter(name: string, inputs: number, transform: Transform, inPlace = true): Directive {
+  return {
+    name, contexts: IN_REWRITE, args: inPlace ? [1, 1 + inputs] : 1 + inputs,
+    handler(cf, node) {
+      const vars = httpMainOf(cf).variables;
+      const [target, ...rest] = node.args;
+      const index = setTarget(cf, target);
+      // set_if_empty reads the variable and its fallback; the others their inputs, or the variable itself
+      const inputsOf = name === 'set_if_empty' ? node.args : rest.length || !inPlace ? rest : [target];
+      const values: Value[] = inputsOf.map((a) => compileComplex(cf, vars, a) as Value);
+      program(cf).push((r) => {
+        const got = transform(r, values.map((v) => v.evaluate(r)));
+        vars.assign(r, index, got ?? '');
+        return NEXT;
+      });
+    },
+  };
+}
+
+function readUpstreamList(cf: ConfContext, args: string[]): void {
+  const main = httpMainOf(cf);
+  let lists = upstreamLists.get(main);
+  if (!lists) upstreamLists.set(main, (lists = new Map()));
+  lists.set(args[0], args.slice(1));
+}
+
+function hashedUpstream(cf: ConfContext, args: string[]): void {
+  const main = httpMainOf(cf);
+  const vars = main.variables;
+  const [target, listName, key] = args;
+  const listValue = compileComplex(cf, vars, listName) as Value;
+  const keyValue = compileComplex(cf, vars, key) as Value;
+  const index = setTarget(cf, target);
+  program(cf).push((r) => {
+    const name = listValue.evaluate(r);
+    const list = upstreamLists.get(main)?.get(name);
+    if (!list) {
+      requestLog(r).error(`set_hashed_upstream: upstream list "${name}" not defined yet`);
+      return 500;
+    }
+    vars.assign(r, index, list.length === 1 ? list[0] : list[hashKeyLc(keyValue.evaluate(r)) % list.length]);
+    return NEXT;
+  });
+}
+
+export const setMiscModule: HttpModule = {
+  name: 'ngx_http_set_misc_module',
+  directives: [
+    setter('set_escape_uri', 1, (_r, [v]) => escapeUriComponent(v)),
+    setter('set_unescape_uri', 1, (_r, [v]) => unescapeUri(v)),
+    setter('set_quote_sql_str', 1, (_r, [v]) => quoteSql(v)),
+    setter('set_quote_json_str', 1, (_r, [v]) => quoteJson(v)),
+    setter('set_md5', 1, digest('md5')),
+    setter('set_sha1', 1, digest('sha1')),
+    setter('set_encode_base64', 1, (_r, [v]) => Buffer.from(v, 'latin1').toString('base64')),
+    setter('set_decode_base64', 1, (r, [v]) => decodeBase64(r, v)),
+    setter('set_encode_hex', 1, (_r, [v]) => Buffer.from(v, 'latin1').toString('hex')),
+    setter('set_decode_hex', 1, (r, [v]) => decodeHex(r, v)),
+    setter('set_if_empty', 1, (_r, [current, fallback]) => (current === '' ? fallback : current), false),
+    setter('set_random', 2, (r, [from, to]) => {
+      let lo = Number(from);
+      let hi = Number(to);
+      if (!/^\d+$/.test(from) || !/^\d+$/.test(to)) {
+        requestLog(r).error(`set_random: bad "from" or "to" argument: ${from} ${to}`);
+        return undefined;
+      }
+      if (lo > hi) [lo, hi] = [hi, lo];
+      return String(lo + Math.floor(Math.random() * (hi - lo + 1)));
+    }, false),
+    setter('set_local_today', 0, () => localToday(), false),
+    {
+      name: 'upstream_list', contexts: Ctx.HTTP, args: [2, Infinity],
+      handler(cf, node) { readUpstreamList(cf, node.args); },
+    },
+    {
+      name: 'set_hashed_upstream', contexts: IN_REWRITE, args: 3,
+      handler(cf, node) { hashedUpstream(cf, node.args); },
+    },
+  ],
+};
