@@ -3,7 +3,7 @@
 // origins in the same server (A on 8081, B on 8082) and a port nobody listens on (8083).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { logged, luaPair, same } from './hooks-kit.ts';
+import { ask, logged, luaPair, same } from './hooks-kit.ts';
 import type { RunningServer } from '../kit/server.ts';
 
 const pair = await luaPair({ after }, `
@@ -42,6 +42,16 @@ const pair = await luaPair({ after }, `
                 error("boom")
             elseif mode == "sleep" then
                 ngx.sleep(0.001)
+            elseif mode == "next" then
+                if not state then
+                    b.set_more_tries(1)
+                    assert(b.set_current_peer("127.0.0.1", %%PORT_8082%%))
+                else
+                    ngx.var.last = state .. " " .. code
+                    assert(b.set_current_peer("127.0.0.1", %%PORT_8081%%))
+                end
+            elseif mode == "unix" then
+                assert(b.set_current_peer("unix:%%PREFIX%%/origin.sock"))
             elseif mode == "refused" then
                 assert(b.set_current_peer("127.0.0.1", %%PORT_8083%%))
             elseif mode == "timeouts" then
@@ -60,6 +70,12 @@ const pair = await luaPair({ after }, `
             proxy_next_upstream_tries 4;
             proxy_pass http://modes;
         }
+        location /nf {
+            set $last "";
+            add_header X-Last-Failure $last always;
+            proxy_next_upstream error http_404;
+            proxy_pass http://modes;
+        }
         location /outside {
             content_by_lua_block {
                 local b = require "ngx.balancer"
@@ -73,8 +89,13 @@ const pair = await luaPair({ after }, `
         location / { return 200 "A $request_uri\\n"; }
     }
     server {
+        listen unix:%%PREFIX%%/origin.sock;
+        location / { return 200 "U $request_uri\\n"; }
+    }
+    server {
         listen 127.0.0.1:%%PORT_8082%%;
         location / { return 200 "B $request_uri\\n"; }
+        location /nf { return 404; }
     }
 `);
 
@@ -104,6 +125,16 @@ test('a refused connection: set_more_tries gives a second try, which sees "faile
   const seen = await sameLines(/try \S+ \S+ while connecting to upstream.*mode=retry/);
   assert.match(seen[0], /\[lua\] balancer_by_lua\(nginx\.conf:\d+\):\d+: try nil nil while connecting to upstream, client: 127\.0\.0\.1, server: , request: "GET \/x\?mode=retry HTTP\/1\.1", host: "localhost"$/);
   assert.match(seen[1], /try failed 502 while connecting to upstream, .*upstream: "http:\/\/127\.0\.0\.1:P8083\/x\?mode=retry"/);
+});
+
+test('a 404 with proxy_next_upstream http_404: the next try sees "next" and 404', async () => {
+  const r = await same(pair, '/nf?mode=next');
+  assert.equal(r.body, 'A /nf?mode=next\n');
+  assert.deepEqual(r.headers.find(([n]) => n === 'X-Last-Failure'), ['X-Last-Failure', 'next 404']);
+});
+
+test('set_current_peer("unix:/path") (Gatehouse only: Debian\'s workers may not write root\'s socket)', async () => {
+  assert.equal((await ask(pair.gh, '/x?mode=unix')).body, 'U /x?mode=unix\n');
 });
 
 test('without more tries a refused peer is the 502', async () => {
