@@ -50,6 +50,9 @@ const pair = await luaPair({ after }, `
                     ngx.var.last = state .. " " .. code
                     assert(b.set_current_peer("127.0.0.1", %%PORT_8081%%))
                 end
+            elseif mode == "exit" then
+                print("phase ", ngx.get_phase(), " ctx ", tostring(ngx.ctx.seen))
+                ngx.exit(403)
             elseif mode == "unix" then
                 assert(b.set_current_peer("unix:%%PREFIX%%/origin.sock"))
             elseif mode == "refused" then
@@ -135,6 +138,12 @@ test('a 404 with proxy_next_upstream http_404: the next try sees "next" and 404'
 
 test('set_current_peer("unix:/path") (Gatehouse only: Debian\'s workers may not write root\'s socket)', async () => {
   assert.equal((await ask(pair.gh, '/x?mode=unix')).body, 'U /x?mode=unix\n');
+});
+
+test('ngx.exit(403) in the hook is a 500 (as with OpenResty 0.10.23); print, ngx.get_phase and ngx.ctx work there', async () => {
+  assert.equal((await same(pair, '/x?mode=exit')).status, 500);
+  const seen = await sameLines(/phase \S+ ctx .*mode=exit/);
+  assert.match(seen[0], /^\[notice\] \[lua\] balancer_by_lua\(nginx\.conf:\d+\):\d+: phase balancer ctx nil while connecting to upstream, client/);
 });
 
 test('without more tries a refused peer is the 502', async () => {

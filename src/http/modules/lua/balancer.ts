@@ -67,7 +67,8 @@ class LuaBalancer implements PeerChooser {
       requestLog(this.r, 'connecting to upstream').error(`failed to run balancer_by_lua*: ${outcome.error}${tb ? '\n' + tb : ''}`);
       return 500;
     }
-    if (ctx.exit !== undefined && ctx.exit !== 0) return ctx.exit >= 300 ? ctx.exit : 500;
+    // ngx.exit(ngx.OK) goes on; any other status is a 500 with OpenResty 0.10.23 on nginx 1.22
+    if (ctx.exit !== undefined && ctx.exit !== 0) return 500;
     this.usedFallback = !this.peer;
     if (this.usedFallback) return this.fallback.get(_lastFailure, lastStatus);
     this.tries += this.moreTries;
