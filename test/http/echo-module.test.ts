@@ -35,6 +35,13 @@ http {
             echo after;
         }
         location /sub { echo "sub $args"; }
+        location /subreq {
+            echo_status 201;
+            echo_subrequest_async HEAD /sub;
+            echo_subrequest POST /sub -q "p=1";
+            echo_blocking_sleep 0.001;
+            echo end;
+        }
         location /body {
             echo_read_request_body;
             echo "[";
@@ -79,6 +86,12 @@ test('echo_flush and echo_sleep', async () => {
 
 test('echo_location and echo_location_async put the subrequest bodies in place', async () => {
   assert.equal((await same(pair, '/loc')).body, 'before\nsub x=1\nsub y=2\nsub \nafter\n');
+});
+
+test('echo_subrequest(_async) with a method and -q; echo_status; echo_blocking_sleep', async () => {
+  const r = await same(pair, '/subreq');
+  assert.equal(r.status, 201);
+  assert.equal(r.body, 'sub p=1\nend\n');
 });
 
 test('echo_read_request_body and echo_request_body', async () => {

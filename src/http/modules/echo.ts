@@ -98,7 +98,7 @@ class EchoOutput {
 }
 
 /** A subrequest whose body is collected for the parent's output. */
-function subrequestBody(r: HttpRequest, target: string, argsValue: Value | undefined): Promise<Buffer> {
+function subrequestBody(r: HttpRequest, target: string, argsValue: Value | undefined, method = 'GET'): Promise<Buffer> {
   let uri = target;
   let args = argsValue?.evaluate(r) ?? '';
   const q = uri.indexOf('?');
@@ -110,7 +110,7 @@ function subrequestBody(r: HttpRequest, target: string, argsValue: Value | undef
   const sink = new Writable({ write(chunk: Buffer, _enc, cb) { chunks.push(chunk); cb(); } });
   const sub = createSubrequest(r, uri, args, { sink });
   if (!sub) return Promise.resolve(Buffer.alloc(0));
-  sub.r.method = 'GET';
+  sub.r.method = method;
   sub.start();
   return sub.done.then(() => Buffer.concat(chunks));
 }
@@ -133,7 +133,8 @@ async function runCommands(r: HttpRequest, list: Command[]): Promise<number> {
       case 'echo_flush':
         await out.flush();
         break;
-      case 'echo_sleep': {
+      case 'echo_sleep':
+      case 'echo_blocking_sleep': {
         await out.flush();
         const s = Number(args[0].evaluate(r));
         await new Promise((resolve) => setTimeout(resolve, Number.isFinite(s) && s > 0 ? s * 1000 : 0));
@@ -157,6 +158,17 @@ async function runCommands(r: HttpRequest, list: Command[]): Promise<number> {
         break;
       case 'echo_location_async':
         out.write(subrequestBody(r, args[0].evaluate(r), args[1]));
+        break;
+      case 'echo_subrequest':
+      case 'echo_subrequest_async': {
+        // method location [-q args]
+        const body = subrequestBody(r, args[1].evaluate(r), args[2]?.evaluate(r) === '-q' ? args[3] : undefined,
+          args[0].evaluate(r).toUpperCase());
+        out.write(c.name === 'echo_subrequest' ? await body : body);
+        break;
+      }
+      case 'echo_status':
+        r.status = Number(args[0].evaluate(r)) || 200;
         break;
       case 'echo_exec': {
         const target = args[0].evaluate(r);
@@ -247,6 +259,10 @@ export const echoModule: HttpModule = {
     command('echo_location', [1, 2]),
     command('echo_location_async', [1, 2]),
     command('echo_exec', [1, 2]),
+    command('echo_subrequest', [2, 4]),
+    command('echo_subrequest_async', [2, 4]),
+    command('echo_status', 1),
+    command('echo_blocking_sleep', 1),
     bodyText('before'),
     bodyText('after'),
   ],
