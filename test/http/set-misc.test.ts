@@ -54,6 +54,30 @@ http {
             set_random $same 7 7;
             echo "$n $same";
         }
+        location /more {
+            set_unescape_uri $raw $arg_s;
+            set_quote_pgsql_str $pg $raw;
+            set_encode_base64url $b64u $raw;
+            set_decode_base64url $b64u_back $b64u;
+            set_encode_base32 $b32 $raw;
+            set_decode_base32 $b32_back $b32;
+            set_hmac_sha1 $h1 "secret key" $raw;
+            set_encode_base64 $h1;
+            set_hmac_sha256 $h256 "secret key" $raw;
+            set_encode_hex $h256;
+            echo "pg=$pg";
+            echo "b64u=$b64u $b64u_back";
+            echo "b32=$b32 $b32_back";
+            echo "hmac=$h1 $h256";
+        }
+        location /gen {
+            set_secure_random_alphanum $an 12;
+            set_secure_random_lcalpha $lc 8;
+            set_formatted_gmt_time $gmt "%Y-%m-%d %a %b %e %H%%";
+            set_formatted_local_time $local "%Y/%m/%d %A %B";
+            echo "$an $lc";
+            echo "$gmt|$local";
+        }
         location /today {
             set_local_today $today;
             echo "$today";
@@ -85,4 +109,17 @@ test('set_random stays in its range; set_local_today is today', async () => {
   for (let i = 0; i < 10; i++) assert.match((await ask(pair.gh, '/random')).body, /^[345] 7\n$/);
   const today = (await same(pair, '/today')).body;
   assert.match(today, /^\d{4}-\d\d-\d\d\n$/);
+});
+
+test('pgsql quoting, base64url, base32, hmac_sha1 and hmac_sha256', async () => {
+  for (const v of ['', 'a', 'ab%27c', 'hello%20world%21%3F%3E%FF%00', 'xxxxxxxxxyz', 'caf%C3%A9%E2%82%AC%C3']) await same(pair, `/more?s=${v}`);
+  const r = await same(pair, '/more?s=hello');
+  assert.match(r.body, /^pg=E'hello'\nb64u=aGVsbG8 hello\nb32=/);
+});
+
+test('secure random strings and formatted times', async () => {
+  const r = await ask(pair.gh, '/gen');
+  assert.match(r.body, /^[A-Za-z0-9]{12} [a-z]{8}\n/);
+  const [, times] = r.body.split('\n');
+  if (pair.ng) assert.equal((await ask(pair.ng, '/gen')).body.split('\n')[1], times);
 });

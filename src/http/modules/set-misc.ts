@@ -64,6 +64,97 @@ function decodeHex(r: HttpRequest, s: string): string | undefined {
   return Buffer.from(s, 'hex').toString('latin1');
 }
 
+/** base32 with set-misc's default alphabet (`0-9a-v`) and `=` padding. */
+const BASE32 = '0123456789abcdefghijklmnopqrstuv';
+
+function encodeBase32(s: string): string {
+  let out = '';
+  for (let i = 0; i < s.length; i += 5) {
+    const block = s.slice(i, i + 5);
+    let bits = 0n;
+    for (let j = 0; j < 5; j++) bits = (bits << 8n) | BigInt(j < block.length ? block.charCodeAt(j) : 0);
+    const chars = Math.ceil((block.length * 8) / 5);
+    for (let j = 0; j < 8; j++) out += j < chars ? BASE32[Number((bits >> BigInt(35 - j * 5)) & 31n)] : '=';
+  }
+  return out;
+}
+
+function decodeBase32(r: HttpRequest, s: string): string | undefined {
+  const text = s.replace(/=+$/, '').toLowerCase();
+  let out = '';
+  let acc = 0;
+  let n = 0;
+  for (const ch of text) {
+    const v = BASE32.indexOf(ch);
+    if (v < 0) {
+      requestLog(r).error('set_decode_base32: invalid value');
+      return undefined;
+    }
+    acc = (acc << 5) | v;
+    n += 5;
+    if (n >= 8) {
+      n -= 8;
+      out += String.fromCharCode((acc >> n) & 255);
+    }
+  }
+  return out;
+}
+
+const hmac = (alg: string) => (_r: HttpRequest, [secret, v]: string[]) =>
+  crypto.createHmac(alg, Buffer.from(secret, 'latin1')).update(v, 'latin1').digest().toString('latin1');
+
+function randomOf(alphabet: string) {
+  return (r: HttpRequest, [count]: string[]): string | undefined => {
+    const n = Number(count);
+    if (!/^\d+$/.test(count) || n < 1 || n > 64) {
+      requestLog(r).error(`set_secure_random: bad length "${count}"`);
+      return undefined;
+    }
+    const bytes = crypto.randomBytes(n);
+    let out = '';
+    for (const b of bytes) out += alphabet[b % alphabet.length];
+    return out;
+  };
+}
+
+/** PostgreSQL's quoting as set-misc writes it: MySQL's escapes in E'…', each byte from 0x80 as `\\ooo` (empty: ''). */
+function quotePgsql(s: string): string {
+  if (s === '') return "''";
+  // quoteSql leaves bytes from 0x80 alone
+  return 'E' + quoteSql(s).replace(/[\x80-\xff]/g, (c) => '\\\\' + c.charCodeAt(0).toString(8));
+}
+
+/** strftime(3) for the conversions set_formatted_*_time configurations use. */
+function strftime(format: string, d: Date, utc: boolean): string {
+  const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+  const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+  const get = (name: 'FullYear' | 'Month' | 'Date' | 'Hours' | 'Minutes' | 'Seconds' | 'Day') =>
+    (d[`get${utc ? 'UTC' : ''}${name}`] as () => number).call(d);
+  const p2 = (n: number) => String(n).padStart(2, '0');
+  const offset = utc ? 0 : -d.getTimezoneOffset();
+  return format.replace(/%([a-zA-Z%])/g, (m, c: string) => {
+    switch (c) {
+      case 'a': return DAYS[get('Day')].slice(0, 3);
+      case 'A': return DAYS[get('Day')];
+      case 'b': case 'h': return MONTHS[get('Month')].slice(0, 3);
+      case 'B': return MONTHS[get('Month')];
+      case 'd': return p2(get('Date'));
+      case 'e': return String(get('Date')).padStart(2, ' ');
+      case 'H': return p2(get('Hours'));
+      case 'M': return p2(get('Minutes'));
+      case 'S': return p2(get('Seconds'));
+      case 'm': return p2(get('Month') + 1);
+      case 'y': return p2(get('FullYear') % 100);
+      case 'Y': return String(get('FullYear'));
+      case 'Z': return utc ? 'GMT' : Intl.DateTimeFormat('en', { timeZoneName: 'short' }).formatToParts(d).find((x) => x.type === 'timeZoneName')?.value ?? '';
+      case 'z': return (offset < 0 ? '-' : '+') + p2(Math.floor(Math.abs(offset) / 60)) + p2(Math.abs(offset) % 60);
+      case 's': return String(Math.floor(d.getTime() / 1000));
+      case '%': return '%';
+      default: return m;
+    }
+  });
+}
+
 /** upstream_list lists, by http block. */
 const upstreamLists = new WeakMap<HttpMainConf, Map<string, string[]>>();
 
@@ -141,6 +232,17 @@ export const setMiscModule: HttpModule = {
     setter('set_decode_base64', 1, (r, [v]) => decodeBase64(r, v)),
     setter('set_encode_hex', 1, (_r, [v]) => Buffer.from(v, 'latin1').toString('hex')),
     setter('set_decode_hex', 1, (r, [v]) => decodeHex(r, v)),
+    setter('set_quote_pgsql_str', 1, (_r, [v]) => quotePgsql(v)),
+    setter('set_encode_base64url', 1, (_r, [v]) => Buffer.from(v, 'latin1').toString('base64url')),
+    setter('set_decode_base64url', 1, (_r, [v]) => Buffer.from(v, 'base64url').toString('latin1')),
+    setter('set_encode_base32', 1, (_r, [v]) => encodeBase32(v)),
+    setter('set_decode_base32', 1, (r, [v]) => decodeBase32(r, v)),
+    setter('set_hmac_sha1', 2, hmac('sha1'), false),
+    setter('set_hmac_sha256', 2, hmac('sha256'), false),
+    setter('set_secure_random_alphanum', 1, randomOf('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'), false),
+    setter('set_secure_random_lcalpha', 1, randomOf('abcdefghijklmnopqrstuvwxyz'), false),
+    setter('set_formatted_gmt_time', 1, (_r, [f]) => strftime(f, new Date(), true), false),
+    setter('set_formatted_local_time', 1, (_r, [f]) => strftime(f, new Date(), false), false),
     setter('set_if_empty', 1, (_r, [current, fallback]) => (current === '' ? fallback : current), false),
     setter('set_random', 2, (r, [from, to]) => {
       let lo = Number(from);
