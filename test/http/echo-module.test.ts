@@ -63,6 +63,14 @@ http {
             echo_before_body head;
             echo_after_body tail;
         }
+        location /each {
+            echo start;
+            echo_foreach_split '&' $query_string;
+                echo "[$echo_it]";
+                echo_location /sub $echo_it;
+            echo_end;
+            echo "done $echo_it";
+        }
         location /timer {
             echo_reset_timer;
             echo_sleep 0.05;
@@ -108,6 +116,10 @@ test('echo_before_body and echo_after_body around echo and around a static file'
   assert.equal((await same(pair, '/wrap')).body, 'BEFORE /wrap\nsecondmiddle\nAFTER\n');
   const r = await same(pair, '/static/f.txt');
   assert.equal(r.body, 'head\nfile body\ntail\n');
+});
+
+test('echo_foreach_split … echo_end with $echo_it', async () => {
+  assert.equal((await same(pair, '/each?a=1&&b=2')).body, 'start\n[a=1]\nsub a=1\n[b=2]\nsub b=2\ndone \n');
 });
 
 test('$echo_timer_elapsed counts from echo_reset_timer', async () => {

@@ -119,9 +119,36 @@ const TIMER = {};
 
 async function runCommands(r: HttpRequest, list: Command[]): Promise<number> {
   const out = new EchoOutput(r);
-  for (const c of list) {
+  const rc = await runRange(r, list, 0, list.length, out);
+  if (rc !== undefined) return rc;
+  await out.flush(true);
+  return DONE;
+}
+
+/** $echo_it: the current item of echo_foreach_split. */
+const ITEM = {};
+
+/** Commands `from`..`to` (exclusive); a number when the request ends there (echo_exec, a body error). */
+async function runRange(r: HttpRequest, list: Command[], from: number, to: number, out: EchoOutput): Promise<number | undefined> {
+  for (let i = from; i < to; i++) {
+    const c = list[i];
     const args = c.args;
     switch (c.name) {
+      case 'echo_foreach_split': {
+        let end = i + 1;
+        while (end < to && list[end].name !== 'echo_end') end++;
+        const delim = args[0].evaluate(r);
+        const text = args[1].evaluate(r);
+        for (const item of delim ? text.split(delim) : [text]) {
+          if (item === '') continue;
+          r.ctx.set(ITEM, item);
+          const rc = await runRange(r, list, i + 1, end, out);
+          if (rc !== undefined) return rc;
+        }
+        r.ctx.delete(ITEM);
+        i = end;
+        break;
+      }
       case 'echo':
         out.write(Buffer.from(echoText(r, { args, noNewline: !!c.noNewline }), 'latin1'));
         break;
@@ -184,8 +211,7 @@ async function runCommands(r: HttpRequest, list: Command[]): Promise<number> {
       }
     }
   }
-  await out.flush(true);
-  return DONE;
+  return undefined;
 }
 
 /** A command directive: it adds to the location's list and makes the list its content handler. */
@@ -263,10 +289,15 @@ export const echoModule: HttpModule = {
     command('echo_subrequest_async', [2, 4]),
     command('echo_status', 1),
     command('echo_blocking_sleep', 1),
+    command('echo_foreach_split', 2),
+    command('echo_end', 0),
     bodyText('before'),
     bodyText('after'),
   ],
   variables: [{
+    name: 'echo_it', noCache: true,
+    get: (r) => r.ctx.get(ITEM) as string | undefined,
+  }, {
     name: 'echo_timer_elapsed', noCache: true,
     get: (r) => {
       const from = (r.ctx.get(TIMER) as number | undefined) ?? r.startMs;
