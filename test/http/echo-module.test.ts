@@ -88,6 +88,12 @@ test('echo: arguments joined by spaces, -n, --, echo_duplicate, variables', asyn
   assert.equal(r.status, 200);
 });
 
+test('HEAD gets the head only; HTTP/1.0 gets the body without chunks', async () => {
+  const head = await same(pair, 'HEAD /e HTTP/1.1');
+  assert.equal(head.body, '');
+  assert.equal((await same(pair, 'GET /e?x=1 HTTP/1.0')).body, 'hello world\nno newline-n is text\nababab\nx=1\n');
+});
+
 test('echo_flush and echo_sleep', async () => {
   assert.equal((await same(pair, '/flush')).body, 'a\nb\n');
 });
