@@ -50,6 +50,9 @@ const pair = await luaPair({ after }, `
                     ngx.var.last = state .. " " .. code
                     assert(b.set_current_peer("127.0.0.1", %%PORT_8081%%))
                 end
+            elseif mode == "slow" then
+                assert(b.set_timeouts(nil, nil, 0.1))
+                assert(b.set_current_peer("127.0.0.1", %%PORT_8081%%))
             elseif mode == "exit" then
                 print("phase ", ngx.get_phase(), " ctx ", tostring(ngx.ctx.seen))
                 ngx.exit(403)
@@ -90,6 +93,7 @@ const pair = await luaPair({ after }, `
     server {
         listen 127.0.0.1:%%PORT_8081%%;
         location / { return 200 "A $request_uri\\n"; }
+        location /slow { echo_sleep 2; echo late; }
     }
     server {
         listen unix:%%PREFIX%%/origin.sock;
@@ -100,7 +104,7 @@ const pair = await luaPair({ after }, `
         location / { return 200 "B $request_uri\\n"; }
         location /nf { return 404; }
     }
-`);
+`, undefined, 'load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;\n');
 
 /** error.log lines for `re` with this server's ports named as in the configuration. */
 async function lines(srv: RunningServer, re: RegExp): Promise<string[]> {
@@ -185,6 +189,11 @@ test('set_timeouts checks its arguments; the try goes on', async () => {
   assert.equal((await same(pair, '/x?mode=timeouts')).body, 'A /x?mode=timeouts\n');
   const seen = await sameLines(/: bad .*mode=timeouts/);
   assert.match(seen[0], /: bad bad connect timeout while connecting/);
+});
+
+test('set_timeouts: the read timeout set in the hook ends a slow try with 504', async () => {
+  assert.equal((await same(pair, '/slow?mode=slow')).status, 504);
+  await sameLines(/upstream timed out .*mode=slow/);
 });
 
 test('outside balancer_by_lua the functions answer "no upstream found"', async () => {
