@@ -21,6 +21,12 @@ http {
             echo;
             echo "x=$arg_x";
         }
+        location /big {
+            echo_duplicate 300000 "0123456789";
+            echo_flush;
+            echo_duplicate 300000 "abcdefghij";
+            echo end;
+        }
         location /flush {
             echo a;
             echo_flush;
@@ -92,6 +98,12 @@ test('HEAD gets the head only; HTTP/1.0 gets the body without chunks', async () 
   const head = await same(pair, 'HEAD /e HTTP/1.1');
   assert.equal(head.body, '');
   assert.equal((await same(pair, 'GET /e?x=1 HTTP/1.0')).body, 'hello world\nno newline-n is text\nababab\nx=1\n');
+});
+
+test('a big flushed body waits for the client, then goes on', async () => {
+  const r = await same(pair, '/big');
+  assert.equal(r.body.length, 6_000_004);
+  assert.ok(r.body.endsWith('ghijend\n'));
 });
 
 test('echo_flush and echo_sleep', async () => {

@@ -17,7 +17,7 @@ import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue } from '../../core/variables.ts';
-import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
+import { cancelBodyDrain, joinBodyFilter, nextBodyFilter, waitBodyDrain } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import { contentTypeFor } from '../core/types.ts';
 import { DONE, httpMainOf } from '../http-conf.ts';
@@ -93,7 +93,14 @@ class EchoOutput {
       return;
     }
     if (end) endBody(r, data.length ? data : undefined);
-    else if (data.length && !sendBody(r, data)) await new Promise<void>((resolve) => r.sink.onClose(resolve));
+    else if (data.length && !sendBody(r, data)) {
+      // the client pushes back: go on once the chain drains (or the client is gone)
+      await new Promise<void>((resolve) => {
+        const fn = () => resolve();
+        waitBodyDrain(r, fn);
+        r.sink.onClose(() => { cancelBodyDrain(r, fn); resolve(); });
+      });
+    }
   }
 }
 
