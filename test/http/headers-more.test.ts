@@ -41,8 +41,9 @@ http {
             more_set_input_headers "X-In: set $arg_v" "User-Agent: replaced";
             more_set_input_headers -r "X-Absent: no" "Accept: replaced-only";
             more_clear_input_headers "X-Drop-*" "X-Gone";
+            set $before $http_user_agent;
             echo "in=$http_x_in ua=$http_user_agent absent=$http_x_absent accept=$http_accept";
-            echo "drop=$http_x_drop_me gone=$http_x_gone keep=$http_x_keep";
+            echo "drop=$http_x_drop_me gone=$http_x_gone keep=$http_x_keep before=$before";
         }
     }
 }
@@ -76,5 +77,6 @@ test('-t matches the type without parameters; Content-Type can be set', async ()
 
 test('input headers: set, -r replaces only, clear with a wildcard', async () => {
   const r = await same(pair, '/input?v=7', 'User-Agent: test\r\nAccept: */*\r\nX-Drop-Me: 1\r\nX-Gone: 2\r\nX-Keep: 3\r\n');
-  assert.equal(r.body, 'in=set 7 ua=replaced absent= accept=replaced-only\ndrop= gone= keep=3\n');
+  // `set` ran first (headers-more runs at the end of the rewrite phase) and $http_user_agent kept its value
+  assert.equal(r.body, 'in=set 7 ua=test absent= accept=replaced-only\ndrop= gone= keep=3 before=test\n');
 });
