@@ -16,6 +16,10 @@ const pair = await luaPair({ after }, `
             assert(b.set_current_peer("127.0.0.1", n % 2 == 1 and ${'%%PORT_8081%%'} or ${'%%PORT_8082%%'}))
         }
     }
+    upstream fromfile {
+        server 0.0.0.1;
+        balancer_by_lua_file bal.lua;
+    }
     upstream modes {
         server 127.0.0.1:%%PORT_8082%%;
         balancer_by_lua_block {
@@ -70,6 +74,7 @@ const pair = await luaPair({ after }, `
     server {
         listen 127.0.0.1:%%PORT_8080%%;
         location /rr { proxy_pass http://placeholder; }
+        location /file { proxy_pass http://fromfile; }
         location / {
             set $last "";
             add_header X-Last-Failure $last always;
@@ -104,7 +109,7 @@ const pair = await luaPair({ after }, `
         location / { return 200 "B $request_uri\\n"; }
         location /nf { return 404; }
     }
-`, undefined, 'load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;\n');
+`, { 'bal.lua': 'local b = require "ngx.balancer"\nassert(b.set_current_peer("127.0.0.1:" .. ngx.var.arg_port))\n' }, 'load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;\n');
 
 /** error.log lines for `re` with this server's ports named as in the configuration. */
 async function lines(srv: RunningServer, re: RegExp): Promise<string[]> {
@@ -122,6 +127,11 @@ test('round robin in Lua over two origins, with a placeholder server in the bloc
   const bodies: string[] = [];
   for (let i = 0; i < 4; i++) bodies.push((await same(pair, `/rr/${i}`)).body);
   assert.deepEqual(bodies, ['A /rr/0\n', 'B /rr/1\n', 'A /rr/2\n', 'B /rr/3\n']);
+});
+
+test('balancer_by_lua_file', async () => {
+  assert.equal((await ask(pair.gh, `/file?port=${pair.gh.port(8081)}`)).body, `A /file?port=${pair.gh.port(8081)}\n`);
+  if (pair.ng) assert.equal((await ask(pair.ng, `/file?port=${pair.ng.port(8081)}`)).body, `A /file?port=${pair.ng.port(8081)}\n`);
 });
 
 test('a refused connection: set_more_tries gives a second try, which sees "failed" and 502', async () => {

@@ -151,10 +151,11 @@ export const luaModule: HttpModule = {
     ...family('header_filter_by_lua', IN_LOCATION, 1, locHook('headerFilter')),
     ...family('body_filter_by_lua', IN_LOCATION, 1, locHook('bodyFilter')),
     ...family('set_by_lua', Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF, [2, Infinity], readSetByLua),
+    // OpenResty has only the _block and _file forms of this one
     ...family('balancer_by_lua', Ctx.UPSTREAM, 1, (cf, node) => {
       luaMainOf(cf);
       useLuaBalancer(upstreamGroupOf(cf), readHook(cf, node));
-    }),
+    }).filter((d) => d.name !== 'balancer_by_lua'),
     ...family('init_by_lua', Ctx.HTTP, 1, initHook('init')),
     ...family('init_worker_by_lua', Ctx.HTTP, 1, initHook('initWorker')),
     {
