@@ -42,6 +42,15 @@ const pair = await luaPair({ after }, `
                 ngx.log(ngx.NOTICE, "not aborted")
             }
         }
+        location /abort-quiet {
+            lua_check_client_abort on;
+            content_by_lua_block {
+                ngx.say("first")
+                ngx.flush(true)
+                ngx.sleep(0.3)
+                ngx.say("second")
+            }
+        }
     }
 `);
 
@@ -88,5 +97,26 @@ test('ngx.on_abort: the function runs when the client closes, once only', async 
     assert.equal(body.replace(/(^|\r\n)[0-9a-f]+\r\n/g, ''), '1\nduplicate call\n\r\n');
     const lines = await logged(srv, /client went away/);
     assert.match(lines[0], /^\[notice\] \[lua\] content_by_lua\(nginx\.conf:\d+\):2: client went away, client: 127\.0\.0\.1, server: , request: "GET \/abort HTTP\/1\.1", host: "localhost"$/);
+  }
+});
+
+test('lua_check_client_abort without ngx.on_abort: the request ends when the client half-closes', async () => {
+  for (const srv of [pair.gh, pair.ng]) {
+    if (!srv) continue;
+    const sock = net.connect(srv.port(8080), '127.0.0.1');
+    let got = '';
+    const closed = new Promise<void>((resolve) => {
+      sock.on('data', (d) => {
+        got += d.toString('latin1');
+        if (got.includes('first')) sock.end();
+      });
+      sock.on('close', () => resolve());
+    });
+    sock.write('GET /abort-quiet HTTP/1.1\r\nHost: localhost\r\n\r\n');
+    await closed;
+    assert.match(got, /first\n/);
+    assert.doesNotMatch(got, /second/);
+    assert.match((await logged(srv, /prematurely closed.*abort-quiet/))[0],
+      /^\[info\] client prematurely closed connection, client: 127\.0\.0\.1, server: , request: "GET \/abort-quiet HTTP\/1\.1", host: "localhost"$/);
   }
 });

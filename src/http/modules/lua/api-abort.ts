@@ -1,16 +1,53 @@
 /**
- * ngx.on_abort (needs `lua_check_client_abort on`): a function that runs as
- * a light thread of the request when the client closes its connection (or
- * half-closes it) while a rewrite, access or content hook is still going.
- * It is ngx.lua's thread runner started by the client's 'end'/'close'
- * rather than by ngx.thread.spawn.
+ * `lua_check_client_abort on`: a client that closes its connection (or
+ * half-closes it) while a rewrite, access or content hook runs is noticed.
+ * With an `ngx.on_abort` function, that function runs as a light thread of
+ * the request (ngx.lua's thread runner, started by the client's 'end' or
+ * 'close' rather than by ngx.thread.spawn); without one the request ends at
+ * once with 499 and no response, as OpenResty ends it.
  */
+import { terminate } from '../../request-body.ts';
+import { requestLog } from '../../request-log.ts';
 import { luaLoc } from './conf.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 
-/** Hooks that already have an on_abort function. */
-const registered = new WeakSet<HookContext>();
+/** The thread id of each hook's on_abort function. */
+const handlers = new WeakMap<HookContext, number>();
+
+/**
+ * From the start of a hook: watches the client when the location checks for aborts. Returns
+ * what to call when the hook ends.
+ */
+export function watchClientAbort(ctx: HookContext & { r: NonNullable<HookContext['r']> }): (() => void) | undefined {
+  const r = ctx.r;
+  const client = r.sink.client;
+  if (!client || !r.level.get(luaLoc).checkClientAbort) return undefined;
+  const stop = () => {
+    client.off('end', fire);
+    client.off('close', fire);
+  };
+  function fire(): void {
+    stop();
+    if (r.finished) return;
+    const id = handlers.get(ctx);
+    if (id === undefined) {
+      // the hook's end then only lets the connection go
+      requestLog(r).info('client prematurely closed connection');
+      ctx.exit = -1;
+      terminate(r, 499);
+      return;
+    }
+    // the hook's own context: ngx.exit there ends the request, as it does in OpenResty
+    const outcome = ctx.runtime.runThread(id, ctx);
+    const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
+    (ctx.threads ??= new Map()).set(id, end);
+    void end.then(() => ctx.threads?.delete(id));
+  }
+  client.on('end', fire);
+  client.on('close', fire);
+  return stop;
+}
 
 export function abortLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
@@ -21,27 +58,11 @@ export function abortLibrary(rt: LuaRuntime): Record<string, unknown> {
     on_abort(L: number) {
       const ctx = requestContext(rt, 2);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter'], 2);
-      const r = ctx.r;
       const fail = (err: string) => (bridge.pushNil(L), bridge.pushString(L, err), 2);
-      if (!r.level.get(luaLoc).checkClientAbort) return fail('lua_check_client_abort is off');
-      if (registered.has(ctx)) return fail('duplicate call');
-      registered.add(ctx);
+      if (!ctx.r.level.get(luaLoc).checkClientAbort) return fail('lua_check_client_abort is off');
+      if (handlers.has(ctx)) return fail('duplicate call');
       const id = nextId--;
-      const client = r.sink.client;
-      if (client) {
-        const fire = () => {
-          client.off('end', fire);
-          client.off('close', fire);
-          if (ctx.eof || r.finished) return;
-          // the hook's own context: ngx.exit there ends the request, as it does in OpenResty
-          const outcome = rt.runThread(id, ctx);
-          const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
-          (ctx.threads ??= new Map()).set(id, end);
-          void end.then(() => ctx.threads?.delete(id));
-        };
-        client.on('end', fire);
-        client.on('close', fire);
-      }
+      handlers.set(ctx, id);
       bridge.pushInteger(L, id);
       return 1;
     },
