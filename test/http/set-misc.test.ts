@@ -78,6 +78,14 @@ http {
             echo "$an $lc";
             echo "$gmt|$local";
         }
+        location /rotate {
+            set_rotate $r 1 3;
+            set $v 7;
+            set_rotate $v 5 8;
+            set $w 9;
+            set_rotate $w 5 8;
+            echo "$r $v $w";
+        }
         location /today {
             set_local_today $today;
             echo "$today";
@@ -122,4 +130,8 @@ test('secure random strings and formatted times', async () => {
   assert.match(r.body, /^[A-Za-z0-9]{12} [a-z]{8}\n/);
   const [, times] = r.body.split('\n');
   if (pair.ng) assert.equal((await ask(pair.ng, '/gen')).body.split('\n')[1], times);
+});
+
+test('set_rotate: the value plus one within its range; none: from', async () => {
+  for (let i = 0; i < 2; i++) assert.equal((await same(pair, '/rotate')).body, '1 8 5\n');
 });

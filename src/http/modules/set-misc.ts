@@ -219,6 +219,26 @@ function hashedUpstream(cf: ConfContext, args: string[]): void {
   });
 }
 
+/** set_rotate $var [value] from to: the value plus one, back to `from` past `to`; not a number: `from`. */
+function rotate(cf: ConfContext, args: string[]): void {
+  const vars = httpMainOf(cf).variables;
+  const [target, ...rest] = args;
+  const index = setTarget(cf, target);
+  const [valueArg, fromArg, toArg] = rest.length === 3 ? rest : [target, ...rest];
+  const value = compileComplex(cf, vars, valueArg) as Value;
+  const fromValue = compileComplex(cf, vars, fromArg) as Value;
+  const toValue = compileComplex(cf, vars, toArg) as Value;
+  program(cf).push((r) => {
+    const from = Number(fromValue.evaluate(r));
+    const to = Number(toValue.evaluate(r));
+    const text = value.evaluate(r);
+    let next = /^\d+$/.test(text) ? Number(text) + 1 : from;
+    if (next > to || next < from) next = from;
+    vars.assign(r, index, String(next));
+    return NEXT;
+  });
+}
+
 export const setMiscModule: HttpModule = {
   name: 'ngx_http_set_misc_module',
   directives: [
@@ -255,6 +275,10 @@ export const setMiscModule: HttpModule = {
       return String(lo + Math.floor(Math.random() * (hi - lo + 1)));
     }, false),
     setter('set_local_today', 0, () => localToday(), false),
+    {
+      name: 'set_rotate', contexts: IN_REWRITE, args: [3, 4],
+      handler(cf, node) { rotate(cf, node.args); },
+    },
     {
       name: 'upstream_list', contexts: Ctx.HTTP, args: [2, Infinity],
       handler(cf, node) { readUpstreamList(cf, node.args); },
