@@ -78,6 +78,13 @@ http {
             echo "$an $lc";
             echo "$gmt|$local";
         }
+        location /b32 {
+            set_base32_padding off;
+            set_base32_alphabet "abcdefghijklmnopqrstuvwxyz234567";
+            set_encode_base32 $e $arg_s;
+            set_decode_base32 $d $e;
+            echo "$e $d";
+        }
         location /rotate {
             set_rotate $r 1 3;
             set $v 7;
@@ -134,4 +141,8 @@ test('secure random strings and formatted times', async () => {
 
 test('set_rotate: the value plus one within its range; none: from', async () => {
   for (let i = 0; i < 2; i++) assert.equal((await same(pair, '/rotate')).body, '1 8 5\n');
+});
+
+test('set_base32_padding off and set_base32_alphabet', async () => {
+  for (const v of ['a', 'hello', 'abcdefghijk']) assert.match((await same(pair, `/b32?s=${v}`)).body, new RegExp(` ${v}\n$`));
 });

@@ -9,7 +9,10 @@
  * accepted as built in.
  */
 import crypto from 'node:crypto';
+import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
+import { setting } from '../../conf/setters.ts';
+import { flagArg } from '../../conf/values.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { compileComplex } from '../../core/variables.ts';
@@ -64,23 +67,26 @@ function decodeHex(r: HttpRequest, s: string): string | undefined {
   return Buffer.from(s, 'hex').toString('latin1');
 }
 
-/** base32 with set-misc's default alphabet (`0-9a-v`) and `=` padding. */
-const BASE32 = '0123456789abcdefghijklmnopqrstuv';
+/** set_base32_alphabet and set_base32_padding (defaults `0-9a-v` and on). */
+const base32Loc = defineSlot<{ alphabet?: string; padding?: boolean }, { alphabet: string; padding: boolean }>('set_misc_base32',
+  () => ({}), inheritUnset, { alphabet: '0123456789abcdefghijklmnopqrstuv', padding: true });
 
-function encodeBase32(s: string): string {
+function encodeBase32(r: HttpRequest, s: string): string {
+  const { alphabet: BASE32, padding } = r.level.get(base32Loc);
   let out = '';
   for (let i = 0; i < s.length; i += 5) {
     const block = s.slice(i, i + 5);
     let bits = 0n;
     for (let j = 0; j < 5; j++) bits = (bits << 8n) | BigInt(j < block.length ? block.charCodeAt(j) : 0);
     const chars = Math.ceil((block.length * 8) / 5);
-    for (let j = 0; j < 8; j++) out += j < chars ? BASE32[Number((bits >> BigInt(35 - j * 5)) & 31n)] : '=';
+    for (let j = 0; j < 8; j++) out += j < chars ? BASE32[Number((bits >> BigInt(35 - j * 5)) & 31n)] : padding ? '=' : '';
   }
   return out;
 }
 
 function decodeBase32(r: HttpRequest, s: string): string | undefined {
-  const text = s.replace(/=+$/, '').toLowerCase();
+  const BASE32 = r.level.get(base32Loc).alphabet;
+  const text = s.replace(/=+$/, '');
   let out = '';
   let acc = 0;
   let n = 0;
@@ -255,7 +261,7 @@ export const setMiscModule: HttpModule = {
     setter('set_quote_pgsql_str', 1, (_r, [v]) => quotePgsql(v)),
     setter('set_encode_base64url', 1, (_r, [v]) => Buffer.from(v, 'latin1').toString('base64url')),
     setter('set_decode_base64url', 1, (_r, [v]) => Buffer.from(v, 'base64url').toString('latin1')),
-    setter('set_encode_base32', 1, (_r, [v]) => encodeBase32(v)),
+    setter('set_encode_base32', 1, (r, [v]) => encodeBase32(r, v)),
     setter('set_decode_base32', 1, (r, [v]) => decodeBase32(r, v)),
     setter('set_hmac_sha1', 2, hmac('sha1'), false),
     setter('set_hmac_sha256', 2, hmac('sha256'), false),
@@ -275,6 +281,24 @@ export const setMiscModule: HttpModule = {
       return String(lo + Math.floor(Math.random() * (hi - lo + 1)));
     }, false),
     setter('set_local_today', 0, () => localToday(), false),
+    {
+      name: 'set_base32_padding', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF, args: 'flag',
+      handler: setting(base32Loc, 'padding', flagArg),
+    },
+    {
+      name: 'set_misc_base32_padding', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF, args: 'flag',
+      handler(cf, node) {
+        cf.warn('the "set_misc_base32_padding" directive is deprecated, use the "set_base32_padding" directive instead');
+        return setting(base32Loc, 'padding', flagArg)(cf, node);
+      },
+    },
+    {
+      name: 'set_base32_alphabet', contexts: Ctx.HTTP | Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF, args: 1,
+      handler(cf, node) {
+        if (node.args[0].length !== 32) return '"set_base32_alphabet" directive: alphabet length must be 32';
+        cf.get(base32Loc).alphabet = node.args[0];
+      },
+    },
     {
       name: 'set_rotate', contexts: IN_REWRITE, args: [3, 4],
       handler(cf, node) { rotate(cf, node.args); },
