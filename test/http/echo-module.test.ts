@@ -77,6 +77,12 @@ http {
             echo_end;
             echo "done $echo_it";
         }
+        location /if {
+            if ($arg_a) {
+                echo "in if $arg_a";
+            }
+            echo "outside";
+        }
         location /timer {
             echo_reset_timer;
             echo_sleep 0.05;
@@ -138,6 +144,11 @@ test('echo_before_body and echo_after_body around echo and around a static file'
 
 test('echo_foreach_split … echo_end with $echo_it', async () => {
   assert.equal((await same(pair, '/each?a=1&&b=2')).body, 'start\n[a=1]\nsub a=1\n[b=2]\nsub b=2\ndone \n');
+});
+
+test('echo inside if in a location makes that block\'s content', async () => {
+  assert.equal((await same(pair, '/if?a=1')).body, 'in if 1\n');
+  assert.equal((await same(pair, '/if')).body, 'outside\n');
 });
 
 test('$echo_timer_elapsed counts from echo_reset_timer', async () => {
