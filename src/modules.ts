@@ -37,6 +37,9 @@ import { gatewayModule } from './http/modules/gateway.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { luaModule } from './http/modules/lua/index.ts';
+import { echoModule } from './http/modules/echo.ts';
+import { headersMoreModule } from './http/modules/headers-more.ts';
+import { setMiscModule } from './http/modules/set-misc.ts';
 import { streamCoreModule } from './stream/modules/core.ts';
 import { streamLogModule } from './stream/modules/log.ts';
 import { streamProxyModule } from './stream/modules/proxy.ts';
@@ -90,6 +93,9 @@ export const modules: CycleModule[] = [
   gzipModule,
   rangeModule,
   luaModule,
+  echoModule,
+  headersMoreModule,
+  setMiscModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,

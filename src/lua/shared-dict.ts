@@ -17,6 +17,8 @@ const CHUNK = 32;
 export const TYPE_BOOLEAN = 1;
 export const TYPE_NUMBER = 3;
 export const TYPE_STRING = 4;
+/** A list (lpush …): its items encoded as listItems reads them, in the heap as a string's bytes are. */
+export const TYPE_LIST = 5;
 const TWO32 = 2 ** 32;
 
 export type DictValue = { type: number; num: number; bytes: Uint8Array | undefined; flags: number };
@@ -81,7 +83,8 @@ export class SharedDict {
   private freeValue(slot: number): void {
     const f = this.table.f64;
     const v = this.v(slot);
-    if (f[v + 2] % 8 === TYPE_STRING) {
+    const type = f[v + 2] % 8;
+    if (type === TYPE_STRING || type === TYPE_LIST) {
       const packed = f[v + 1];
       const len = packed % TWO32;
       if (len > 0) this.release(Math.floor(packed / TWO32), len);
@@ -116,7 +119,7 @@ export class SharedDict {
     const v = this.v(slot);
     const type = f[v + 2] % 8;
     const flags = Math.floor(f[v + 2] / 8);
-    if (type !== TYPE_STRING) return { type, num: f[v + 1], bytes: undefined, flags };
+    if (type !== TYPE_STRING && type !== TYPE_LIST) return { type, num: f[v + 1], bytes: undefined, flags };
     const packed = f[v + 1];
     const len = packed % TWO32;
     const at = this.heapAt + Math.floor(packed / TWO32) * CHUNK;
@@ -135,7 +138,8 @@ export class SharedDict {
     let slot = t.find(h);
     if (slot !== 0) this.freeValue(slot);
     let chunk = 0;
-    if (type === TYPE_STRING && len > 0) {
+    const inHeap = (type === TYPE_STRING || type === TYPE_LIST) && len > 0;
+    if (inHeap) {
       const need = Math.ceil(len / CHUNK);
       while ((chunk = this.alloc(need)) < 0) {
         const victim = this.victim(slot, now, evict);
@@ -152,7 +156,7 @@ export class SharedDict {
       while ((slot = t.insert(h)) === 0) {
         const victim = this.victim(0, now, evict);
         if (victim === 0) {
-          if (type === TYPE_STRING && len > 0) this.release(chunk, len);
+          if (inHeap) this.release(chunk, len);
           return [false, 'no memory', forcible];
         }
         forcible ||= !this.expired(victim, now);
@@ -162,7 +166,7 @@ export class SharedDict {
     } else t.touch(slot);
     const v = this.v(slot);
     t.f64[v] = exptime > 0 ? now + exptime * 1000 : 0;
-    t.f64[v + 1] = type === TYPE_STRING ? chunk * TWO32 + len : num;
+    t.f64[v + 1] = type === TYPE_STRING || type === TYPE_LIST ? chunk * TWO32 + len : num;
     t.f64[v + 2] = type + flags * 8;
     return [true, undefined, forcible];
   }
@@ -222,4 +226,43 @@ export class SharedDict {
     }
     return n;
   }
+}
+
+/** A list item: a string's bytes or a number. */
+export type ListItem = Uint8Array | number;
+
+/** A list's items from its stored bytes: per item a type byte, then 8 bytes of double or 4 of length and the bytes. */
+export function listItems(bytes: Uint8Array): ListItem[] {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+  const out: ListItem[] = [];
+  for (let at = 0; at < b.length;) {
+    if (b[at] === TYPE_NUMBER) {
+      out.push(b.readDoubleLE(at + 1));
+      at += 9;
+    } else {
+      const len = b.readUInt32LE(at + 1);
+      out.push(Uint8Array.prototype.slice.call(b, at + 5, at + 5 + len));
+      at += 5 + len;
+    }
+  }
+  return out;
+}
+
+/** The stored bytes of a list (listItems' inverse). */
+export function listBytes(items: ListItem[]): Buffer {
+  const parts: Buffer[] = [];
+  for (const item of items) {
+    if (typeof item === 'number') {
+      const p = Buffer.alloc(9);
+      p[0] = TYPE_NUMBER;
+      p.writeDoubleLE(item, 1);
+      parts.push(p);
+    } else {
+      const p = Buffer.alloc(5);
+      p[0] = TYPE_STRING;
+      p.writeUInt32LE(item.length, 1);
+      parts.push(p, Buffer.from(item.buffer, item.byteOffset, item.length));
+    }
+  }
+  return Buffer.concat(parts);
 }

@@ -24,15 +24,19 @@ export interface PeerChooser {
    * callbacks do. The engine lowers it to `*_next_upstream_tries`.
    */
   tries: number;
+  /** Set by the engine to `*_next_upstream_tries` (0: no limit), for a chooser that adds tries (set_more_tries). */
+  triesLimit?: number;
   /**
    * The peer for the next try, or undefined for none ("no live upstreams":
    * the client gets 502, or the last failure's status). `lastFailure` is how
    * the previous try ended — an NGX_HTTP_UPSTREAM_FT_* bit (FT in
    * src/http/upstream/conf.ts: ERROR, TIMEOUT, INVALID_HEADER, HTTP_502...),
    * 0 on the first try — and `lastStatus` the status it gave (502, 504, or
-   * the upstream's own 5xx/4xx; 0 on the first try).
+   * the upstream's own 5xx/4xx; 0 on the first try). A number is a status
+   * the request ends with at once: the chooser itself failed (nginx's
+   * NGX_ERROR from peer.get, a 500), nothing is logged by the engine.
    */
-  get(lastFailure: number, lastStatus: number): ChosenPeer | undefined;
+  get(lastFailure: number, lastStatus: number): ChosenPeer | undefined | number;
   /**
    * The try on the peer `get` returned is over (nginx's peer.free): PEER_OK,
    * PEER_FAILED or PEER_NEXT (round-robin.ts); count `tries` down here. True

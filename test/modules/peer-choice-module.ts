@@ -77,7 +77,7 @@ class FallbackChooser implements PeerChooser {
     this.log = log;
   }
 
-  get(lastFailure: number, lastStatus: number): ChosenPeer | undefined {
+  get(lastFailure: number, lastStatus: number): ChosenPeer | undefined | number {
     this.log.push(`get(${failureName(lastFailure)},${lastStatus})`);
     this.onFirst = lastFailure === 0;
     if (this.onFirst) return this.first.get(lastFailure, lastStatus);

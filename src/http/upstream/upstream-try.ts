@@ -47,7 +47,9 @@ const ACTIONS = ['', 'connecting to upstream', 'sending request to upstream', 'r
 export abstract class UpstreamTry<C extends UpstreamLoc = UpstreamLoc, D extends UpstreamDerived = UpstreamDerived>
 implements ConnectionUser, ClientWatcher {
   readonly r: HttpRequest;
-  readonly conf: C;
+  /** The location's settings, with the request's own timeouts over them (a chooser may set some while choosing). */
+  conf: C;
+  private readonly locConf: C;
   readonly d: D;
   readonly protocol: UpstreamProtocol<C, D>;
   /** The request head (the protocol's create_request); its cache may clear conditional fields or add a revalidation's. */
@@ -90,6 +92,7 @@ implements ConnectionUser, ClientWatcher {
     this.r = r;
     // a module may set this request's timeouts (the gateway's route and upstream timeouts)
     this.conf = withRequestTimeouts(r, conf);
+    this.locConf = conf;
     this.d = d;
     this.protocol = opts.protocol;
     this.head = opts.head;
@@ -103,6 +106,7 @@ implements ConnectionUser, ClientWatcher {
     this.isHead = opts.method === 'HEAD';
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.chooser.tries > limit) this.chooser.tries = limit;
+    this.chooser.triesLimit = limit;
     if (r.sink.client) watchClient(r.sink.client, this);
   }
 
@@ -111,6 +115,8 @@ implements ConnectionUser, ClientWatcher {
   /** What a try leads to, in UpstreamRequest: the next try, the end of the relay, the client gone. */
   abstract next(ft: number): void;
   abstract relayDone(): void;
+  /** Ends the exchange with a status (UpstreamRequest's). */
+  abstract finalize(rc: number): void;
   abstract clientClosed(): void;
 
   /** Where the current try stands, for log lines (`while connecting to upstream`). */
@@ -139,6 +145,13 @@ implements ConnectionUser, ClientWatcher {
     this.requestBodySent = false;
     this.cached = false;
     const peer = this.chooser.get(this.lastFailure, this.lastStatus);
+    if (typeof peer === 'number') {
+      state.peer = this.group?.name ?? '';
+      this.finalize(peer);
+      return;
+    }
+    // the chooser may have set this request's timeouts (balancer_by_lua's set_timeouts)
+    this.conf = withRequestTimeouts(this.r, this.locConf);
     if (!peer) {
       state.peer = this.group?.name ?? '';
       this.setLogUpstream(state.peer);

@@ -6,7 +6,8 @@
  */
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
-import { SharedDict, TYPE_BOOLEAN, TYPE_NUMBER, TYPE_STRING } from '../../../lua/shared-dict.ts';
+import { listBytes, listItems, SharedDict, TYPE_BOOLEAN, TYPE_LIST, TYPE_NUMBER, TYPE_STRING } from '../../../lua/shared-dict.ts';
+import type { ListItem } from '../../../lua/shared-dict.ts';
 import { sharedZone } from '../../../core/shared.ts';
 import type { LuaRuntime } from './runtime.ts';
 
@@ -21,6 +22,11 @@ export function dictZones(name: string, size: number): { index: SharedArrayBuffe
 
 function pushValue(bridge: LuaBridge, L: number, dict: SharedDict, slot: number): number {
   const v = dict.read(slot);
+  if (v.type === TYPE_LIST) {
+    bridge.pushNil(L);
+    bridge.pushString(L, 'value is a list');
+    return -2;
+  }
   if (v.type === TYPE_STRING) bridge.pushBytes(L, v.bytes!);
   else if (v.type === TYPE_NUMBER) bridge.pushJsNumber(L, v.num);
   else bridge.pushBoolean(L, v.num !== 0);
@@ -71,6 +77,7 @@ export function sharedLibrary(rt: LuaRuntime, sizes: Map<string, number>): Recor
         return 1;
       }
       const n = pushValue(bridge, L, dict, slot);
+      if (n < 0) return -n;
       if (!stale) return n;
       if (n === 1) bridge.pushNil(L);
       bridge.pushBoolean(L, dict.expired(slot, now));
@@ -139,7 +146,86 @@ export function sharedLibrary(rt: LuaRuntime, sizes: Map<string, number>): Recor
     }
   };
 
+  /** lpush/rpush: (name, key, value) → the list's length, or nil and OpenResty's error. */
+  const push = (left: boolean) => (L: number): number => {
+    const dict = dictOf(L);
+    const key = keyAt(L);
+    const bad = badKey(key);
+    if (bad) return fail(L, bad);
+    const vt = bridge.type(L, 3);
+    let item: ListItem;
+    if (vt === T.STRING) item = bridge.toBuffer(L, 3)!;
+    else if (vt === T.NUMBER) item = bridge.toNumber(L, 3)!;
+    else return fail(L, 'bad value type');
+    return locked(dict, (now) => {
+      const slot = dict.find(key!, now);
+      let items: ListItem[] = [];
+      let ttl = 0;
+      if (slot !== 0) {
+        const v = dict.read(slot);
+        if (v.type !== TYPE_LIST) return fail(L, 'value not a list');
+        items = listItems(v.bytes!);
+        ttl = dict.ttl(slot, now);
+      }
+      if (left) items.unshift(item);
+      else items.push(item);
+      const bytes = listBytes(items);
+      const [ok, err] = dict.store(key!, TYPE_LIST, 0, bytes.length, (heap, at) => heap.set(bytes, at), ttl, 0, true, now);
+      if (!ok) return fail(L, err!);
+      bridge.pushInteger(L, items.length);
+      return 1;
+    });
+  };
+
+  /** lpop/rpop: the item, nil when there is no list; an emptied list's key goes, as in OpenResty. */
+  const pop = (left: boolean) => (L: number): number => {
+    const dict = dictOf(L);
+    const key = keyAt(L);
+    const bad = badKey(key);
+    if (bad) return fail(L, bad);
+    return locked(dict, (now) => {
+      const slot = dict.find(key!, now);
+      if (slot === 0) {
+        bridge.pushNil(L);
+        return 1;
+      }
+      const v = dict.read(slot);
+      if (v.type !== TYPE_LIST) return fail(L, 'value not a list');
+      const items = listItems(v.bytes!);
+      const item = left ? items.shift()! : items.pop()!;
+      if (items.length === 0) dict.remove(slot);
+      else {
+        const bytes = listBytes(items);
+        dict.store(key!, TYPE_LIST, 0, bytes.length, (heap, at) => heap.set(bytes, at), dict.ttl(slot, now), 0, true, now);
+      }
+      if (typeof item === 'number') bridge.pushJsNumber(L, item);
+      else bridge.pushBytes(L, item);
+      return 1;
+    });
+  };
+
   const ops = {
+    lpush: push(true),
+    rpush: push(false),
+    lpop: pop(true),
+    rpop: pop(false),
+    llen(L: number) {
+      const dict = dictOf(L);
+      const key = keyAt(L);
+      const bad = badKey(key);
+      if (bad) return fail(L, bad);
+      return locked(dict, (now) => {
+        const slot = dict.find(key!, now);
+        if (slot === 0) {
+          bridge.pushInteger(L, 0);
+          return 1;
+        }
+        const v = dict.read(slot);
+        if (v.type !== TYPE_LIST) return fail(L, 'value not a list');
+        bridge.pushInteger(L, listItems(v.bytes!).length);
+        return 1;
+      });
+    },
     get: get(false),
     get_stale: get(true),
     set: store('set', true),

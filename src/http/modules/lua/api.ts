@@ -19,6 +19,8 @@ import type { LuaTimers } from './api-timer.ts';
 import { CONSTANTS } from './constants.ts';
 import { regexTable } from '../../../lua/re.ts';
 import { luaLoc } from './conf.ts';
+import { balancerLibrary } from './balancer.ts';
+import { abortLibrary } from './api-abort.ts';
 
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
 
@@ -233,6 +235,8 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     timer: timers.library(),
     re_table: regexTable(bridge),
     thread: threadLibrary(rt),
+    balancer: balancerLibrary(rt),
+    abort: abortLibrary(rt),
     ...argsAndHeadersLibrary(rt),
   };
 

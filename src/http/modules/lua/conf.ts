@@ -26,6 +26,8 @@ export interface LuaLocConf {
   needBody?: boolean;
   /** lua_transform_underscores_in_response_headers (default on). */
   transformUnderscores?: boolean;
+  /** lua_check_client_abort (default off): ngx.on_abort works. */
+  checkClientAbort?: boolean;
   /** lua_use_default_type (default on). */
   useDefaultType?: boolean;
   rewrite?: LuaHook;

@@ -15,6 +15,7 @@ import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
+import { watchClientAbort } from './api-abort.ts';
 
 const runtimes = new WeakMap<HttpMainConf, LuaRuntime>();
 
@@ -69,8 +70,12 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
   }
   const runtime = runtimeOf(r);
   const ctx: HookContext = { runtime, r, phase };
+  // lua_check_client_abort: ngx.on_abort's function, or the end of the request, when the client goes
+  const stopWatching = watchClientAbort(ctx as HookContext & { r: HttpRequest });
   const outcome = runtime.run(hook, ctx);
-  if (outcome instanceof Promise) return outcome.then((o) => afterThreads(ctx, o));
+  if (outcome instanceof Promise || stopWatching) {
+    return Promise.resolve(outcome).then((o) => afterThreads(ctx, o)).finally(stopWatching);
+  }
   return ctx.threads?.size ? afterThreads(ctx, outcome) : afterHook(ctx, outcome);
 }
 

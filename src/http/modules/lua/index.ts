@@ -25,6 +25,8 @@ import type { LuaMainConf } from './conf.ts';
 import { luaBodyFilter, luaHeaderFilter } from './filters.ts';
 import { accessHandler, contentHandler, logHandler, rewriteHandler, runSetHook, setRuntime } from './hooks.ts';
 import { LuaRuntime } from './runtime.ts';
+import { useLuaBalancer } from './balancer.ts';
+import { upstreamGroupOf } from '../../upstream/module.ts';
 import { dictZones } from './api-shared.ts';
 import { hostLibrary } from './api.ts';
 import { LuaTimers } from './api-timer.ts';
@@ -48,7 +50,7 @@ function family(name: string, contexts: number, args: Directive['args'], handler
 }
 
 /** An on|off at any level of the location tree. */
-function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType'): Directive[] {
+function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType' | 'checkClientAbort'): Directive[] {
   return [{
     name, contexts: IN_LOCATION, args: 'flag',
     handler(cf, node) {
@@ -149,6 +151,11 @@ export const luaModule: HttpModule = {
     ...family('header_filter_by_lua', IN_LOCATION, 1, locHook('headerFilter')),
     ...family('body_filter_by_lua', IN_LOCATION, 1, locHook('bodyFilter')),
     ...family('set_by_lua', Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF, [2, Infinity], readSetByLua),
+    // OpenResty has only the _block and _file forms of this one
+    ...family('balancer_by_lua', Ctx.UPSTREAM, 1, (cf, node) => {
+      luaMainOf(cf);
+      useLuaBalancer(upstreamGroupOf(cf), readHook(cf, node));
+    }).filter((d) => d.name !== 'balancer_by_lua'),
     ...family('init_by_lua', Ctx.HTTP, 1, initHook('init')),
     ...family('init_worker_by_lua', Ctx.HTTP, 1, initHook('initWorker')),
     {
@@ -174,14 +181,15 @@ export const luaModule: HttpModule = {
     ...locFlag('lua_need_request_body', 'needBody'),
     ...locFlag('lua_transform_underscores_in_response_headers', 'transformUnderscores'),
     ...locFlag('lua_use_default_type', 'useDefaultType'),
+    ...locFlag('lua_check_client_abort', 'checkClientAbort'),
     mainSetting('lua_max_pending_timers', (conf, cf, v) => { conf.maxPendingTimers = count(cf, v); }),
     mainSetting('lua_max_running_timers', (conf, cf, v) => { conf.maxRunningTimers = count(cf, v); }),
     mainSetting('rewrite_by_lua_no_postpone', (conf, cf, v) => { conf.rewriteNoPostpone = flagArg(cf, v); }),
     mainSetting('access_by_lua_no_postpone', (conf, cf, v) => { conf.accessNoPostpone = flagArg(cf, v); }),
-    // accepted: cosockets, regex limits and client-abort checks are not there yet (docs/lua.md)
+    // accepted: cosockets and regex limits are not there yet (docs/lua.md)
     ...['lua_socket_connect_timeout', 'lua_socket_send_timeout', 'lua_socket_read_timeout', 'lua_socket_send_lowat',
       'lua_socket_buffer_size', 'lua_socket_pool_size', 'lua_socket_keepalive_timeout', 'lua_socket_log_errors',
-      'lua_check_client_abort', 'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
+      'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
       .map((name): Directive => ({ name, contexts: IN_LOCATION, args: 1, handler(cf) { luaMainOf(cf); } })),
     {
       name: 'lua_shared_dict', contexts: Ctx.HTTP, args: 2,

@@ -302,6 +302,13 @@ do
     return true
   end
 end
+function ngx.on_abort(f)
+  if type(f) ~= 'function' then error("bad argument #1 to 'on_abort' (function expected)", 2) end
+  local id, err = host.abort.on_abort()
+  if not id then return nil, err end
+  threads[id] = { f = f, args = pack() }
+  return 1
+end
 local function run_thread(id)
   local t = threads[id]
   if not t then return end
@@ -328,6 +335,11 @@ ngx.re = host.re_table()
 
 package.loaded.ngx = ngx
 package.preload['ngx.re'] = function() return ngx.re end
+do
+  local balancer = {}
+  for k, f in pairs(host.balancer) do balancer[k] = f end
+  package.preload['ngx.balancer'] = function() return balancer end
+end
 
 -- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
 return function(id) ctxs[id] = nil end, run_timer, run_thread

@@ -168,7 +168,7 @@ export class LuaRuntime {
 
 /** Logs for the hook's request (with nginx's context), or for a timer (`context: ngx.timer`), or the main log. */
 export function logFor(ctx: HookContext | undefined, level: number, text: string): void {
-  if (ctx?.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : undefined).log(level, text);
+  if (ctx?.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : ctx.phase === 'balancer' ? 'connecting to upstream' : undefined).log(level, text);
   else if (ctx?.phase === 'timer') mainErrorLog().log(level, `${text}, context: ngx.timer${ctx.origin ?? ''}`);
   else mainErrorLog().log(level, text);
 }
@@ -185,7 +185,8 @@ export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: Ht
 
 /** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
 export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
-  if (phases.includes(ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
+  // balancer_by_lua cannot wait nor answer: refused wherever set_by_lua is
+  if (phases.includes(ctx.phase === 'balancer' ? 'set' : ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
 }
 
 /** How OpenResty names a phase in "API disabled in the context of …". */
