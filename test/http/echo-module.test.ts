@@ -41,6 +41,8 @@ http {
             echo after;
         }
         location /sub { echo "sub $args"; }
+        location /method { echo_location /method-sub; }
+        location /method-sub { echo "$request_method"; }
         location /subreq {
             echo_status 201;
             echo_subrequest_async HEAD /sub;
@@ -154,4 +156,8 @@ test('echo inside if in a location makes that block\'s content', async () => {
 test('$echo_timer_elapsed counts from echo_reset_timer', async () => {
   const r = await ask(pair.gh, '/timer');
   assert.match(r.body, /^0\.0[5-9]\d\n$|^0\.[1-9]\d\d\n$/);
+});
+
+test("$request_method in a subrequest is the main request's, as nginx reads r->main", async () => {
+  assert.equal((await same(pair, 'POST /method HTTP/1.1', 'Content-Length: 0\r\n')).body, 'POST\n');
 });

@@ -165,7 +165,8 @@ export const coreVariables: HttpVariable[] = [
   { name: 'server_protocol', get: (r) => r.head.protocol || undefined },
   { name: 'scheme', get: (r) => (r.conn.tls ? 'https' : 'http') },
   { name: 'https', get: (r) => (r.conn.tls ? 'on' : '') },
-  { name: 'request_method', noCache: true, get: (r) => r.method || undefined },
+  // the main request's method, in a subrequest too (nginx reads r->main)
+  { name: 'request_method', noCache: true, get: (r) => { let m = r; while (m.parent) m = m.parent; return m.method || undefined; } },
   { name: 'request', get: (r) => r.head.line || undefined },
   { name: 'status', noCache: true, get: statusText },
   { name: 'body_bytes_sent', noCache: true, get: (r) => String(r.sink.bodyBytesSent) },
