@@ -18,6 +18,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { StatusChannel } from './status.ts';
+import { WorkerPoll } from './worker-poll.ts';
+import { renderMetrics, workerMetrics } from './dataplane/metrics.ts';
+import type { MetricsSnapshot } from './dataplane/metrics.ts';
 import { DataPlane } from './dataplane/request-path.ts';
 import { EtcdStore } from './store/etcd.ts';
 import { ConfigFollower } from './store/follower.ts';
@@ -40,6 +43,7 @@ export class GatewayRuntime implements AdminEndpoint {
   /** Routes proxied requests with the follower's configuration. */
   readonly dataPlane: DataPlane;
   private readonly status: StatusChannel;
+  private readonly metricsPoll: WorkerPoll<MetricsSnapshot>;
 
   /** Reads config.yaml and the custom plugins it names, then builds the runtime. */
   static async create(configFile: string, storeFile: string, log: StandaloneLog): Promise<GatewayRuntime> {
@@ -83,6 +87,7 @@ export class GatewayRuntime implements AdminEndpoint {
       mode: this.config.routerHttp, serverHeader: this.serverHeader,
     });
     this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
+    this.metricsPoll = new WorkerPoll(`gatehouse-gateway-metrics:${storeFile}`, () => workerMetrics.snapshot());
   }
 
   /** Standalone mode: the file's items are checked as the Admin API checks a PUT (against the file itself). */
@@ -115,11 +120,20 @@ export class GatewayRuntime implements AdminEndpoint {
     } catch (e) {
       storeError = (e as Error).message;
     }
-    const n = this.config.workerProcesses === 'auto' ? os.availableParallelism() : Number(this.config.workerProcesses);
-    const workers = await this.status.ask(await this.follower.confirmedReport(), n);
+    const workers = await this.status.ask(await this.follower.confirmedReport(), this.workerCount());
     const body: Record<string, unknown> = { store: this.store.kind, store_revision: revision, workers };
     if (storeError !== undefined) body.store_error = storeError;
     return { status: 200, body };
+  }
+
+  /** The prometheus export: every worker's counts summed (plugin_attr.prometheus). */
+  async metricsReport(): Promise<string> {
+    const answers = await this.metricsPoll.ask(workerMetrics.snapshot(), this.workerCount());
+    return renderMetrics(this.config.prometheus.metricPrefix, answers.map((a) => a.answer), { hostname: os.hostname(), version: GATEWAY_VERSION });
+  }
+
+  private workerCount(): number {
+    return this.config.workerProcesses === 'auto' ? os.availableParallelism() : Number(this.config.workerProcesses);
   }
 
   handle(req: AdminRequest): Promise<AdminResponse> {
@@ -129,6 +143,7 @@ export class GatewayRuntime implements AdminEndpoint {
   close(): void {
     this.follower.close();
     this.status.close();
+    this.metricsPoll.close();
     this.store.close();
   }
 }

@@ -97,16 +97,26 @@ export class Gateway {
 }
 
 /**
- * APISIX opens its TLS port 9443 by default: a config that does not say
- * otherwise gets `apisix.ssl.enable: false`, so tests running side by side
- * do not all bind it (tests of the TLS port write their own `apisix.ssl`).
+ * APISIX opens its TLS port 9443 and the prometheus export port 9091 by
+ * default: a config that does not mention them gets `apisix.ssl.enable:
+ * false` and `plugin_attr.prometheus.enable_export_server: false`, so tests
+ * running side by side do not all bind them (tests of those ports write
+ * their own sections).
  */
-function withoutDefaultTls(text: string): string {
+function withoutDefaultPorts(text: string): string {
   const doc = parseDocument(text);
-  if (doc.getIn(['apisix', 'ssl']) !== undefined) return text;
-  if (!doc.has('apisix')) doc.set('apisix', doc.createNode({}));
-  doc.setIn(['apisix', 'ssl'], doc.createNode({ enable: false }));
-  return doc.toString();
+  let changed = false;
+  if (doc.getIn(['apisix', 'ssl']) === undefined) {
+    if (!doc.has('apisix')) doc.set('apisix', doc.createNode({}));
+    doc.setIn(['apisix', 'ssl'], doc.createNode({ enable: false }));
+    changed = true;
+  }
+  if (doc.getIn(['plugin_attr', 'prometheus']) === undefined) {
+    if (!doc.has('plugin_attr')) doc.set('plugin_attr', doc.createNode({}));
+    doc.setIn(['plugin_attr', 'prometheus'], doc.createNode({ enable_export_server: false }));
+    changed = true;
+  }
+  return changed ? doc.toString() : text;
 }
 
 /** Gateways still running when the test process exits (a failed test) are killed with it. */
@@ -125,7 +135,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
     [adminPort, proxyPort] = await freePorts(2);
     fs.mkdirSync(path.dirname(confFile), { recursive: true });
     const yaml = (opts.yaml ?? defaultYaml(opts.workers)).replace(/%ADMIN%/g, String(adminPort)).replace(/%PROXY%/g, String(proxyPort));
-    fs.writeFileSync(confFile, withoutDefaultTls(yaml));
+    fs.writeFileSync(confFile, withoutDefaultPorts(yaml));
     fs.writeFileSync(path.join(prefix, 'ports'), `${adminPort} ${proxyPort}`);
   }
   const pidFile = path.join(prefix, 'logs', 'nginx.pid');

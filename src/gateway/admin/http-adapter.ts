@@ -15,6 +15,8 @@ import type { AdminRequest, AdminResponse } from './context.ts';
 export interface AdminEndpoint {
   handle(req: AdminRequest): Promise<AdminResponse>;
   statusReport(): Promise<AdminResponse>;
+  /** The prometheus plugin's metrics of every worker, in Prometheus' text format. */
+  metricsReport(): Promise<string>;
   cors: boolean;
   serverHeader: string;
 }
@@ -67,6 +69,15 @@ export async function serveAdmin(r: HttpRequest, endpoint: AdminEndpoint): Promi
     bodyLength: body.length,
   };
   return send(r, endpoint, await endpoint.handle(req));
+}
+
+/** The content handler of `gateway_metrics`: the prometheus plugin's export (no CORS, no API version). */
+export async function serveMetrics(r: HttpRequest, endpoint: AdminEndpoint): Promise<number> {
+  if (r.method !== 'GET' && r.method !== 'HEAD') return 405;
+  r.ownServer = true;
+  r.addHeader('Server', endpoint.serverHeader);
+  await sendSimple(r, 200, Buffer.from(await endpoint.metricsReport(), 'utf8'), 'text/plain; charset=utf-8');
+  return DONE;
 }
 
 /** The content handler of `gateway_status`: the store's revision and each worker's. */

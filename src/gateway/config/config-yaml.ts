@@ -50,6 +50,8 @@ export interface GatewayConfig {
   envs: string[];
   /** gatehouse.plugins_dir (Gatehouse's own): custom plugins in TypeScript or JavaScript, relative to the prefix. */
   pluginsDir: string | undefined;
+  /** plugin_attr.prometheus: where the metrics are exported (undefined address: no export server). */
+  prometheus: { exportAddr: Listen | undefined; exportUri: string; metricPrefix: string };
   /** Keys generated at this start (printed once). */
   generated: AdminKey[];
   /** apisix.ssl: the TLS ports whose certificates are the SSL objects; undefined with `apisix.ssl.enable: false`. */
@@ -222,6 +224,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       standalone,
       envs: envsOf(at(root, 'nginx_config.envs')),
       pluginsDir: optionalStr(at(root, 'gatehouse.plugins_dir'), 'gatehouse.plugins_dir'),
+      prometheus: prometheusOf(root),
       generated,
       ssl: sslOf(root),
       stream: proxyMode === 'http' ? undefined : streamOf(root),
@@ -246,6 +249,22 @@ function keyringOf(root: Obj): string[] | undefined {
     if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
     return v;
   });
+}
+
+/** plugin_attr.prometheus (APISIX's defaults: 127.0.0.1:9091, /apisix/prometheus/metrics, apisix_). */
+function prometheusOf(root: Obj): GatewayConfig['prometheus'] {
+  const k = 'plugin_attr.prometheus';
+  const addr = at(root, `${k}.export_addr`);
+  if (addr !== undefined && addr !== null && !isObj(addr)) throw new ConfigError(`${k}.export_addr: expected a mapping with ip and port`);
+  const enabled = bool(at(root, `${k}.enable_export_server`), `${k}.enable_export_server`, true);
+  return {
+    exportAddr: enabled ? {
+      ip: addr?.ip === undefined ? '127.0.0.1' : str(addr.ip, `${k}.export_addr.ip`, ''),
+      port: addr?.port === undefined ? 9091 : port(addr.port, `${k}.export_addr.port`),
+    } : undefined,
+    exportUri: str(at(root, `${k}.export_uri`), `${k}.export_uri`, '/apisix/prometheus/metrics'),
+    metricPrefix: str(at(root, `${k}.metric_prefix`), `${k}.metric_prefix`, 'apisix_'),
+  };
 }
 
 function optionalStr(v: unknown, key: string): string | undefined {

@@ -57,6 +57,19 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
       '',
     );
   }
+  const metrics = cfg.prometheus.exportAddr;
+  if (metrics) {
+    // the prometheus plugin's export server (APISIX's plugin_attr.prometheus.export_addr)
+    lines.push(
+      '    server {',
+      `        listen ${listenAddr(metrics)};`,
+      `        location = ${cfg.prometheus.exportUri} {`,
+      '            gateway_metrics;',
+      '        }',
+      '    }',
+      '',
+    );
+  }
   if (cfg.proxyMode !== 'stream') lines.push(...proxyServer(cfg));
   lines.push('}', '');
   if (cfg.stream) lines.push(...streamBlock(cfg.stream));

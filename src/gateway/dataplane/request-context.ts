@@ -35,6 +35,7 @@ export class RequestContext implements PluginContext {
   websocket = false;
   gzipLevel: number | undefined;
   delayMs = 0;
+  answered = false;
   private uri: string | undefined;
   private args: string | undefined;
   private readonly pending: Array<[name: string, value: string | undefined, add: boolean]> = [];

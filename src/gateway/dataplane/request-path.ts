@@ -257,6 +257,7 @@ function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access', ctx: PluginCo
 
 /** core.response.exit: a table body as JSON with a newline; no body: nginx's page for the status. */
 function answer(r: HttpRequest, ctx: RequestContext, a: PluginAnswer, codes: PhaseCodes): number | Promise<number> {
+  ctx.answered = true;
   for (const [k, v] of Object.entries(a.headers ?? {})) ctx.setResponseHeader(k, v);
   // as Lua's ngx.header.Location: sent as given (a relative one is not made absolute)
   if (a.location !== undefined) ctx.setResponseHeader('Location', a.location);

@@ -60,6 +60,8 @@ export interface PluginContext {
   delay(ms: number): void;
   /** Set by gzip's header_filter: compress this response at this level (APISIX-Runtime's set_gzip). */
   gzipLevel: number | undefined;
+  /** The gateway answered the request itself (a plugin's or the router's core.response.exit), not the upstream. */
+  readonly answered: boolean;
   /** Per-request state of a plugin. */
   state: Map<object, unknown>;
 }

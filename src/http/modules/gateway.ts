@@ -19,7 +19,7 @@ import { ConfError } from '../../conf/errors.ts';
 import { fullName } from '../../conf/parser.ts';
 import { setting } from '../../conf/setters.ts';
 import { Cycle } from '../../core/cycle.ts';
-import type { serveAdmin, serveStatus } from '../../gateway/admin/http-adapter.ts';
+import type { serveAdmin, serveMetrics, serveStatus } from '../../gateway/admin/http-adapter.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
@@ -29,6 +29,7 @@ import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
 import { declareCounters } from '../../gateway/dataplane/counters.ts';
+import { workerMetrics } from '../../gateway/dataplane/metrics.ts';
 import { setCycleRuntime } from '../../gateway/workers.ts';
 import type { chooseCertificate, httpsClientError } from '../../gateway/dataplane/certificates.ts';
 import { requestLog } from '../request-log.ts';
@@ -40,7 +41,7 @@ interface GatewayMain { config?: string; store?: string }
 const mains = new WeakMap<Cycle, GatewayMain>();
 /** A worker's gateway, loaded only where a configuration has one (nginx configurations do not pay for it). */
 interface Loaded {
-  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus;
+  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus; metrics: typeof serveMetrics;
   choose: typeof chooseCertificate; clientError: typeof httpsClientError;
 }
 const runtimes = new WeakMap<Cycle, Loaded>();
@@ -51,8 +52,8 @@ function mainOf(cycle: Cycle): GatewayMain {
   return m;
 }
 
-/** Makes the location's content handler the loaded runtime's `serve` (Admin API) or `status` page. */
-function answerWith(cf: ConfContext, what: 'serve' | 'status'): void {
+/** Makes the location's content handler the loaded runtime's `serve` (Admin API), `status` page or `metrics` export. */
+function answerWith(cf: ConfContext, what: 'serve' | 'status' | 'metrics'): void {
   const cycle = Cycle.of(cf);
   (cf.data.location as LocationConf).contentHandler = (r) => {
     const loaded = runtimes.get(cycle);
@@ -119,6 +120,7 @@ function routeLog(r: HttpRequest): number {
   const s = stateOf(r);
   const cycle = routeLocs.get(r.loc);
   const loaded = cycle && runtimes.get(cycle);
+  if (loaded) workerMetrics.requests++;
   if (s && loaded) loaded.rt.dataPlane.log(s);
   return DECLINED;
 }
@@ -172,6 +174,10 @@ export const gatewayModule: HttpModule = {
       },
     },
     {
+      name: 'gateway_metrics', contexts: Ctx.LOCATION, args: 0,
+      handler: (cf) => answerWith(cf, 'metrics'),
+    },
+    {
       name: 'gateway_route', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => {
         routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf));
@@ -198,11 +204,11 @@ export const gatewayModule: HttpModule = {
   async initWorker(cycle, worker) {
     const m = mains.get(cycle);
     if (!m?.config || !m.store) return;
-    const [{ GatewayRuntime }, { serveAdmin, serveStatus }, { chooseCertificate, httpsClientError }] = await Promise.all([
+    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'), import('../../gateway/dataplane/certificates.ts'),
     ]);
     const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
-    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, choose: chooseCertificate, clientError: httpsClientError });
+    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError });
     setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
   },
