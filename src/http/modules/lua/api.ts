@@ -12,6 +12,7 @@ import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
 import { threadLibrary } from './api-thread.ts';
+import { socketLibrary } from './api-socket.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -233,6 +234,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     timer: timers.library(),
     re_table: regexTable(bridge),
     thread: threadLibrary(rt),
+    socket: socketLibrary(rt),
     ...argsAndHeadersLibrary(rt),
   };
 

@@ -15,6 +15,7 @@ import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
+import { closeSocketsOf } from './socket-lifetime.ts';
 
 const runtimes = new WeakMap<HttpMainConf, LuaRuntime>();
 
@@ -99,6 +100,8 @@ export function contentHandler(hook: LuaHook): (r: HttpRequest) => HandlerResult
 export function logHandler(r: HttpRequest): number {
   const runtime = runtimes.get(r.main);
   if (!runtime) return DECLINED;
+  // the request's cosockets end with it
+  closeSocketsOf(r.main);
   const hook = r.level.get(luaLoc).log;
   if (hook) {
     const ctx: HookContext = { runtime, r, phase: 'log' };

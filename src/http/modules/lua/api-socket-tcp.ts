@@ -1,0 +1,354 @@
+/**
+ * ngx.socket.tcp's host half (socket.lua is the Lua half): connect (pools,
+ * unix sockets, names through the `resolver`), send, the receive family,
+ * settimeout(s), setkeepalive, getreusedtimes, close. A call answers at
+ * once when it can (a pooled connection, data already held) and otherwise
+ * suspends the coroutine while Node does the I/O. Results and messages are
+ * OpenResty's (`nil, "timeout", partial`, `connection refused` …).
+ */
+import net from 'node:net';
+import { LuaError, T } from '../../../lua/bridge.ts';
+import { LogLevel } from '../../../core/error-log.ts';
+import { strerror } from '../../../conf/errors.ts';
+import { resolverFor } from '../../upstream/resolve.ts';
+import { coreLoc } from '../../core/settings.ts';
+import { logFor } from './runtime.ts';
+import type { HookContext, LuaRuntime } from './runtime.ts';
+import { CosocketStream } from './socket-stream.ts';
+import type { ReadResult } from './socket-stream.ts';
+import { park, takeIdle } from './socket-pool.ts';
+import type { SocketSettings } from './socket-conf.ts';
+import { objectId, own, ownerOf, pushFailure, settingsOf, socketContext, timeoutArg } from './socket-lifetime.ts';
+import { sendData } from './socket-send.ts';
+import { sslHandshake } from './socket-tls.ts';
+
+export interface TcpCosocket {
+  readonly owner: object;
+  readonly settings: SocketSettings;
+  /** settimeout(s)' values; 0 takes the lua_socket_*_timeout. */
+  connectTimeout: number;
+  sendTimeout: number;
+  readTimeout: number;
+  stream: CosocketStream | undefined;
+  /** The pool key (connect's `pool` option or host:port). */
+  key: string;
+  poolSize: number | undefined;
+  /** A read or write failed or timed out: the connection cannot go back to a pool. */
+  spoiled: boolean;
+  /** A read met the end: receive gives `closed` from then on. */
+  readClosed: boolean;
+  untils: Map<number, { pattern: Buffer; inclusive: boolean; done: boolean }>;
+  close(): void;
+}
+
+export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const { api } = bridge;
+  const sockets = new Map<number, TcpCosocket>();
+  let nextId = 1;
+  let nextUntil = 1;
+
+  const get = (L: number, method: string): TcpCosocket => {
+    const s = sockets.get(objectId(bridge, L, method));
+    if (!s) throw new LuaError('bad request', 1);
+    return s;
+  };
+  const connected = (L: number, method: string): { s: TcpCosocket; ctx: HookContext } | undefined => {
+    const ctx = socketContext(rt);
+    const s = get(L, method);
+    return s.stream && !s.stream.socket.destroyed ? { s, ctx } : undefined;
+  };
+  const closeStream = (s: TcpCosocket): void => {
+    s.stream?.socket.destroy();
+    s.stream = undefined;
+    s.spoiled = false;
+    s.readClosed = false;
+  };
+  const readMs = (s: TcpCosocket) => s.readTimeout || s.settings.readTimeout;
+
+  /** A read's outcome for Lua: the data, or nil, err, partial (a failure other than timeout closes the socket). */
+  const pushRead = (s: TcpCosocket, L: number, r: ReadResult): number => {
+    if ('data' in r) {
+      bridge.pushBytes(L, r.data);
+      return 1;
+    }
+    // a timeout leaves the connection usable (OpenResty since 0.8.8)
+    if (r.err === 'timeout') { /* nothing */ } else if (s.stream?.failed) closeStream(s);
+    else s.readClosed = true;
+    return pushFailure(bridge, L, r.err, r.partial);
+  };
+  const finishRead = (s: TcpCosocket, L: number, r: ReadResult | Promise<ReadResult>): number =>
+    r instanceof Promise ? bridge.suspend(r, (L1, v) => pushRead(s, L1, v)) : pushRead(s, L, r);
+  const onReadTimeout = (s: TcpCosocket, ctx: HookContext) => () => {
+    if (s.settings.logErrors) logFor(ctx, LogLevel.error, 'lua tcp socket read timed out');
+  };
+  const startRead = (L: number, method: string) => {
+    const c = connected(L, method);
+    if (!c) return undefined;
+    if (c.s.readClosed) return undefined;
+    return c;
+  };
+
+  /** Connects `s` to `addr` (an IP and port, or a unix path); resolves with an error message or undefined. */
+  const open = (s: TcpCosocket, ctx: HookContext, target: { host: string; port: number } | { path: string }, name: string): Promise<string | undefined> =>
+    new Promise((resolve) => {
+      const sock = net.connect(target);
+      const ms = s.connectTimeout || s.settings.connectTimeout;
+      const timer = setTimeout(() => {
+        sock.destroy();
+        if (s.settings.logErrors) logFor(ctx, LogLevel.error, `lua tcp socket connect timed out, when connecting to ${name}`);
+        resolve('timeout');
+      }, ms);
+      sock.once('connect', () => {
+        clearTimeout(timer);
+        s.stream = new CosocketStream(sock);
+        resolve(undefined);
+      });
+      sock.once('error', (e: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        if (s.settings.logErrors) logFor(ctx, LogLevel.error, `connect() failed (${Math.abs(e.errno ?? 0)}: ${strerror(e.code)})`);
+        const text = strerror(e.code);
+        resolve(text.charAt(0).toLowerCase() + text.slice(1));
+      });
+    });
+
+  const pushConnected = (L: number, err: string | undefined): number => {
+    if (err) return pushFailure(bridge, L, err);
+    bridge.pushInteger(L, 1);
+    return 1;
+  };
+
+  /** connect's options table at `idx`: pool, pool_size, backlog (checked as OpenResty checks them). */
+  const readOptions = (L: number, idx: number): { pool?: string; poolSize?: number } => {
+    const out: { pool?: string; poolSize?: number } = {};
+    if (bridge.type(L, idx) !== T.TABLE) return out;
+    const bad = (msg: string) => new LuaError(`bad argument #${idx} to '?' (${msg})`, 1);
+    const t = bridge.getField(L, idx, 'pool_size');
+    if (t === T.NUMBER) {
+      const n = bridge.toInteger(L, -1) ?? 0;
+      if (n <= 0) throw bad(`bad "pool_size" option value: ${n}`);
+      out.poolSize = n;
+    } else if (t !== T.NIL) throw bad(`bad "pool_size" option type: ${bridge.typeName(L, -1)}`);
+    api.lua_settop(L, -2);
+    const b = bridge.getField(L, idx, 'backlog');
+    if (b === T.NUMBER && (bridge.toInteger(L, -1) ?? 0) < 0) throw bad(`bad "backlog" option value: ${bridge.toInteger(L, -1)}`);
+    api.lua_settop(L, -2);
+    const p = bridge.getField(L, idx, 'pool');
+    if (p === T.STRING || p === T.NUMBER) out.pool = bridge.toString(L, -1);
+    else if (p !== T.NIL) throw bad(`bad "pool" option type: ${bridge.typeName(L, -1)}`);
+    api.lua_settop(L, -2);
+    return out;
+  };
+
+  return {
+    new(L: number) {
+      const ctx = socketContext(rt, 2);
+      const id = nextId++;
+      const owner = ownerOf(ctx);
+      const s: TcpCosocket = {
+        owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
+        key: '', poolSize: undefined, spoiled: false, readClosed: false, untils: new Map(),
+        close() {
+          closeStream(s);
+          sockets.delete(id);
+        },
+      };
+      sockets.set(id, s);
+      own(owner, s);
+      bridge.pushInteger(L, id);
+      return 1;
+    },
+    connect(L: number) {
+      const ctx = socketContext(rt);
+      const s = get(L, 'connect');
+      const n = api.lua_gettop(L);
+      if (n < 2 || n > 4) throw new LuaError(`ngx.socket connect: expecting 2, 3, or 4 arguments (including the object), but seen ${n}`);
+      const host = bridge.toString(L, 2) ?? '';
+      const unix = host.startsWith('unix:');
+      let port = 0;
+      if (!unix) {
+        if (bridge.type(L, 3) !== T.NUMBER) return pushFailure(bridge, L, 'missing the port number');
+        port = bridge.toInteger(L, 3) ?? -1;
+        if (port < 0 || port > 65535) return pushFailure(bridge, L, `bad port number: ${port}`);
+      }
+      const opts = readOptions(L, unix ? 3 : 4);
+      closeStream(s);
+      s.key = opts.pool ?? (unix ? host : `${host}:${port}`);
+      s.poolSize = opts.poolSize;
+      const idle = takeIdle(s.key);
+      if (idle) {
+        s.stream = idle;
+        bridge.pushInteger(L, 1);
+        return 1;
+      }
+      if (unix) return bridge.suspend(open(s, ctx, { path: host.slice(5) }, host), pushConnected);
+      const bare = host.replace(/^\[(.*)\]$/, '$1');
+      if (net.isIP(bare)) return bridge.suspend(open(s, ctx, { host: bare, port }, `${host}:${port}`), pushConnected);
+      const resolver = ctx.r && resolverFor(ctx.r);
+      if (!resolver) return pushFailure(bridge, L, `no resolver defined to resolve "${host}"`);
+      const lookup = resolver.resolve(host, ctx.r!.level.get(coreLoc).resolverTimeout).then(
+        (ips) => open(s, ctx, { host: ips[0], port }, `${ips[0]}:${port}`),
+        (e: { code?: number; message?: string }) => `${host} could not be resolved (${e.code ?? 0}: ${e.message ?? ''})`);
+      return bridge.suspend(lookup, pushConnected);
+    },
+    send(L: number) {
+      const c = connected(L, 'send');
+      if (!c || c.s.stream!.failed) return pushFailure(bridge, L, 'closed');
+      const { s, ctx } = c;
+      const data = sendData(bridge, L, 2);
+      if (data.length === 0) return (bridge.pushInteger(L, 0), 1);
+      const sock = s.stream!.socket;
+      if (sock.write(data)) return (bridge.pushInteger(L, data.length), 1);
+      const ms = s.sendTimeout || s.settings.sendTimeout;
+      const drained = new Promise<string | undefined>((resolve) => {
+        const timer = setTimeout(() => {
+          if (s.settings.logErrors) logFor(ctx, LogLevel.error, 'lua tcp socket write timed out');
+          resolve('timeout');
+        }, ms);
+        const done = (err?: string) => {
+          clearTimeout(timer);
+          sock.off('drain', done);
+          sock.off('close', closed);
+          resolve(err);
+        };
+        const closed = () => done('closed');
+        sock.once('drain', () => done());
+        sock.once('close', closed);
+      });
+      return bridge.suspend(drained, (L1, err) => {
+        if (!err) return (bridge.pushInteger(L1, data.length), 1);
+        closeStream(s);
+        return pushFailure(bridge, L1, err);
+      });
+    },
+    receive(L: number) {
+      const c = startRead(L, 'receive');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      const { s, ctx } = c;
+      const stream = s.stream!;
+      const timeout = onReadTimeout(s, ctx);
+      const t = bridge.type(L, 2);
+      if (t === T.NUMBER) {
+        const size = bridge.toInteger(L, 2) ?? 0;
+        if (size < 0) throw new LuaError("bad argument #2 to 'receive' (bad pattern argument)");
+        if (size === 0) return (bridge.pushString(L, ''), 1);
+        return finishRead(s, L, stream.readSize(size, readMs(s), timeout));
+      }
+      const pattern = t === T.NIL || t === T.NONE ? '*l' : bridge.toString(L, 2) ?? '';
+      if (pattern.startsWith('*l')) return finishRead(s, L, stream.readLine(readMs(s), timeout));
+      if (pattern.startsWith('*a')) return finishRead(s, L, stream.readAll(readMs(s), timeout));
+      throw new LuaError(`bad argument #2 to 'receive' (bad pattern argument: ${pattern})`);
+    },
+    receiveany(L: number) {
+      const max = bridge.toInteger(L, 2);
+      if (bridge.type(L, 2) !== T.NUMBER || max === undefined || max <= 0) {
+        throw new LuaError("bad argument #2 to 'receiveany' (bad max argument)");
+      }
+      const c = startRead(L, 'receiveany');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      return finishRead(c.s, L, c.s.stream!.readAny(max, readMs(c.s), onReadTimeout(c.s, c.ctx)));
+    },
+    until_new(L: number) {
+      const s = get(L, 'receiveuntil');
+      const pattern = bridge.toBuffer(L, 2);
+      if (!pattern || pattern.length === 0) throw new LuaError('pattern is empty', 2);
+      let inclusive = false;
+      if (bridge.type(L, 3) === T.TABLE) {
+        const t = bridge.getField(L, 3, 'inclusive');
+        if (t !== T.NIL && t !== T.BOOLEAN) throw new LuaError(`bad "inclusive" option value type: ${bridge.typeName(L, -1)}`, 2);
+        inclusive = bridge.toBoolean(L, -1);
+        api.lua_settop(L, -2);
+      }
+      const id = nextUntil++;
+      s.untils.set(id, { pattern, inclusive, done: false });
+      bridge.pushInteger(L, id);
+      return 1;
+    },
+    until_read(L: number) {
+      const c = startRead(L, 'receiveuntil');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      const { s, ctx } = c;
+      const u = s.untils.get(bridge.toInteger(L, 2) ?? 0);
+      if (!u) throw new LuaError('bad iterator');
+      const size = bridge.type(L, 3) === T.NUMBER ? bridge.toInteger(L, 3) : undefined;
+      if (size !== undefined && size <= 0) throw new LuaError(`bad argument #1 to 'iterator' (bad "size" argument)`, 2);
+      if (u.done) {
+        u.done = false;
+        bridge.pushNil(L);
+        return 1;
+      }
+      let found = false;
+      const r = s.stream!.readUntil(u.pattern, u.inclusive, size, readMs(s), onReadTimeout(s, ctx), () => { found = true; });
+      const push = (L1: number, v: ReadResult): number => {
+        // with a size, the pattern ends the pieces: the next call gives nil
+        if (found && size !== undefined && 'data' in v) {
+          if (v.data.length === 0) return (bridge.pushNil(L1), 1);
+          u.done = true;
+        }
+        return pushRead(s, L1, v);
+      };
+      return r instanceof Promise ? bridge.suspend(r, push) : push(L, r);
+    },
+    close(L: number) {
+      const c = connected(L, 'close');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      closeStream(c.s);
+      bridge.pushInteger(L, 1);
+      return 1;
+    },
+    settimeout(L: number) {
+      const s = get(L, 'settimeout');
+      const ms = timeoutArg(bridge, L, 2);
+      s.connectTimeout = s.sendTimeout = s.readTimeout = ms;
+      return 0;
+    },
+    settimeouts(L: number) {
+      const s = get(L, 'settimeouts');
+      s.connectTimeout = timeoutArg(bridge, L, 2);
+      s.sendTimeout = timeoutArg(bridge, L, 3);
+      s.readTimeout = timeoutArg(bridge, L, 4);
+      return 0;
+    },
+    setoption(L: number) {
+      const c = connected(L, 'setoption');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      const option = bridge.toString(L, 2) ?? '';
+      const sock = c.s.stream!.socket;
+      if (option === 'tcp-nodelay') sock.setNoDelay(bridge.toBoolean(L, 3));
+      else if (option === 'keepalive') sock.setKeepAlive(bridge.toBoolean(L, 3));
+      else if (!['reuseaddr', 'sndbuf', 'rcvbuf'].includes(option)) return pushFailure(bridge, L, 'unsupported option');
+      bridge.pushBoolean(L, true);
+      return 1;
+    },
+    setkeepalive(L: number) {
+      const c = connected(L, 'setkeepalive');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      const { s } = c;
+      const stream = s.stream!;
+      if (stream.ended) {
+        closeStream(s);
+        return pushFailure(bridge, L, 'closed');
+      }
+      if (stream.buffered > 0) return pushFailure(bridge, L, 'unread data in buffer');
+      if (s.spoiled) return pushFailure(bridge, L, 'invalid connection');
+      const timeout = bridge.type(L, 2) === T.NUMBER ? timeoutArg(bridge, L, 2) : s.settings.keepaliveTimeout;
+      const given = bridge.type(L, 3) === T.NUMBER ? bridge.toInteger(L, 3) ?? 0 : undefined;
+      if (given !== undefined && given <= 0) throw new LuaError(`bad "pool_size" option value: ${given}`);
+      s.stream = undefined;
+      park(s.key, stream, timeout, s.poolSize ?? given ?? s.settings.poolSize);
+      bridge.pushInteger(L, 1);
+      return 1;
+    },
+    getreusedtimes(L: number) {
+      const c = connected(L, 'getreusedtimes');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      bridge.pushInteger(L, c.s.stream!.reused);
+      return 1;
+    },
+    sslhandshake(L: number) {
+      const c = connected(L, 'sslhandshake');
+      if (!c) return pushFailure(bridge, L, 'closed');
+      return sslHandshake(bridge, L, c.s, c.ctx, closeStream);
+    },
+  };
+}
