@@ -11,7 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
-import { ask, luaPair, same, sameLog } from './hooks-kit.ts';
+import { ask, logged, luaPair, same, sameLog } from './hooks-kit.ts';
 import { CertFactory } from '../tls/certs.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gh-cosock-'));
@@ -85,8 +85,14 @@ const pair = await luaPair({ after }, `
                 end
                 try("localhost", true)
                 try("localhost", false)
-                try("other.test", true)
                 try("other.test", false)
+            }
+        }
+        location /wrong-host {
+            content_by_lua_block {
+                local sock = ngx.socket.tcp()
+                assert(sock:connect("127.0.0.1", ${tlsPort}))
+                ngx.say(sock:sslhandshake(false, "other.test", true))
             }
         }
         location /untrusted {
@@ -187,11 +193,16 @@ test('sslhandshake: verified, unverified, wrong host; the session is true when n
   assert.equal(r.body, [
     'localhost true: true hello tls',
     'localhost false: true hello tls',
-    'other.test true: certificate host mismatch',
     'other.test false: true hello tls',
     '',
   ].join('\n'));
-  const lines = await sameLog(pair, /lua ssl certificate does not match/);
+});
+
+test('sslhandshake with verification and another host name: certificate host mismatch', async () => {
+  // Gatehouse alone: OpenResty 0.10.23 answers `true` now and then here (when its handshake
+  // finishes at once, the failure closes the connection but the success is returned)
+  assert.equal((await ask(pair.gh, '/wrong-host')).body, 'nilcertificate host mismatch\n');
+  const lines = await logged(pair.gh, /lua ssl certificate does not match/);
   assert.match(lines[0], /^\[error\] lua ssl certificate does not match host "other.test", client: 127\.0\.0\.1/);
 });
 

@@ -157,7 +157,8 @@ const pair: Pair = await luaPair({ after }, `
         location /stall {
             content_by_lua_block {
                 local sock = ngx.socket.tcp()
-                assert(sock:connect("127.0.0.1", ${cmdPort}))
+                -- a pool of its own: the stalled connection is not reused by the tests after
+                assert(sock:connect("127.0.0.1", ${cmdPort}, { pool = "stalled" }))
                 sock:send("stall\\n")
                 sock:settimeout(50)
                 local data, err, partial = sock:receive()
@@ -231,6 +232,36 @@ const pair: Pair = await luaPair({ after }, `
                 ngx.header["X-Err"] = err
             }
         }
+        location /edges {
+            content_by_lua_block {
+                local function show(...)
+                    local out = {}
+                    for i = 1, select("#", ...) do out[i] = tostring((select(i, ...))) end
+                    ngx.say(table.concat(out, " "))
+                end
+                local sock = ngx.socket.tcp()
+                show(sock:receive())
+                show(sock:connect("localhost", ${redisPort}))
+                show(pcall(sock.settimeout, sock, -1))
+                show(sock:connect("127.0.0.1", ${cmdPort}, { pool = "named", pool_size = 2 }))
+                show(pcall(sock.receive, sock, "*x"))
+                show(pcall(sock.receiveany, sock, 0))
+                sock:send("lines\\n")
+                show(sock:receive(2))
+                show(sock:receive("*a"))
+                show(sock:setkeepalive())
+                assert(sock:connect("127.0.0.1", ${cmdPort}))
+                sock:send("size\\n")
+                show(sock:receive(2))
+                show(sock:setkeepalive())
+                sock:close()
+                show(sock:connect("127.0.0.1"))
+                show(sock:connect("127.0.0.1", 70000))
+                local u = ngx.socket.udp()
+                show(u:setpeername("localhost", 53))
+                show(u:receive())
+            }
+        }
         location /nolog {
             lua_socket_log_errors off;
             content_by_lua_block {
@@ -297,6 +328,11 @@ test('cosockets are disabled in log and header_filter', async () => {
   await same(pair, '/log');
   const lines = await sameLog(pair, /in log: /);
   assert.match(lines[0], /API disabled in the context of log_by_lua\*/);
+});
+
+test('edges: names without a resolver, bad arguments, unread data, a closed peer', async () => {
+  const r = await same(pair, '/edges');
+  assert.match(r.body, /^nil closed\nnil no resolver defined to resolve "localhost"\n/);
 });
 
 test('lua_socket_log_errors off: no connect() line', async () => {

@@ -230,19 +230,19 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const t = bridge.type(L, 2);
       if (t === T.NUMBER) {
         const size = bridge.toInteger(L, 2) ?? 0;
-        if (size < 0) throw new LuaError("bad argument #2 to 'receive' (bad pattern argument)");
+        if (size < 0) throw new LuaError("bad argument #2 to '?' (bad pattern argument)", 0);
         if (size === 0) return (bridge.pushString(L, ''), 1);
         return finishRead(s, L, stream.readSize(size, readMs(s), timeout));
       }
       const pattern = t === T.NIL || t === T.NONE ? '*l' : bridge.toString(L, 2) ?? '';
       if (pattern.startsWith('*l')) return finishRead(s, L, stream.readLine(readMs(s), timeout));
       if (pattern.startsWith('*a')) return finishRead(s, L, stream.readAll(readMs(s), timeout));
-      throw new LuaError(`bad argument #2 to 'receive' (bad pattern argument: ${pattern})`);
+      throw new LuaError("bad argument #2 to '?' (bad pattern argument)", 0);
     },
     receiveany(L: number) {
       const max = bridge.toInteger(L, 2);
       if (bridge.type(L, 2) !== T.NUMBER || max === undefined || max <= 0) {
-        throw new LuaError("bad argument #2 to 'receiveany' (bad max argument)");
+        throw new LuaError("bad argument #2 to '?' (bad max argument)", 0);
       }
       const c = startRead(L, 'receiveany');
       if (!c) return pushFailure(bridge, L, 'closed');

@@ -79,6 +79,6 @@ export function pushFailure(bridge: LuaBridge, L: number, err: string, partial?:
 /** A timeout argument in ms (OpenResty: `bad timeout value` when it does not fit 31 bits). */
 export function timeoutArg(bridge: LuaBridge, L: number, idx: number): number {
   const n = Math.trunc(bridge.toNumber(L, idx) ?? 0);
-  if (n < 0 || n >= 2 ** 31) throw new LuaError('bad timeout value', 2);
+  if (n < 0 || n >= 2 ** 31) throw new LuaError('bad timeout value', 0);
   return n;
 }
