@@ -5,7 +5,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { luaPair, same, sameLog } from './hooks-kit.ts';
+import { logged, luaPair, same, sameLog } from './hooks-kit.ts';
 import type { Pair } from '../kit/pair.ts';
 import { freePort } from '../kit/server.ts';
 
@@ -304,6 +304,12 @@ test('connect refused, names without a resolver, bad options', async () => {
   assert.match(r.body, /^nilconnection refused\nnilclosed\nnilclosed\nnilno resolver defined to resolve "no.such.name.invalid"\n/);
   const lines = await sameLog(pair, /connect\(\) failed/);
   assert.match(lines[0], /^\[error\] connect\(\) failed \(111: Connection refused\)/);
+  // OpenResty's pointers are its own: compared without them
+  const closedUse = async (srv: typeof pair.gh) => (await logged(srv, /on a closed socket.*refused/))
+    .map((l) => l.replace(/u:\w+, c:\w+/, 'u:U, c:C'));
+  const gh = await closedUse(pair.gh);
+  if (pair.ng) assert.deepEqual(gh, await closedUse(pair.ng));
+  assert.match(gh[0], /^\[error\] attempt to send data on a closed socket: u:U, c:C, ft:0 eof:0, client: 127\.0\.0\.1/);
 });
 
 test('setkeepalive pools the connection: getreusedtimes 0, then 1, 2; a kept socket is closed', async () => {

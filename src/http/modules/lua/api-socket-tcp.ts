@@ -64,6 +64,17 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     s.spoiled = false;
     s.readClosed = false;
   };
+  /** A read or send on a closed socket: `nil, "closed"`, logged as OpenResty logs it (its pointers are ours: the socket's id). */
+  const refuseClosed = (L: number, what: 'send' | 'receive'): number => {
+    const ctx = socketContext(rt);
+    const id = objectId(bridge, L, what);
+    const s = sockets.get(id);
+    if (s?.settings.logErrors) {
+      const u = s.key ? (0x7f0000000000 + id * 0x100).toString(16).toUpperCase().padStart(16, '0') : '0'.repeat(16);
+      logFor(ctx, LogLevel.error, `attempt to ${what} data on a closed socket: u:${u}, c:${'0'.repeat(16)}, ft:0 eof:0`);
+    }
+    return pushFailure(bridge, L, 'closed');
+  };
   const readMs = (s: TcpCosocket) => s.readTimeout || s.settings.readTimeout;
 
   /** A read's outcome for Lua: the data, or nil, err, partial (a failure other than timeout closes the socket). */
@@ -193,7 +204,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     send(L: number) {
       const c = connected(L, 'send');
-      if (!c || c.s.stream!.failed) return pushFailure(bridge, L, 'closed');
+      if (!c || c.s.stream!.failed) return refuseClosed(L, 'send');
       const { s, ctx } = c;
       const data = sendData(bridge, L, 2);
       if (data.length === 0) return (bridge.pushInteger(L, 0), 1);
@@ -223,7 +234,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     receive(L: number) {
       const c = startRead(L, 'receive');
-      if (!c) return pushFailure(bridge, L, 'closed');
+      if (!c) return refuseClosed(L, 'receive');
       const { s, ctx } = c;
       const stream = s.stream!;
       const timeout = onReadTimeout(s, ctx);
@@ -245,7 +256,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
         throw new LuaError("bad argument #2 to '?' (bad max argument)", 0);
       }
       const c = startRead(L, 'receiveany');
-      if (!c) return pushFailure(bridge, L, 'closed');
+      if (!c) return refuseClosed(L, 'receive');
       return finishRead(c.s, L, c.s.stream!.readAny(max, readMs(c.s), onReadTimeout(c.s, c.ctx)));
     },
     until_new(L: number) {
