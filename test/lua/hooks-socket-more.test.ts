@@ -13,6 +13,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { ask, logged, luaPair, same, sameLog } from './hooks-kit.ts';
 import { CertFactory } from '../tls/certs.ts';
+import { freeUdpPort } from '../kit/server.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gh-cosock-'));
 fs.chmodSync(dir, 0o755);
@@ -66,6 +67,8 @@ udp.on('message', (m, from) => udp.send(Buffer.concat([Buffer.from('echo: '), m]
 await new Promise<void>((resolve) => udp.bind(0, '127.0.0.1', resolve));
 after(() => udp.close());
 const udpPort = udp.address().port;
+
+const closedUdpPort = await freeUdpPort();
 
 const pair = await luaPair({ after }, `
     lua_shared_dict results 64k;
@@ -127,6 +130,25 @@ const pair = await luaPair({ after }, `
                 ngx.say(u:receive())
                 ngx.say(u:close())
                 ngx.say(u:receive())
+            }
+        }
+        location /udp-refused {
+            content_by_lua_block {
+                local u = ngx.socket.udp()
+                u:settimeout(1000)
+                ngx.say(u:setpeername("127.0.0.1", ${closedUdpPort}))
+                ngx.say(u:send("anyone?"))
+                ngx.say(u:receive())
+            }
+        }
+        location /busy {
+            content_by_lua_block {
+                local sock = ngx.socket.tcp()
+                sock:settimeout(100)
+                assert(sock:connect("127.0.0.1", ${watchedPort}))
+                local t = ngx.thread.spawn(function() return sock:receive() end)
+                ngx.say(sock:receive())
+                ngx.say(select(2, ngx.thread.wait(t)))
             }
         }
         location /phases {
@@ -220,6 +242,14 @@ test('ngx.socket.udp: setpeername, send, receive, timeout, close', async () => {
   const r = await same(pair, '/udp');
   assert.equal(r.body, 'nilclosed\n1\n1\necho: ping 1\nniltimeout\n1\nnilclosed\n');
   await sameLog(pair, /lua udp socket read timed out/);
+});
+
+test('ngx.socket.udp: a refused datagram is reported by the next receive', async () => {
+  assert.equal((await same(pair, '/udp-refused')).body, '1\n1\nnilconnection refused\n');
+});
+
+test('a second reader of one socket: socket busy reading', async () => {
+  assert.equal((await same(pair, '/busy')).body, 'nilsocket busy reading\nniltimeout\n');
 });
 
 test('sockets in rewrite and access phases and in timers', async () => {

@@ -37,6 +37,8 @@ export interface TcpCosocket {
   spoiled: boolean;
   /** A read met the end: receive gives `closed` from then on. */
   readClosed: boolean;
+  /** A read waits (light threads share sockets). */
+  reading: boolean;
   untils: Map<number, { pattern: Buffer; inclusive: boolean; done: boolean }>;
   close(): void;
 }
@@ -88,8 +90,16 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     else s.readClosed = true;
     return pushFailure(bridge, L, r.err, r.partial);
   };
-  const finishRead = (s: TcpCosocket, L: number, r: ReadResult | Promise<ReadResult>): number =>
-    r instanceof Promise ? bridge.suspend(r, (L1, v) => pushRead(s, L1, v)) : pushRead(s, L, r);
+  const finishRead = (s: TcpCosocket, L: number, r: ReadResult | Promise<ReadResult>,
+    push = (L1: number, v: ReadResult) => pushRead(s, L1, v)): number => {
+    if (!(r instanceof Promise)) return push(L, r);
+    // another light thread reading the same socket meanwhile gets `socket busy reading`
+    s.reading = true;
+    return bridge.suspend(r, (L1, v) => {
+      s.reading = false;
+      return push(L1, v);
+    });
+  };
   const onReadTimeout = (s: TcpCosocket, ctx: HookContext) => () => {
     if (s.settings.logErrors) logFor(ctx, LogLevel.error, 'lua tcp socket read timed out');
   };
@@ -99,6 +109,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     if (c.s.readClosed) return undefined;
     return c;
   };
+  const busy = (L: number) => pushFailure(bridge, L, 'socket busy reading');
 
   /** Connects `s` to `addr` (an IP and port, or a unix path); resolves with an error message or undefined. */
   const open = (s: TcpCosocket, ctx: HookContext, target: { host: string; port: number } | { path: string }, name: string): Promise<string | undefined> =>
@@ -158,7 +169,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const owner = ownerOf(ctx);
       const s: TcpCosocket = {
         owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
-        key: '', poolSize: undefined, spoiled: false, readClosed: false, untils: new Map(),
+        key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, untils: new Map(),
         close() {
           closeStream(s);
           sockets.delete(id);
@@ -236,6 +247,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const c = startRead(L, 'receive');
       if (!c) return refuseClosed(L, 'receive');
       const { s, ctx } = c;
+      if (s.reading) return busy(L);
       const stream = s.stream!;
       const timeout = onReadTimeout(s, ctx);
       const t = bridge.type(L, 2);
@@ -257,6 +269,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       }
       const c = startRead(L, 'receiveany');
       if (!c) return refuseClosed(L, 'receive');
+      if (c.s.reading) return busy(L);
       return finishRead(c.s, L, c.s.stream!.readAny(max, readMs(c.s), onReadTimeout(c.s, c.ctx)));
     },
     until_new(L: number) {
@@ -279,6 +292,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const c = startRead(L, 'receiveuntil');
       if (!c) return pushFailure(bridge, L, 'closed');
       const { s, ctx } = c;
+      if (s.reading) return busy(L);
       const u = s.untils.get(bridge.toInteger(L, 2) ?? 0);
       if (!u) throw new LuaError('bad iterator');
       const size = bridge.type(L, 3) === T.NUMBER ? bridge.toInteger(L, 3) : undefined;
@@ -298,7 +312,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
         }
         return pushRead(s, L1, v);
       };
-      return r instanceof Promise ? bridge.suspend(r, push) : push(L, r);
+      return finishRead(s, L, r, push);
     },
     close(L: number) {
       const c = connected(L, 'close');

@@ -10,6 +10,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import { LogLevel } from '../../../core/error-log.ts';
 import { resolverFor } from '../../upstream/resolve.ts';
 import { coreLoc } from '../../core/settings.ts';
+import { strerror } from '../../../conf/errors.ts';
 import { logFor } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import type { SocketSettings } from './socket-conf.ts';
@@ -24,6 +25,8 @@ interface UdpCosocket {
   sock: dgram.Socket | undefined;
   queue: Buffer[];
   wake: (() => void) | undefined;
+  /** An error the socket reported (a refusal): the next receive gives it. */
+  failed: NodeJS.ErrnoException | undefined;
   close(): void;
 }
 
@@ -52,7 +55,12 @@ export function udpLibrary(rt: LuaRuntime): Record<string, unknown> {
       s.queue.push(m);
       s.wake?.();
     });
-    sock.once('error', (e) => resolve(e.message));
+    // an ICMP refusal comes later as an error event: the next receive reports it
+    sock.on('error', (e: NodeJS.ErrnoException) => {
+      if (s.sock !== sock) return resolve(e.message);
+      s.failed = e;
+      s.wake?.();
+    });
     sock.connect(port, host, () => {
       s.sock = sock;
       resolve(undefined);
@@ -64,7 +72,7 @@ export function udpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const ctx = socketContext(rt, 2);
       const id = nextId++;
       const s: UdpCosocket = {
-        settings: settingsOf(ctx), timeout: 0, sock: undefined, queue: [], wake: undefined,
+        settings: settingsOf(ctx), timeout: 0, sock: undefined, queue: [], wake: undefined, failed: undefined,
         close() {
           closeSock(s);
           sockets.delete(id);
@@ -114,11 +122,16 @@ export function udpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const size = Math.min(bridge.type(L, 2) === T.NUMBER ? bridge.toInteger(L, 2) ?? MAX_DATAGRAM : MAX_DATAGRAM, MAX_DATAGRAM);
       const take = (L1: number): number => {
         const m = s.queue.shift();
+        if (!m && s.failed) {
+          const text = strerror(s.failed.code);
+          s.failed = undefined;
+          return pushFailure(bridge, L1, text.charAt(0).toLowerCase() + text.slice(1));
+        }
         if (!m) return pushFailure(bridge, L1, s.sock ? 'timeout' : 'closed');
         bridge.pushBytes(L1, m.length > size ? m.subarray(0, size) : m);
         return 1;
       };
-      if (s.queue.length) return take(L);
+      if (s.queue.length || s.failed) return take(L);
       const ms = s.timeout || s.settings.readTimeout;
       const arrived = new Promise<void>((resolve) => {
         const timer = setTimeout(() => {

@@ -25,6 +25,7 @@ const X509_ERRORS: Record<string, number> = {
 
 /** Sessions handed to Lua, by the light userdata's value. */
 const sessions = new Map<number, Buffer>();
+const MAX_SESSIONS = 1000;
 let nextSession = 1;
 
 type Outcome = { ok: true; sock: tls.TLSSocket } | { ok: false; err: string };
@@ -47,6 +48,8 @@ export function sslHandshake(bridge: LuaBridge, L: number, s: TcpCosocket, ctx: 
       ca: s.settings.trusted ? [s.settings.trusted] : [],
       session: offered,
     });
+    // errors after the outcome (the peer resets a failed handshake) must not go unheard
+    sock.on('error', () => {});
     const timer = setTimeout(() => {
       log('lua ssl handshake timed out');
       resolve({ ok: false, err: 'timeout' });
@@ -88,6 +91,8 @@ export function sslHandshake(bridge: LuaBridge, L: number, s: TcpCosocket, ctx: 
     const session = o.sock.getSession();
     const id = nextSession++;
     if (session) sessions.set(id, session);
+    // the oldest sessions go: Lua holds them as plain numbers, never freed
+    if (sessions.size > MAX_SESSIONS) sessions.delete(sessions.keys().next().value!);
     bridge.api.lua_pushlightuserdata(L1, id);
     return 1;
   });
