@@ -141,6 +141,22 @@ const pair = await luaPair({ after }, `
                 ngx.say(u:receive())
             }
         }
+        location /keep-global {
+            content_by_lua_block {
+                kept = ngx.socket.tcp()
+                ngx.say(kept:connect("127.0.0.1", ${watchedPort}))
+            }
+        }
+        location /use-global {
+            content_by_lua_block {
+                ngx.say(kept:send("x"))
+                ngx.say(kept:receive())
+                ngx.say(kept:connect("unix:${unixPath}"))
+                kept:send("again\\n")
+                ngx.say(kept:receive())
+                kept:close()
+            }
+        }
         location /busy {
             content_by_lua_block {
                 local sock = ngx.socket.tcp()
@@ -222,16 +238,19 @@ test('sslhandshake: verified, unverified, wrong host; the session is true when n
 
 test('sslhandshake with verification and another host name: certificate host mismatch', async () => {
   // Gatehouse alone: OpenResty 0.10.23 answers `true` now and then here (when its handshake
-  // finishes at once, the failure closes the connection but the success is returned)
+  // finishes at once, the failure closes the connection but the success is returned); when it
+  // does not, it answers as Gatehouse does
   assert.equal((await ask(pair.gh, '/wrong-host')).body, 'nilcertificate host mismatch\n');
   const lines = await logged(pair.gh, /lua ssl certificate does not match/);
   assert.match(lines[0], /^\[error\] lua ssl certificate does not match host "other.test", client: 127\.0\.0\.1/);
 });
 
 test('sslhandshake against an untrusted certificate: OpenSSL\'s number and text', async () => {
-  const r = await same(pair, '/untrusted');
-  assert.match(r.body, /^nil\d+: [a-z ]+\nnilclosed\n$/);
-  await sameLog(pair, /lua ssl certificate verify error/);
+  // Gatehouse alone, as for the wrong host: when OpenResty 0.10.23's handshake finishes at once
+  // and verification fails, lua-resty-core's socket.lua:244 asserts (a 500) now and then
+  assert.equal((await ask(pair.gh, '/untrusted')).body, 'nil21: unable to verify the first certificate\nnilclosed\n');
+  const lines = await logged(pair.gh, /lua ssl certificate verify error/);
+  assert.match(lines[0], /^\[error\] lua ssl certificate verify error: \(21: unable to verify the first certificate\), client: 127\.0\.0\.1/);
 });
 
 test('connect to a unix socket; its pool key is the path', async () => {
@@ -246,6 +265,11 @@ test('ngx.socket.udp: setpeername, send, receive, timeout, close', async () => {
 
 test('ngx.socket.udp: a refused datagram is reported by the next receive', async () => {
   assert.equal((await same(pair, '/udp-refused')).body, '1\n1\nnilconnection refused\n');
+});
+
+test('a socket kept in a global after its request ended is closed; it can connect again', async () => {
+  assert.equal((await same(pair, '/keep-global')).body, '1\n');
+  assert.equal((await same(pair, '/use-global')).body, 'nilclosed\nnilclosed\n1\nhello again\n');
 });
 
 test('a second reader of one socket: socket busy reading', async () => {

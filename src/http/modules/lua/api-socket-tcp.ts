@@ -23,6 +23,7 @@ import { sendData } from './socket-send.ts';
 import { sslHandshake } from './socket-tls.ts';
 
 export interface TcpCosocket {
+  /** The main request (or the timer's run) it belongs to. */
   readonly owner: object;
   readonly settings: SocketSettings;
   /** settimeout(s)' values; 0 takes the lua_socket_*_timeout. */
@@ -50,10 +51,34 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
   let nextId = 1;
   let nextUntil = 1;
 
-  const get = (L: number, method: string): TcpCosocket => {
-    const s = sockets.get(objectId(bridge, L, method));
-    if (!s) throw new LuaError('bad request', 1);
+  const make = (id: number, ctx: HookContext): TcpCosocket => {
+    const owner = ownerOf(ctx);
+    const s: TcpCosocket = {
+      owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
+      key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, untils: new Map(),
+      close() {
+        closeStream(s);
+        if (sockets.get(id) === s) sockets.delete(id);
+      },
+    };
+    sockets.set(id, s);
+    own(owner, s);
     return s;
+  };
+  /**
+   * The state of the object at argument 1. An object whose request ended is
+   * a new, unconnected socket for the caller (its methods say `closed`, as
+   * OpenResty's cleaned-up socket does); one connected for another request
+   * is OpenResty's `bad request`.
+   */
+  const get = (L: number, method: string): TcpCosocket => {
+    const ctx = socketContext(rt);
+    const id = objectId(bridge, L, method);
+    const s = sockets.get(id);
+    if (s && s.owner === ownerOf(ctx)) return s;
+    if (s?.stream && ctx.r) throw new LuaError('bad request', 1);
+    s?.close();
+    return make(id, ctx);
   };
   const connected = (L: number, method: string): { s: TcpCosocket; ctx: HookContext } | undefined => {
     const ctx = socketContext(rt);
@@ -166,17 +191,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     new(L: number) {
       const ctx = socketContext(rt, 2);
       const id = nextId++;
-      const owner = ownerOf(ctx);
-      const s: TcpCosocket = {
-        owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
-        key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, untils: new Map(),
-        close() {
-          closeStream(s);
-          sockets.delete(id);
-        },
-      };
-      sockets.set(id, s);
-      own(owner, s);
+      make(id, ctx);
       bridge.pushInteger(L, id);
       return 1;
     },
