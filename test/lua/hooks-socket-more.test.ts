@@ -200,6 +200,22 @@ const pair = await luaPair({ after }, `
                 ngx.say("left open")
             }
         }
+        location /short-keepalive {
+            lua_socket_keepalive_timeout 20ms;
+            content_by_lua_block {
+                local sock = ngx.socket.tcp()
+                assert(sock:connect("127.0.0.1", ${watchedPort}, { pool = "short" }))
+                ngx.say(sock:setkeepalive())
+            }
+        }
+        location /pool-of-one {
+            content_by_lua_block {
+                local a, b = ngx.socket.tcp(), ngx.socket.tcp()
+                assert(a:connect("127.0.0.1", ${watchedPort}, { pool = "one", pool_size = 1 }))
+                assert(b:connect("127.0.0.1", ${watchedPort}, { pool = "one" }))
+                ngx.say(a:setkeepalive(), " ", b:setkeepalive())
+            }
+        }
         location /short-read {
             lua_socket_read_timeout 30ms;
             content_by_lua_block {
@@ -289,11 +305,33 @@ test('sockets in rewrite and access phases and in timers', async () => {
 });
 
 test('a socket left open is closed when its request ends', async () => {
-  const before = closes;
-  const both = new Promise<void>((resolve) => {
-    closed = () => { if (closes - before >= 2) resolve(); };
-  });
+  const both = closesAfter(pair.ng ? 2 : 1);
   assert.equal((await same(pair, '/forgotten')).body, 'left open\n');
+  await both;
+});
+
+/** Resolves once `n` more connections to the watched server have closed (fails after 10 s). */
+function closesAfter(n: number): Promise<void> {
+  const start = closes;
+  return new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${closes - start} of ${n} connections closed`)), 10_000);
+    closed = () => {
+      if (closes - start < n) return;
+      clearTimeout(timer);
+      resolve();
+    };
+  });
+}
+
+test('lua_socket_keepalive_timeout closes a parked connection', async () => {
+  const both = closesAfter(pair.ng ? 2 : 1);
+  assert.equal((await same(pair, '/short-keepalive')).body, '1\n');
+  await both;
+});
+
+test('a full pool closes the connection parked longest', async () => {
+  const both = closesAfter(pair.ng ? 2 : 1);
+  assert.equal((await same(pair, '/pool-of-one')).body, '1 1\n');
   await both;
 });
 

@@ -98,12 +98,13 @@ export class CosocketStream {
   /**
    * Runs `step` over what is held until it answers: at once when it can,
    * else after each arrival. `step(all, ended)` returns the answer or
-   * undefined to wait; at the end it must answer. A timeout gives
+   * undefined to wait (it looks at `peek()` itself: `*a` need not join what it holds on every
+   * arrival); at the end it must answer. A timeout gives
    * `timeout` with `partial(held)` (consumed).
    */
-  private read(ms: number, step: (held: Buffer, ended: boolean) => ReadResult | undefined,
+  private read(ms: number, step: (ended: boolean) => ReadResult | undefined,
     partial: (held: Buffer) => Buffer, onTimeout: () => void): ReadResult | Promise<ReadResult> {
-    const now = step(this.peek(), this.ended);
+    const now = step(this.ended);
     if (now) return now;
     const loop = async (): Promise<ReadResult> => {
       for (;;) {
@@ -113,7 +114,7 @@ export class CosocketStream {
           this.take(this.held);
           return { err: 'timeout', partial: p };
         }
-        const r = step(this.peek(), this.ended);
+        const r = step(this.ended);
         if (r) return r;
       }
     };
@@ -128,8 +129,8 @@ export class CosocketStream {
 
   /** receive("*l"): a line without its `\n`; every `\r` in it is dropped (ngx_http_lua_read_line). */
   readLine(ms: number, onTimeout: () => void): ReadResult | Promise<ReadResult> {
-    return this.read(ms, (held, ended) => {
-      const nl = held.indexOf(10);
+    return this.read(ms, (ended) => {
+      const nl = this.peek().indexOf(10);
       if (nl >= 0) return { data: dropCR(this.take(nl, 1)) };
       return ended ? this.closed(dropCR) : undefined;
     }, dropCR, onTimeout);
@@ -137,21 +138,21 @@ export class CosocketStream {
 
   /** receive(n): exactly `n` bytes. */
   readSize(n: number, ms: number, onTimeout: () => void): ReadResult | Promise<ReadResult> {
-    return this.read(ms, (held, ended) => {
-      if (held.length >= n) return { data: this.take(n) };
+    return this.read(ms, (ended) => {
+      if (this.held >= n) return { data: this.take(n) };
       return ended ? this.closed() : undefined;
     }, (b) => b, onTimeout);
   }
 
   /** receive("*a"): everything until the peer closes (then no error). */
   readAll(ms: number, onTimeout: () => void): ReadResult | Promise<ReadResult> {
-    return this.read(ms, (held, ended) => (ended ? { data: this.take(held.length) } : undefined), (b) => b, onTimeout);
+    return this.read(ms, (ended) => (ended ? { data: this.take(this.held) } : undefined), (b) => b, onTimeout);
   }
 
   /** receiveany(max): what is there, at most `max`, waiting only when nothing is. */
   readAny(max: number, ms: number, onTimeout: () => void): ReadResult | Promise<ReadResult> {
-    return this.read(ms, (held, ended) => {
-      if (held.length > 0) return { data: this.take(Math.min(max, held.length)) };
+    return this.read(ms, (ended) => {
+      if (this.held > 0) return { data: this.take(Math.min(max, this.held)) };
       return ended ? this.closed() : undefined;
     }, (b) => b, onTimeout);
   }
@@ -163,7 +164,8 @@ export class CosocketStream {
    */
   readUntil(pattern: Buffer, inclusive: boolean, size: number | undefined, ms: number, onTimeout: () => void,
     found: () => void): ReadResult | Promise<ReadResult> {
-    return this.read(ms, (held, ended) => {
+    return this.read(ms, (ended) => {
+      const held = this.peek();
       const at = held.indexOf(pattern);
       if (at >= 0 && (size === undefined || at <= size)) {
         found();
