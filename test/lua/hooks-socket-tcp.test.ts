@@ -5,7 +5,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { logged, luaPair, same, sameLog } from './hooks-kit.ts';
+import { ask, logged, luaPair, same, sameLog } from './hooks-kit.ts';
 import type { Pair } from '../kit/pair.ts';
 import { freePort } from '../kit/server.ts';
 
@@ -77,6 +77,9 @@ const echoPort = await tcpServer((c) => {
 });
 const closedPort = await freePort();
 const pair: Pair = await luaPair({ after }, `
+    lua_shared_dict results 64k;
+    # what timers use (no read in this file waits for it otherwise)
+    lua_socket_read_timeout 1s;
     server {
         listen 127.0.0.1:%%PORT_8080%%;
         location /lines {
@@ -262,6 +265,21 @@ const pair: Pair = await luaPair({ after }, `
                 show(u:receive())
             }
         }
+        location /timer-timeout {
+            content_by_lua_block {
+                ngx.timer.at(0, function()
+                    local sock = ngx.socket.tcp()
+                    assert(sock:connect("127.0.0.1", ${cmdPort}, { pool = "timer-stalled" }))
+                    sock:send("stall\\n")
+                    local data, err, partial = sock:receive()
+                    ngx.shared.results:set("timer", err .. " " .. partial)
+                end)
+                ngx.say("started")
+            }
+        }
+        location /timer-result {
+            content_by_lua_block { ngx.say(ngx.shared.results:get("timer")) }
+        }
         location /nolog {
             lua_socket_log_errors off;
             content_by_lua_block {
@@ -339,6 +357,19 @@ test('cosockets are disabled in log and header_filter', async () => {
 test('edges: names without a resolver, bad arguments, unread data, a closed peer', async () => {
   const r = await same(pair, '/edges');
   assert.match(r.body, /^nil closed\nnil no resolver defined to resolve "localhost"\n/);
+});
+
+test('a timer\'s socket has the http block\'s lua_socket_read_timeout', async () => {
+  await same(pair, '/timer-timeout');
+  for (const srv of [pair.gh, pair.ng]) {
+    if (!srv) continue;
+    const deadline = Date.now() + 10_000;
+    let body = '';
+    while (Date.now() < deadline && body !== 'timeout partial\n') body = (await ask(srv, '/timer-result')).body;
+    assert.equal(body, 'timeout partial\n');
+  }
+  const lines = await sameLog(pair, /read timed out, context: ngx.timer/);
+  assert.match(lines[0], /^\[error\] lua tcp socket read timed out, context: ngx\.timer, client: 127\.0\.0\.1, server: 127\.0\.0\.1:PORT$/);
 });
 
 test('lua_socket_log_errors off: no connect() line', async () => {

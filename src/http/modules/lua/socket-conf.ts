@@ -1,6 +1,6 @@
 /**
  * The cosockets' directives (lua_socket_*, lua_ssl_*): per location, with
- * OpenResty's defaults. A timer has no location: it uses the defaults.
+ * OpenResty's defaults. A timer has no location: it uses the http block's.
  */
 import fs from 'node:fs';
 import { defineSlot, inheritUnset } from '../../../conf/context.ts';
@@ -53,8 +53,15 @@ function setting<K extends keyof LuaSocketConf>(name: string, field: K,
   };
 }
 
-/** `used` marks the configuration as one that needs a Lua VM. */
-export function socketDirectives(used: (cf: ConfContext) => void): Directive[] {
+/** The http block's settings, by the configuration's LuaMainConf: what timers use (OpenResty's fake request has them). */
+const httpLevel = new WeakMap<object, LuaSocketConf>();
+
+export function timerSocketSettings(main: object): SocketSettings {
+  return socketSettings(httpLevel.get(main));
+}
+
+/** `used` marks the configuration as one that needs a Lua VM and gives its LuaMainConf. */
+export function socketDirectives(used: (cf: ConfContext) => object): Directive[] {
   const list: Directive[] = [
     setting('lua_socket_connect_timeout', 'connectTimeout', msecArg),
     setting('lua_socket_send_timeout', 'sendTimeout', msecArg),
@@ -73,5 +80,12 @@ export function socketDirectives(used: (cf: ConfContext) => void): Directive[] {
       }
     }),
   ];
-  return list.map((d) => ({ ...d, handler: (cf, node) => (used(cf), d.handler(cf, node)) }));
+  return list.map((d) => ({
+    ...d,
+    handler(cf, node) {
+      const main = used(cf);
+      if (cf.ctx === Ctx.HTTP) httpLevel.set(main, cf.get(luaSocketLoc));
+      return d.handler(cf, node);
+    },
+  }));
 }

@@ -8,7 +8,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
 import { currentContext, refuseIn } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
-import { luaSocketLoc, socketSettings } from './socket-conf.ts';
+import { luaSocketLoc, socketSettings, timerSocketSettings } from './socket-conf.ts';
 import type { SocketSettings } from './socket-conf.ts';
 
 /** Phases where OpenResty cannot yield (NGX_HTTP_LUA_CONTEXT_YIELDABLE leaves them out). */
@@ -33,9 +33,9 @@ export function ownerOf(ctx: HookContext): object {
   return ctx.r ? ctx.r.main : ctx;
 }
 
-/** The location's lua_socket_* settings (a timer has the defaults). */
+/** The location's lua_socket_* settings (a timer has the http block's). */
 export function settingsOf(ctx: HookContext): SocketSettings {
-  return socketSettings(ctx.r?.level.get(luaSocketLoc));
+  return ctx.r ? socketSettings(ctx.r.level.get(luaSocketLoc)) : timerSocketSettings(ctx.runtime.conf);
 }
 
 export function own(owner: object, s: Closable): void {
