@@ -258,6 +258,7 @@ const pair: Pair = await luaPair({ after }, `
                 show(sock:receive(2))
                 show(sock:setkeepalive())
                 sock:close()
+                show(sock:connect("unix:/nonexistent/gatehouse-test.sock"))
                 show(sock:connect("127.0.0.1"))
                 show(sock:connect("127.0.0.1", 70000))
                 local u = ngx.socket.udp()
@@ -357,6 +358,7 @@ test('cosockets are disabled in log and header_filter', async () => {
 test('edges: names without a resolver, bad arguments, unread data, a closed peer', async () => {
   const r = await same(pair, '/edges');
   assert.match(r.body, /^nil closed\nnil no resolver defined to resolve "localhost"\n/);
+  await sameLog(pair, /connect\(\) to unix:\/nonexistent/);
 });
 
 test('a timer\'s socket has the http block\'s lua_socket_read_timeout', async () => {

@@ -22,6 +22,9 @@ import { objectId, own, ownerOf, pushFailure, settingsOf, socketContext, timeout
 import { sendData } from './socket-send.ts';
 import { sslHandshake } from './socket-tls.ts';
 
+/** Errors ngx_event_connect_peer logs at error level (the rest are crit). */
+const UNIX_ERR_CODES = new Set(['ECONNREFUSED', 'EAGAIN', 'ECONNRESET', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH']);
+
 export interface TcpCosocket {
   /** The main request (or the timer's run) it belongs to. */
   readonly owner: object;
@@ -153,7 +156,11 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       });
       sock.once('error', (e: NodeJS.ErrnoException) => {
         clearTimeout(timer);
-        if (s.settings.logErrors) logFor(ctx, LogLevel.error, `connect() failed (${Math.abs(e.errno ?? 0)}: ${strerror(e.code)})`);
+        const why = `(${Math.abs(e.errno ?? 0)}: ${strerror(e.code)})`;
+        if ('path' in target) {
+          // a unix socket fails in connect() itself: ngx_event_connect_peer logs it, crit unless the peer refused
+          logFor(ctx, UNIX_ERR_CODES.has(e.code ?? '') ? LogLevel.error : LogLevel.crit, `connect() to ${name} failed ${why}`);
+        } else if (s.settings.logErrors) logFor(ctx, LogLevel.error, `connect() failed ${why}`);
         const text = strerror(e.code);
         resolve(text.charAt(0).toLowerCase() + text.slice(1));
       });
