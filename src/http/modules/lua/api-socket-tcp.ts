@@ -9,21 +9,17 @@
 import net from 'node:net';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import { LogLevel } from '../../../core/error-log.ts';
-import { strerror } from '../../../conf/errors.ts';
 import { resolverFor } from '../../upstream/resolve.ts';
 import { coreLoc } from '../../core/settings.ts';
 import { logFor } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
-import { CosocketStream } from './socket-stream.ts';
-import type { ReadResult } from './socket-stream.ts';
+import type { CosocketStream, ReadResult } from './socket-stream.ts';
 import { park, takeIdle } from './socket-pool.ts';
 import type { SocketSettings } from './socket-conf.ts';
 import { objectId, own, ownerOf, pushFailure, settingsOf, socketContext, timeoutArg } from './socket-lifetime.ts';
 import { sendData } from './socket-send.ts';
 import { sslHandshake } from './socket-tls.ts';
-
-/** Errors ngx_event_connect_peer logs at error level (the rest are crit). */
-const UNIX_ERR_CODES = new Set(['ECONNREFUSED', 'EAGAIN', 'ECONNRESET', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH']);
+import { openStream, readConnectOptions } from './socket-connect.ts';
 
 export interface TcpCosocket {
   /** The main request (or the timer's run) it belongs to. */
@@ -139,60 +135,12 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
   };
   const busy = (L: number) => pushFailure(bridge, L, 'socket busy reading');
 
-  /** Connects `s` to `addr` (an IP and port, or a unix path); resolves with an error message or undefined. */
-  const open = (s: TcpCosocket, ctx: HookContext, target: { host: string; port: number } | { path: string }, name: string): Promise<string | undefined> =>
-    new Promise((resolve) => {
-      const sock = net.connect(target);
-      const ms = s.connectTimeout || s.settings.connectTimeout;
-      const timer = setTimeout(() => {
-        sock.destroy();
-        if (s.settings.logErrors) logFor(ctx, LogLevel.error, `lua tcp socket connect timed out, when connecting to ${name}`);
-        resolve('timeout');
-      }, ms);
-      sock.once('connect', () => {
-        clearTimeout(timer);
-        s.stream = new CosocketStream(sock);
-        resolve(undefined);
-      });
-      sock.once('error', (e: NodeJS.ErrnoException) => {
-        clearTimeout(timer);
-        const why = `(${Math.abs(e.errno ?? 0)}: ${strerror(e.code)})`;
-        if ('path' in target) {
-          // a unix socket fails in connect() itself: ngx_event_connect_peer logs it, crit unless the peer refused
-          logFor(ctx, UNIX_ERR_CODES.has(e.code ?? '') ? LogLevel.error : LogLevel.crit, `connect() to ${name} failed ${why}`);
-        } else if (s.settings.logErrors) logFor(ctx, LogLevel.error, `connect() failed ${why}`);
-        const text = strerror(e.code);
-        resolve(text.charAt(0).toLowerCase() + text.slice(1));
-      });
-    });
-
   const pushConnected = (L: number, err: string | undefined): number => {
     if (err) return pushFailure(bridge, L, err);
     bridge.pushInteger(L, 1);
     return 1;
   };
 
-  /** connect's options table at `idx`: pool, pool_size, backlog (checked as OpenResty checks them). */
-  const readOptions = (L: number, idx: number): { pool?: string; poolSize?: number } => {
-    const out: { pool?: string; poolSize?: number } = {};
-    if (bridge.type(L, idx) !== T.TABLE) return out;
-    const bad = (msg: string) => new LuaError(`bad argument #${idx} to '?' (${msg})`, 1);
-    const t = bridge.getField(L, idx, 'pool_size');
-    if (t === T.NUMBER) {
-      const n = bridge.toInteger(L, -1) ?? 0;
-      if (n <= 0) throw bad(`bad "pool_size" option value: ${n}`);
-      out.poolSize = n;
-    } else if (t !== T.NIL) throw bad(`bad "pool_size" option type: ${bridge.typeName(L, -1)}`);
-    api.lua_settop(L, -2);
-    const b = bridge.getField(L, idx, 'backlog');
-    if (b === T.NUMBER && (bridge.toInteger(L, -1) ?? 0) < 0) throw bad(`bad "backlog" option value: ${bridge.toInteger(L, -1)}`);
-    api.lua_settop(L, -2);
-    const p = bridge.getField(L, idx, 'pool');
-    if (p === T.STRING || p === T.NUMBER) out.pool = bridge.toString(L, -1);
-    else if (p !== T.NIL) throw bad(`bad "pool" option type: ${bridge.typeName(L, -1)}`);
-    api.lua_settop(L, -2);
-    return out;
-  };
 
   return {
     new(L: number) {
@@ -215,7 +163,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
         port = bridge.toInteger(L, 3) ?? -1;
         if (port < 0 || port > 65535) return pushFailure(bridge, L, `bad port number: ${port}`);
       }
-      const opts = readOptions(L, unix ? 3 : 4);
+      const opts = readConnectOptions(bridge, L, unix ? 3 : 4);
       closeStream(s);
       s.key = opts.pool ?? (unix ? host : `${host}:${port}`);
       s.poolSize = opts.poolSize;
@@ -225,13 +173,13 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
         bridge.pushInteger(L, 1);
         return 1;
       }
-      if (unix) return bridge.suspend(open(s, ctx, { path: host.slice(5) }, host), pushConnected);
+      if (unix) return bridge.suspend(openStream(s, ctx, { path: host.slice(5) }, host), pushConnected);
       const bare = host.replace(/^\[(.*)\]$/, '$1');
-      if (net.isIP(bare)) return bridge.suspend(open(s, ctx, { host: bare, port }, `${host}:${port}`), pushConnected);
+      if (net.isIP(bare)) return bridge.suspend(openStream(s, ctx, { host: bare, port }, `${host}:${port}`), pushConnected);
       const resolver = ctx.r && resolverFor(ctx.r);
       if (!resolver) return pushFailure(bridge, L, `no resolver defined to resolve "${host}"`);
       const lookup = resolver.resolve(host, ctx.r!.level.get(coreLoc).resolverTimeout).then(
-        (ips) => open(s, ctx, { host: ips[0], port }, `${ips[0]}:${port}`),
+        (ips) => openStream(s, ctx, { host: ips[0], port }, `${ips[0]}:${port}`),
         (e: { code?: number; message?: string }) => `${host} could not be resolved (${e.code ?? 0}: ${e.message ?? ''})`);
       return bridge.suspend(lookup, pushConnected);
     },
