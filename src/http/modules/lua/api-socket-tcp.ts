@@ -74,8 +74,9 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     const ctx = socketContext(rt);
     const id = objectId(bridge, L, method);
     const s = sockets.get(id);
-    if (s && s.owner === ownerOf(ctx)) return s;
-    if (s?.stream && ctx.r) throw new LuaError('bad request', 1);
+    // a timer's light threads have contexts of their own: they share the timer's sockets
+    if (s && (s.owner === ownerOf(ctx) || !ctx.r)) return s;
+    if (s?.stream) throw new LuaError('bad request', 1);
     s?.close();
     return make(id, ctx);
   };
