@@ -261,6 +261,8 @@ const pair: Pair = await luaPair({ after }, `
                 show(sock:connect("unix:/nonexistent/gatehouse-test.sock"))
                 show(sock:connect("127.0.0.1"))
                 show(sock:connect("127.0.0.1", 70000))
+                show(sock:connect("127.0.0.1", tostring(${redisPort})))
+                show(sock:connect("UNIX:/nonexistent/x.sock", 80))
                 local u = ngx.socket.udp()
                 show(u:setpeername("localhost", 53))
                 show(u:receive())

@@ -157,16 +157,17 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const n = api.lua_gettop(L);
       if (n < 2 || n > 4) throw new LuaError(`ngx.socket connect: expecting 2, 3, or 4 arguments (including the object), but seen ${n}`);
       const host = bridge.toString(L, 2) ?? '';
-      const unix = host.startsWith('unix:');
-      let port = 0;
-      if (!unix) {
-        if (bridge.type(L, 3) !== T.NUMBER) return pushFailure(bridge, L, 'missing the port number');
-        port = bridge.toInteger(L, 3) ?? -1;
-        if (port < 0 || port > 65535) return pushFailure(bridge, L, `bad port number: ${port}`);
-      }
-      const opts = readConnectOptions(bridge, L, unix ? 3 : 4);
+      const unix = host.slice(0, 5).toLowerCase() === 'unix:';
+      // as OpenResty reads them: the options are a last table; a port is anything numeric (also
+      // "80"), and a unix path may have one too (ignored but part of the pool key)
+      const optsAt = n >= 3 && bridge.type(L, n) === T.TABLE ? n : 0;
+      const given = optsAt === 3 ? undefined : bridge.toNumber(L, 3);
+      const port = given === undefined ? 0 : Math.trunc(given);
+      if (given === undefined && !unix) return pushFailure(bridge, L, 'missing the port number');
+      if (port < 0 || port > 65535) return pushFailure(bridge, L, `bad port number: ${port}`);
+      const opts = optsAt ? readConnectOptions(bridge, L, optsAt) : {};
       closeStream(s);
-      s.key = opts.pool ?? (unix ? host : `${host}:${port}`);
+      s.key = opts.pool ?? (given === undefined ? host : `${host}:${port}`);
       s.poolSize = opts.poolSize;
       const idle = takeIdle(s.key);
       if (idle) {
