@@ -90,7 +90,10 @@ export function udpLibrary(rt: LuaRuntime): Record<string, unknown> {
       if (n < 2 || n > 3) throw new LuaError(`ngx.socket.udp setpeername: expecting 2 or 3 arguments (including the object), but seen ${n}`);
       const host = bridge.toString(L, 2) ?? '';
       if (host.startsWith('unix:')) return pushFailure(bridge, L, 'unix domain datagram sockets are not supported');
-      const port = bridge.type(L, 3) === T.NUMBER ? bridge.toInteger(L, 3) ?? -1 : -1;
+      const given = bridge.toNumber(L, 3);
+      if (n === 3 && given === undefined) throw new LuaError(`bad argument #2 to 'setpeername' (number expected, got ${bridge.typeName(L, 3)})`);
+      if (given === undefined) return pushFailure(bridge, L, 'missing the port number');
+      const port = Math.trunc(given);
       if (port < 0 || port > 65535) return pushFailure(bridge, L, `bad port number: ${port}`);
       closeSock(s);
       const pushDone = (L1: number, err: string | undefined) => {
