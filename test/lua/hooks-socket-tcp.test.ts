@@ -54,6 +54,7 @@ const cmdPort = await tcpServer(commands((cmd, c) => {
       case 'any':
         c.write('12345');
         break;
+      case 'big': c.end('z'.repeat(10000)); break;
     }
   }));
   // a tiny redis: every PING (inline or as an array) is +PONG; counts connections
@@ -131,6 +132,22 @@ const pair: Pair = await luaPair({ after }, `
                 ngx.say(sock:receiveany(3))
                 ngx.say(sock:receiveany(10))
                 sock:close()
+            }
+        }
+        location /any-big {
+            lua_socket_buffer_size 1k;
+            content_by_lua_block {
+                local sock = ngx.socket.tcp()
+                assert(sock:connect("127.0.0.1", ${cmdPort}))
+                sock:send("big\\n")
+                local got = assert(sock:receive(1))
+                while true do
+                    local data, err = sock:receiveany(10000)
+                    if not data then break end
+                    assert(#data <= 1024, #data)
+                    got = got .. data
+                end
+                ngx.say(#got)
             }
         }
         location /multipart {
@@ -308,6 +325,7 @@ test('receive(size) across pieces, send of a nested table, and a read timeout wi
 test('receive("*a") reads until the peer closes; receiveany', async () => {
   assert.equal((await same(pair, '/all')).body, '10000 nil xxyy\n\n');
   assert.equal((await same(pair, '/any')).body, '123\n45\n');
+  assert.equal((await same(pair, '/any-big')).body, '10000\n');
 });
 
 test('receiveuntil with a multipart boundary, with sizes, inclusive, and closed', async () => {

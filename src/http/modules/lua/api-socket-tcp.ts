@@ -242,7 +242,9 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const c = startRead(L, 'receiveany');
       if (!c) return refuseClosed(L, 'receive');
       if (c.s.reading) return busy(L);
-      return finishRead(c.s, L, c.s.stream!.readAny(max, readMs(c.s), onReadTimeout(c.s, c.ctx)));
+      // OpenResty reads into its lua_socket_buffer_size buffer: never more than that at once
+      const most = Math.min(max, c.s.settings.bufferSize);
+      return finishRead(c.s, L, c.s.stream!.readAny(most, readMs(c.s), onReadTimeout(c.s, c.ctx)));
     },
     until_new(L: number) {
       const s = get(L, 'receiveuntil');
