@@ -91,6 +91,21 @@ const pair = await luaPair({ after }, `
                 try("other.test", false)
             }
         }
+        location /session {
+            content_by_lua_block {
+                local a = ngx.socket.tcp()
+                assert(a:connect("127.0.0.1", ${tlsPort}))
+                local session, err = a:sslhandshake(nil, "localhost", true)
+                ngx.say(session ~= nil, " ", err)
+                a:close()
+                local b = ngx.socket.tcp()
+                assert(b:connect("127.0.0.1", ${tlsPort}))
+                local again, err2 = b:sslhandshake(session, "localhost", true)
+                ngx.say(again ~= nil, " ", err2)
+                b:send("resumed\\n")
+                ngx.say(b:receive())
+            }
+        }
         location /wrong-host {
             content_by_lua_block {
                 local sock = ngx.socket.tcp()
@@ -250,6 +265,10 @@ test('sslhandshake: verified, unverified, wrong host; the session is true when n
     'other.test false: true hello tls',
     '',
   ].join('\n'));
+});
+
+test('sslhandshake gives a session a later handshake may offer', async () => {
+  assert.equal((await same(pair, '/session')).body, 'true nil\ntrue nil\nhello resumed\n');
 });
 
 test('sslhandshake with verification and another host name: certificate host mismatch', async () => {
