@@ -2,8 +2,9 @@
  * tcpsock:sslhandshake(reused_session, server_name, ssl_verify,
  * send_status_req): TLS over the connected socket. Verification is against
  * lua_ssl_trusted_certificate only (no system roots, as OpenResty has none
- * without it), with OpenSSL's error number and text, and the host name
- * check when a server name is given. The session comes back as a light
+ * without it), at most lua_ssl_verify_depth intermediates, with OpenSSL's
+ * error number and text, and the host name check when a server name is
+ * given. The session comes back as a light
  * userdata that a later handshake may offer again.
  */
 import net from 'node:net';
@@ -65,6 +66,11 @@ export function sslHandshake(bridge: LuaBridge, L: number, s: TcpCosocket, ctx: 
           log(`lua ssl certificate verify error: (${n}: ${verifyText(code, text)})`);
           return resolve({ ok: false, err: `${n}: ${verifyText(code, text)}` });
         }
+        if (intermediates(sock) > s.settings.verifyDepth) {
+          // OpenSSL stops building the chain at lua_ssl_verify_depth and finds no issuer
+          log('lua ssl certificate verify error: (20: unable to get local issuer certificate)');
+          return resolve({ ok: false, err: '20: unable to get local issuer certificate' });
+        }
         if (serverName && tls.checkServerIdentity(serverName, sock.getPeerCertificate())) {
           log(`lua ssl certificate does not match host "${serverName}"`);
           return resolve({ ok: false, err: 'certificate host mismatch' });
@@ -96,6 +102,20 @@ export function sslHandshake(bridge: LuaBridge, L: number, s: TcpCosocket, ctx: 
     bridge.api.lua_pushlightuserdata(L1, id);
     return 1;
   });
+}
+
+/** CA certificates between the peer's certificate and the trust anchor (what lua_ssl_verify_depth limits). */
+function intermediates(sock: tls.TLSSocket): number {
+  let cert = sock.getPeerCertificate(true);
+  let n = 0;
+  const seen = new Set<string>();
+  while (cert.issuerCertificate && cert.issuerCertificate !== cert && !seen.has(cert.fingerprint256)) {
+    seen.add(cert.fingerprint256);
+    cert = cert.issuerCertificate;
+    // the anchor (self-issued) does not count
+    if (cert.issuerCertificate !== cert && cert.fingerprint256 !== cert.issuerCertificate?.fingerprint256) n++;
+  }
+  return n;
 }
 
 /** OpenSSL's X509_verify_cert_error_string for the common codes (Node's message otherwise). */
