@@ -181,7 +181,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const resolver = ctx.r && resolverFor(ctx.r);
       if (!resolver) return pushFailure(bridge, L, `no resolver defined to resolve "${host}"`);
       const lookup = resolver.resolve(host, ctx.r!.level.get(coreLoc).resolverTimeout).then(
-        (ips) => openStream(s, ctx, { host: ips[0], port }, `${ips[0]}:${port}`),
+        (ips) => openStream(s, ctx, { host: ips[0], port }, `${host}:${port}`),
         (e: { code?: number; message?: string }) => `${host} could not be resolved (${e.code ?? 0}: ${e.message ?? ''})`);
       return bridge.suspend(lookup, pushConnected);
     },
