@@ -39,6 +39,8 @@ export interface TcpCosocket {
   readClosed: boolean;
   /** A read waits (light threads share sockets). */
   reading: boolean;
+  /** bind()'s local address for the next connect. */
+  local: { address: string; port: number | undefined } | undefined;
   untils: Map<number, { pattern: Buffer; inclusive: boolean; done: boolean }>;
   close(): void;
 }
@@ -54,7 +56,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     const owner = ownerOf(ctx);
     const s: TcpCosocket = {
       owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
-      key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, untils: new Map(),
+      key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, local: undefined, untils: new Map(),
       close() {
         closeStream(s);
         if (sockets.get(id) === s) sockets.delete(id);
@@ -293,6 +295,24 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       if (!c) return pushFailure(bridge, L, 'closed');
       closeStream(c.s);
       bridge.pushInteger(L, 1);
+      return 1;
+    },
+    /** bind(ip [, port]): the local address of the next connect. */
+    bind(L: number) {
+      const n = api.lua_gettop(L);
+      if (n !== 2 && n !== 3) throw new LuaError(`expecting 2 or 3 arguments, but got ${n}`);
+      const s = get(L, 'bind');
+      let port: number | undefined;
+      if (n === 3) {
+        const given = bridge.toNumber(L, 3);
+        if (given === undefined) return pushFailure(bridge, L, `expecting port to be anumber but got type: ${bridge.typeName(L, 3)}`);
+        port = Math.trunc(given);
+        if (port < 0 || port > 65535) return pushFailure(bridge, L, `bad port number: ${port}`);
+      }
+      const ip = (bridge.toString(L, 2) ?? '').replace(/^\[(.*)\]$/, '$1');
+      if (!net.isIP(ip)) return pushFailure(bridge, L, 'bad address');
+      s.local = { address: ip, port: port || undefined };
+      bridge.pushBoolean(L, true);
       return 1;
     },
     settimeout(L: number) {

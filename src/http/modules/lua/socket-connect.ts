@@ -21,7 +21,9 @@ const UNIX_ERR_CODES = new Set(['ECONNREFUSED', 'EAGAIN', 'ECONNRESET', 'ENETDOW
 export function openStream(s: TcpCosocket, ctx: HookContext, target: { host: string; port: number } | { path: string },
   name: string): Promise<string | undefined> {
   return new Promise((resolve) => {
-    const sock = net.connect(target);
+    const sock = net.connect('host' in target && s.local
+      ? { ...target, localAddress: s.local.address, localPort: s.local.port }
+      : target);
     const ms = s.connectTimeout || s.settings.connectTimeout;
     const timer = setTimeout(() => {
       sock.destroy();

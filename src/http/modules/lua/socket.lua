@@ -6,7 +6,7 @@ local tcp, udp = host.tcp, host.udp
 local setmetatable = setmetatable
 
 local tcp_methods = {}
-for _, name in ipairs({ 'connect', 'sslhandshake', 'send', 'receive', 'receiveany', 'close', 'settimeout',
+for _, name in ipairs({ 'bind', 'connect', 'sslhandshake', 'send', 'receive', 'receiveany', 'close', 'settimeout',
   'settimeouts', 'setoption', 'setkeepalive', 'getreusedtimes' }) do
   tcp_methods[name] = tcp[name]
 end

@@ -1,5 +1,6 @@
-// Cosockets connecting by name through the `resolver` directive: a stub DNS server on loopback
-// answers A queries for `service.test` and NXDOMAIN for the rest. Reference: Debian's nginx 1.22 +
+// Where cosockets connect from and to: by name through the `resolver` directive (a stub DNS server
+// on loopback answers A queries for `service.test` and NXDOMAIN for the rest), and from a local
+// address given by tcpsock:bind. Reference: Debian's nginx 1.22 +
 // libnginx-mod-http-lua 0.10.23 on the same configuration.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -42,6 +43,14 @@ await new Promise<void>((resolve) => echo.listen(0, '127.0.0.1', resolve));
 after(() => echo.close());
 const echoPort = (echo.address() as net.AddressInfo).port;
 
+const whoami = net.createServer((c) => {
+  c.on('error', () => {});
+  c.end(`${c.remoteAddress}\n`);
+});
+await new Promise<void>((resolve) => whoami.listen(0, '127.0.0.1', resolve));
+after(() => whoami.close());
+const whoamiPort = (whoami.address() as net.AddressInfo).port;
+
 const udpEcho = dgram.createSocket('udp4');
 udpEcho.on('message', (m, from) => udpEcho.send(m, from.port, from.address));
 await new Promise<void>((resolve) => udpEcho.bind(0, '127.0.0.1', resolve));
@@ -61,6 +70,15 @@ const pair = await luaPair({ after }, `
                 assert(sock:connect("service.test", ${echoPort}))
                 ngx.say(sock:getreusedtimes())
                 ngx.say(sock:connect("missing.test", ${echoPort}))
+            }
+        }
+        location /bind {
+            content_by_lua_block {
+                local sock = ngx.socket.tcp()
+                ngx.say(sock:bind("127.0.0.2"))
+                assert(sock:connect("127.0.0.1", ${whoamiPort}))
+                ngx.say(sock:receive())
+                ngx.say(sock:bind("not an address"))
             }
         }
         location /udp {
@@ -83,4 +101,8 @@ test('connect by name through the resolver; the pool key is the name', async () 
 test('udp setpeername by name', async () => {
   const r = await same(pair, '/udp');
   assert.equal(r.body, '1\ndatagram\nnilmissing.test could not be resolved (3: Host not found)\n');
+});
+
+test('tcpsock:bind sets the local address of the connection', async () => {
+  assert.equal((await same(pair, '/bind')).body, 'true\n127.0.0.2\nnilbad address\n');
 });
