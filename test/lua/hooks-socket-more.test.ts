@@ -202,6 +202,8 @@ const pair = await luaPair({ after }, `
                 assert(sock:connect("127.0.0.1", ${watchedPort}))
                 local t = ngx.thread.spawn(function() return sock:receive() end)
                 ngx.say(sock:receive())
+                ngx.say(sock:close())
+                ngx.say(sock:setkeepalive())
                 ngx.say(select(2, ngx.thread.wait(t)))
             }
         }
@@ -337,7 +339,7 @@ test('a socket kept in a global after its request ended is closed; it can connec
 });
 
 test('a second reader of one socket: socket busy reading', async () => {
-  assert.equal((await same(pair, '/busy')).body, 'nilsocket busy reading\nniltimeout\n');
+  assert.equal((await same(pair, '/busy')).body, 'nilsocket busy reading\nnilsocket busy reading\nnilsocket busy reading\nniltimeout\n');
 });
 
 test('sockets in rewrite and access phases and in timers', async () => {

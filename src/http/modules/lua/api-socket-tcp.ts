@@ -37,8 +37,9 @@ export interface TcpCosocket {
   spoiled: boolean;
   /** A read met the end: receive gives `closed` from then on. */
   readClosed: boolean;
-  /** A read waits (light threads share sockets). */
+  /** A read or a send waits (light threads share sockets). */
   reading: boolean;
+  writing: boolean;
   /** bind()'s local address for the next connect. */
   local: { address: string; port: number | undefined } | undefined;
   untils: Map<number, { pattern: Buffer; inclusive: boolean; done: boolean }>;
@@ -56,7 +57,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     const owner = ownerOf(ctx);
     const s: TcpCosocket = {
       owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
-      key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, local: undefined, untils: new Map(),
+      key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, writing: false, local: undefined, untils: new Map(),
       close() {
         closeStream(s);
         if (sockets.get(id) === s) sockets.delete(id);
@@ -137,6 +138,9 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     return c;
   };
   const busy = (L: number) => pushFailure(bridge, L, 'socket busy reading');
+  /** close and setkeepalive wait for no one: another thread's read or send makes them fail. */
+  const busyWith = (s: TcpCosocket): string | undefined =>
+    (s.reading ? 'socket busy reading' : s.writing ? 'socket busy writing' : undefined);
 
   const pushConnected = (L: number, err: string | undefined): number => {
     if (err) return pushFailure(bridge, L, err);
@@ -191,6 +195,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const c = connected(L, 'send');
       if (!c || c.s.stream!.failed) return refuseClosed(L, 'send');
       const { s, ctx } = c;
+      if (s.writing) return pushFailure(bridge, L, 'socket busy writing');
       const data = sendData(bridge, L, 2);
       if (data.length === 0) return (bridge.pushInteger(L, 0), 1);
       const sock = s.stream!.socket;
@@ -211,7 +216,9 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
         sock.once('drain', () => done());
         sock.once('close', closed);
       });
+      s.writing = true;
       return bridge.suspend(drained, (L1, err) => {
+        s.writing = false;
         if (!err) return (bridge.pushInteger(L1, data.length), 1);
         closeStream(s);
         return pushFailure(bridge, L1, err);
@@ -293,6 +300,8 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     close(L: number) {
       const c = connected(L, 'close');
       if (!c) return pushFailure(bridge, L, 'closed');
+      const inUse = busyWith(c.s);
+      if (inUse) return pushFailure(bridge, L, inUse);
       closeStream(c.s);
       bridge.pushInteger(L, 1);
       return 1;
@@ -343,6 +352,8 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const c = connected(L, 'setkeepalive');
       if (!c) return pushFailure(bridge, L, 'closed');
       const { s } = c;
+      const inUse = busyWith(s);
+      if (inUse) return pushFailure(bridge, L, inUse);
       const stream = s.stream!;
       if (stream.ended) {
         closeStream(s);
