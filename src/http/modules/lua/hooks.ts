@@ -15,7 +15,7 @@ import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
-import { closeSocketsOf } from './socket-lifetime.ts';
+import { closeSocketsOf, mainRequest } from './socket-lifetime.ts';
 
 const runtimes = new WeakMap<HttpMainConf, LuaRuntime>();
 
@@ -101,7 +101,7 @@ export function logHandler(r: HttpRequest): number {
   const runtime = runtimes.get(r.main);
   if (!runtime) return DECLINED;
   // the request's cosockets end with it
-  closeSocketsOf(r.main);
+  closeSocketsOf(mainRequest(r));
   const hook = r.level.get(luaLoc).log;
   if (hook) {
     const ctx: HookContext = { runtime, r, phase: 'log' };

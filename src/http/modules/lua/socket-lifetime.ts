@@ -8,6 +8,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
 import { currentContext, refuseIn } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
+import type { HttpRequest } from '../../request.ts';
 import { luaSocketLoc, socketSettings, timerSocketSettings } from './socket-conf.ts';
 import type { SocketSettings } from './socket-conf.ts';
 
@@ -28,9 +29,15 @@ export function socketContext(rt: LuaRuntime, level = 1): HookContext {
   return ctx;
 }
 
-/** What a socket is tied to: the main request, or the timer's run. */
+/** What a socket is tied to: the main request (subrequests share it), or the timer's run. */
 export function ownerOf(ctx: HookContext): object {
-  return ctx.r ? ctx.r.main : ctx;
+  return ctx.r ? mainRequest(ctx.r) : ctx;
+}
+
+export function mainRequest(r: HttpRequest): HttpRequest {
+  let m = r;
+  while (m.parent) m = m.parent;
+  return m;
 }
 
 /** The location's lua_socket_* settings (a timer has the http block's). */
