@@ -40,6 +40,8 @@ export interface TcpCosocket {
   /** A read or a send waits (light threads share sockets). */
   reading: boolean;
   writing: boolean;
+  /** Closed with its request: a connect finishing now must not keep the connection. */
+  gone: boolean;
   /** bind()'s local address for the next connect. */
   local: { address: string; port: number | undefined } | undefined;
   untils: Map<number, { pattern: Buffer; inclusive: boolean; done: boolean }>;
@@ -58,7 +60,9 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     const s: TcpCosocket = {
       owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
       key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, writing: false, local: undefined, untils: new Map(),
+      gone: false,
       close() {
+        s.gone = true;
         closeStream(s);
         if (sockets.get(id) === s) sockets.delete(id);
       },

@@ -25,6 +25,7 @@ interface UdpCosocket {
   sock: dgram.Socket | undefined;
   queue: Buffer[];
   wake: (() => void) | undefined;
+  gone: boolean;
   /** An error the socket reported (a refusal): the next receive gives it. */
   failed: NodeJS.ErrnoException | undefined;
   close(): void;
@@ -62,6 +63,11 @@ export function udpLibrary(rt: LuaRuntime): Record<string, unknown> {
       s.wake?.();
     });
     sock.connect(port, host, () => {
+      // closed with its request meanwhile: the socket must not stay open
+      if (s.gone) {
+        sock.close();
+        return resolve('closed');
+      }
       s.sock = sock;
       resolve(undefined);
     });
@@ -73,7 +79,9 @@ export function udpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const id = nextId++;
       const s: UdpCosocket = {
         settings: settingsOf(ctx), timeout: 0, sock: undefined, queue: [], wake: undefined, failed: undefined,
+        gone: false,
         close() {
+          s.gone = true;
           closeSock(s);
           sockets.delete(id);
         },

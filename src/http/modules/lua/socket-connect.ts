@@ -32,6 +32,10 @@ export function openStream(s: TcpCosocket, ctx: HookContext, target: { host: str
     }, ms);
     sock.once('connect', () => {
       clearTimeout(timer);
+      if (s.gone) {
+        sock.destroy();
+        return resolve('closed');
+      }
       s.stream = new CosocketStream(sock);
       resolve(undefined);
     });
