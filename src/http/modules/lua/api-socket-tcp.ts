@@ -33,8 +33,6 @@ export interface TcpCosocket {
   /** The pool key (connect's `pool` option or host:port). */
   key: string;
   poolSize: number | undefined;
-  /** A read or write failed or timed out: the connection cannot go back to a pool. */
-  spoiled: boolean;
   /** A read met the end: receive gives `closed` from then on. */
   readClosed: boolean;
   /** A read or a send waits (light threads share sockets). */
@@ -59,7 +57,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     const owner = ownerOf(ctx);
     const s: TcpCosocket = {
       owner, settings: settingsOf(ctx), connectTimeout: 0, sendTimeout: 0, readTimeout: 0, stream: undefined,
-      key: '', poolSize: undefined, spoiled: false, readClosed: false, reading: false, writing: false, local: undefined, untils: new Map(),
+      key: '', poolSize: undefined, readClosed: false, reading: false, writing: false, local: undefined, untils: new Map(),
       gone: false,
       close() {
         s.gone = true;
@@ -95,7 +93,6 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
   const closeStream = (s: TcpCosocket): void => {
     s.stream?.socket.destroy();
     s.stream = undefined;
-    s.spoiled = false;
     s.readClosed = false;
   };
   /** A read or send on a closed socket: `nil, "closed"`, logged as OpenResty logs it (its pointers are ours: the socket's id). */
@@ -117,9 +114,11 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       bridge.pushBytes(L, r.data);
       return 1;
     }
-    // a timeout leaves the connection usable (OpenResty since 0.8.8)
-    if (r.err === 'timeout') { /* nothing */ } else if (s.stream?.failed) closeStream(s);
-    else s.readClosed = true;
+    // a timeout leaves the connection usable (OpenResty since 0.8.8); a failure closes it; the end closes the reading
+    if (r.err !== 'timeout') {
+      if (s.stream?.failed) closeStream(s);
+      else s.readClosed = true;
+    }
     return pushFailure(bridge, L, r.err, r.partial);
   };
   const finishRead = (s: TcpCosocket, L: number, r: ReadResult | Promise<ReadResult>,
@@ -364,7 +363,6 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
         return pushFailure(bridge, L, 'closed');
       }
       if (stream.buffered > 0) return pushFailure(bridge, L, 'unread data in buffer');
-      if (s.spoiled) return pushFailure(bridge, L, 'invalid connection');
       const timeout = bridge.type(L, 2) === T.NUMBER ? timeoutArg(bridge, L, 2) : s.settings.keepaliveTimeout;
       const given = bridge.type(L, 3) === T.NUMBER ? bridge.toInteger(L, 3) ?? 0 : undefined;
       if (given !== undefined && given <= 0) throw new LuaError(`bad "pool_size" option value: ${given}`);

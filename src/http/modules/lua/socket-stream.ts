@@ -159,8 +159,8 @@ export class CosocketStream {
 
   /**
    * A receiveuntil iterator's read: the bytes before `pattern` (with it when
-   * `inclusive`). With `size`, at most that many at a time; the call after
-   * the last piece gives `{ data: undefined }`-like end, signalled by `found`.
+   * `inclusive`). With `size`, at most that many at a time; `found` says the
+   * pattern was reached (the iterator's next call then gives nil).
    */
   readUntil(pattern: Buffer, inclusive: boolean, size: number | undefined, ms: number, onTimeout: () => void,
     found: () => void): ReadResult | Promise<ReadResult> {
