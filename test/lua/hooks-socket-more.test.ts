@@ -111,7 +111,10 @@ const pair = await luaPair({ after }, `
                 local again, err2 = b:sslhandshake(session, "localhost", true)
                 ngx.say(again ~= nil, " ", err2)
                 b:send("resumed\\n")
-                ngx.say(b:receive())
+                ngx.say(b:receive(), " ", b:setkeepalive())
+                -- a pooled TLS connection: the handshake is not made again
+                assert(b:connect("127.0.0.1", ${tlsPort}))
+                ngx.say(b:getreusedtimes(), " ", b:sslhandshake(false, "localhost", true), " ", b:send("pooled\\n"), " ", b:receive())
             }
         }
         location /depth0 {
@@ -293,7 +296,7 @@ test('sslhandshake: verified, unverified, wrong host; the session is true when n
 });
 
 test('sslhandshake gives a session a later handshake may offer', async () => {
-  assert.equal((await same(pair, '/session')).body, 'true nil\ntrue nil\nhello resumed\n');
+  assert.equal((await same(pair, '/session')).body, 'true nil\ntrue nil\nhello resumed 1\n1 true 7 hello pooled\n');
 });
 
 test('lua_ssl_verify_depth: one intermediate needs 1 (the default)', async () => {

@@ -40,6 +40,8 @@ export function sslHandshake(bridge: LuaBridge, L: number, s: TcpCosocket, ctx: 
   const serverName = bridge.type(L, 3) === T.STRING ? bridge.toString(L, 3) : undefined;
   const verify = bridge.toBoolean(L, 4);
   const log = (text: string) => { if (s.settings.logErrors) logFor(ctx, LogLevel.error, text); };
+  // a pooled connection that had its handshake already: nothing to do again, as in OpenResty
+  if (stream.socket instanceof tls.TLSSocket) return pushResult(bridge, L, stream.socket, wantSession);
 
   const done = new Promise<Outcome>((resolve) => {
     const sock = tls.connect({
@@ -90,18 +92,23 @@ export function sslHandshake(bridge: LuaBridge, L: number, s: TcpCosocket, ctx: 
       return pushFailure(bridge, L1, o.err);
     }
     stream.replace(o.sock);
-    if (!wantSession) {
-      bridge.pushBoolean(L1, true);
-      return 1;
-    }
-    const session = o.sock.getSession();
-    const id = nextSession++;
-    if (session) sessions.set(id, session);
-    // the oldest sessions go: Lua holds them as plain numbers, never freed
-    if (sessions.size > MAX_SESSIONS) sessions.delete(sessions.keys().next().value!);
-    bridge.api.lua_pushlightuserdata(L1, id);
-    return 1;
+    return pushResult(bridge, L1, o.sock, wantSession);
   });
+}
+
+/** true, or the session as a light userdata a later handshake may offer. */
+function pushResult(bridge: LuaBridge, L: number, sock: tls.TLSSocket, wantSession: boolean): number {
+  if (!wantSession) {
+    bridge.pushBoolean(L, true);
+    return 1;
+  }
+  const session = sock.getSession();
+  const id = nextSession++;
+  if (session) sessions.set(id, session);
+  // the oldest sessions go: Lua holds them as plain numbers, never freed
+  if (sessions.size > MAX_SESSIONS) sessions.delete(sessions.keys().next().value!);
+  bridge.api.lua_pushlightuserdata(L, id);
+  return 1;
 }
 
 /** CA certificates between the peer's certificate and the trust anchor (what lua_ssl_verify_depth limits). */
