@@ -18,7 +18,7 @@ import { coreLoc, CORE_LOC_DEFAULTS } from '../core/settings.ts';
 import { findUpstream } from './module.ts';
 import type { Placement } from './peer-choice.ts';
 
-function resolverFor(r: HttpRequest): Resolver | undefined {
+export function resolverFor(r: HttpRequest): Resolver | undefined {
   const args = r.level.get(coreLoc).resolverArgs;
   if (!args || args.length === 0) return undefined;
   return resolverForArgs(args, parseTime, CORE_LOC_DEFAULTS.resolverTimeout);

@@ -10,6 +10,7 @@ import { LuaError } from '../../../lua/bridge.ts';
 import type { LuaOutcome } from '../../../lua/coroutine.ts';
 import { currentContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
+import { closeSocketsOf } from './socket-lifetime.ts';
 
 /** OpenResty's defaults for lua_max_pending_timers and lua_max_running_timers. */
 const MAX_PENDING = 1024;
@@ -81,6 +82,7 @@ export class LuaTimers {
     const outcome = this.rt.runTimer(id, premature, !again, ctx);
     const done = (o: LuaOutcome<undefined>) => {
       this.running--;
+      closeSocketsOf(ctx);
       if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
     };
     if (outcome instanceof Promise) void outcome.then(done);

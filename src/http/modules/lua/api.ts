@@ -12,6 +12,7 @@ import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
 import { threadLibrary } from './api-thread.ts';
+import { socketLibrary } from './api-socket.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -237,6 +238,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     thread: threadLibrary(rt),
     balancer: balancerLibrary(rt),
     abort: abortLibrary(rt),
+    socket: socketLibrary(rt),
     ...argsAndHeadersLibrary(rt),
   };
 

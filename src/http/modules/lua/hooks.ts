@@ -16,6 +16,7 @@ import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 import { watchClientAbort } from './api-abort.ts';
+import { closeSocketsOf, mainRequest } from './socket-lifetime.ts';
 
 const runtimes = new WeakMap<HttpMainConf, LuaRuntime>();
 
@@ -104,6 +105,8 @@ export function contentHandler(hook: LuaHook): (r: HttpRequest) => HandlerResult
 export function logHandler(r: HttpRequest): number {
   const runtime = runtimes.get(r.main);
   if (!runtime) return DECLINED;
+  // the request's cosockets end with it
+  closeSocketsOf(mainRequest(r));
   const hook = r.level.get(luaLoc).log;
   if (hook) {
     const ctx: HookContext = { runtime, r, phase: 'log' };

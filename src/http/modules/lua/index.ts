@@ -31,6 +31,8 @@ import { dictZones } from './api-shared.ts';
 import { hostLibrary } from './api.ts';
 import { LuaTimers } from './api-timer.ts';
 import type { HookContext } from './runtime.ts';
+import { socketDirectives } from './socket-conf.ts';
+import { closeIdle } from './socket-pool.ts';
 
 const mains = new WeakMap<HttpMainConf, LuaMainConf>();
 
@@ -186,10 +188,9 @@ export const luaModule: HttpModule = {
     mainSetting('lua_max_running_timers', (conf, cf, v) => { conf.maxRunningTimers = count(cf, v); }),
     mainSetting('rewrite_by_lua_no_postpone', (conf, cf, v) => { conf.rewriteNoPostpone = flagArg(cf, v); }),
     mainSetting('access_by_lua_no_postpone', (conf, cf, v) => { conf.accessNoPostpone = flagArg(cf, v); }),
-    // accepted: cosockets and regex limits are not there yet (docs/lua.md)
-    ...['lua_socket_connect_timeout', 'lua_socket_send_timeout', 'lua_socket_read_timeout', 'lua_socket_send_lowat',
-      'lua_socket_buffer_size', 'lua_socket_pool_size', 'lua_socket_keepalive_timeout', 'lua_socket_log_errors',
-      'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
+    ...socketDirectives(luaMainOf),
+    // accepted: regex limits are not there yet (docs/lua.md)
+    ...['lua_socket_send_lowat', 'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
       .map((name): Directive => ({ name, contexts: IN_LOCATION, args: 1, handler(cf) { luaMainOf(cf); } })),
     {
       name: 'lua_shared_dict', contexts: Ctx.HTTP, args: 2,
@@ -228,7 +229,10 @@ export const luaModule: HttpModule = {
       (runtime) => hostLibrary(runtime, (timers = new LuaTimers(runtime))));
     setRuntime(http, rt);
     worker.onShutdown(() => timers!.expire());
-    worker.onClose(() => rt.close());
+    worker.onClose(() => {
+      closeIdle();
+      rt.close();
+    });
     // an init_by_lua error stops the configuration loading (the master reports it, as nginx does)
     runInit(rt, conf);
     await runInitWorker(rt, conf);

@@ -332,6 +332,7 @@ local function run_timer(id, premature, last)
 end
 
 ngx.re = host.re_table()
+ngx.socket = host.socket.chunk()(host.socket)
 
 package.loaded.ngx = ngx
 package.preload['ngx.re'] = function() return ngx.re end
