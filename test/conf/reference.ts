@@ -103,7 +103,9 @@ export function compareWithNginx(title: string, cases: ConfCase[]): void {
   test(`${title}: case names are unique`, () => {
     assert.equal(new Set(cases.map((c) => c.name)).size, cases.length);
   });
-  test(title, { concurrency: 2 }, async (t) => {
+  // the cases run two at a time, each a few process starts: the whole may take longer than
+  // npm test's per-test limit on a busy machine, so it gets each case's own limit (20 s) in all
+  test(title, { concurrency: 2, timeout: Math.max(120_000, cases.length * 20_000) }, async (t) => {
     for (const c of cases) {
       const only = c.gatehouseOnly;
       if (only) {
