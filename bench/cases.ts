@@ -22,9 +22,9 @@ function ms(value: string, unit: string): number {
 }
 
 /** Runs wrk (one thread, on the load core) and parses its summary. */
-export function wrkRun(port: number, path: string, seconds: number, connections: number, scheme = 'http'): Promise<WrkResult> {
+export function wrkRun(port: number, path: string, seconds: number, connections: number, scheme = 'http', headers: string[] = []): Promise<WrkResult> {
   return new Promise((resolve, reject) => {
-    const args = ['-c', String(LOAD_CORE), 'wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', `${scheme}://127.0.0.1:${port}${path}`];
+    const args = ['-c', String(LOAD_CORE), 'wrk', '-t1', `-c${connections}`, `-d${seconds}s`, '--latency', ...headers.flatMap((h) => ['-H', h]), `${scheme}://127.0.0.1:${port}${path}`];
     const p = spawn('taskset', args);
     let out = '';
     p.stdout.on('data', (d) => { out += d; });
