@@ -7,14 +7,17 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import path from 'node:path';
 import { parseDocument } from 'yaml';
 import type { Document } from 'yaml';
 import { DEFAULT_KEYRING } from '../data-encryption.ts';
+import { etcdOf, isDataPlane, standaloneOf } from './deployment.ts';
+import type { EtcdConfig } from './deployment.ts';
+import { at, bool, ConfigError, isObj, listens, optionalStr, port, str } from './yaml-values.ts';
+import type { Listen, Obj } from './yaml-values.ts';
 
-export class ConfigError extends Error {}
-
-export interface Listen { ip?: string; port: number }
+export { ConfigError } from './yaml-values.ts';
+export type { Listen } from './yaml-values.ts';
+export type { EtcdConfig } from './deployment.ts';
 export interface AdminKey { name?: string; key: string; role: string }
 
 export interface GatewayConfig {
@@ -70,75 +73,8 @@ export interface SslListenConfig {
 
 export interface StreamListen extends Listen { tls: boolean }
 
-/** deployment.etcd (APISIX's keys and defaults, apisix/cli/config.lua). */
-export interface EtcdConfig {
-  /** URLs, `http://127.0.0.1:2379` by default. */
-  hosts: string[];
-  /** Seconds for one request (connect, send, answer). */
-  timeout: number;
-  /** Seconds a watch may stay silent before it is renewed from the last revision seen. */
-  watchTimeout: number;
-  user: string | undefined;
-  password: string | undefined;
-  tls: { cert: string | undefined; key: string | undefined; verify: boolean; sni: string | undefined };
-  /** apisix.ssl.ssl_trusted_certificate: the CA bundle etcd's certificate is checked against. */
-  trustedCa: string | undefined;
-}
-
 const LEVELS = ['debug', 'info', 'notice', 'warn', 'error', 'crit', 'alert', 'emerg'];
 const PROXY_MODES = ['http', 'stream', 'http&stream'];
-
-type Obj = Record<string, unknown>;
-
-function isObj(v: unknown): v is Obj {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-/** Reads `a.b.c`, checking that each step is a mapping. */
-function at(root: Obj, path: string): unknown {
-  let node: unknown = root;
-  const parts = path.split('.');
-  for (let i = 0; i < parts.length; i++) {
-    if (node === undefined || node === null) return undefined;
-    if (!isObj(node)) throw new ConfigError(`${parts.slice(0, i).join('.')}: expected a mapping`);
-    node = node[parts[i]];
-  }
-  return node;
-}
-
-function port(v: unknown, key: string): number {
-  const n = typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 1 || n > 65535) {
-    throw new ConfigError(`${key}: expected a port number (1-65535), got ${JSON.stringify(v)}`);
-  }
-  return n;
-}
-
-function bool(v: unknown, key: string, def: boolean): boolean {
-  if (v === undefined || v === null) return def;
-  if (typeof v !== 'boolean') throw new ConfigError(`${key}: expected true or false, got ${JSON.stringify(v)}`);
-  return v;
-}
-
-function str(v: unknown, key: string, def: string): string {
-  if (v === undefined || v === null) return def;
-  if (typeof v !== 'string' && typeof v !== 'number') throw new ConfigError(`${key}: expected a string, got ${JSON.stringify(v)}`);
-  return String(v);
-}
-
-/** `node_listen`: a port, a list of ports, or a list of `{ip, port}`. */
-function listens(v: unknown, key: string, def: number): Listen[] {
-  if (v === undefined || v === null) return [{ port: def }];
-  const list = Array.isArray(v) ? v : [v];
-  return list.map((item, i) => {
-    const k = Array.isArray(v) ? `${key}[${i + 1}]` : key;
-    if (isObj(item)) {
-      const ip = item.ip === undefined ? undefined : str(item.ip, `${k}.ip`, '');
-      return { ip, port: port(item.port, `${k}.port`) };
-    }
-    return { port: port(item, k) };
-  });
-}
 
 function randomKey(): string {
   const letters = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
@@ -267,10 +203,6 @@ function prometheusOf(root: Obj): GatewayConfig['prometheus'] {
   };
 }
 
-function optionalStr(v: unknown, key: string): string | undefined {
-  return v === undefined || v === null ? undefined : str(v, key, '');
-}
-
 function envsOf(v: unknown): string[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) throw new ConfigError('nginx_config.envs: expected a list of environment variable names');
@@ -278,10 +210,6 @@ function envsOf(v: unknown): string[] {
     if (typeof e !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*(=.*)?$/.test(e)) throw new ConfigError(`nginx_config.envs[${i + 1}]: expected an environment variable name, got ${JSON.stringify(e)}`);
     return e;
   });
-}
-
-function isDataPlane(root: Obj): boolean {
-  return at(root, 'deployment.role') === 'data_plane';
 }
 
 const TLS_VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
@@ -326,83 +254,6 @@ function streamOf(root: Obj): { tcp: StreamListen[]; udp: StreamListen[] } | und
   const tcp = list('tcp');
   const udp = list('udp');
   return tcp.length || udp.length ? { tcp, udp } : undefined;
-}
-
-function seconds(v: unknown, key: string, def: number): number {
-  if (v === undefined || v === null) return def;
-  const n = typeof v === 'string' && /^\d+(\.\d+)?$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !(n > 0)) throw new ConfigError(`${key}: expected a number of seconds, got ${JSON.stringify(v)}`);
-  return n;
-}
-
-/**
- * The role's `config_provider` chooses the store; without one, a
- * `deployment.etcd.host` list means etcd (APISIX's default provider) and
- * no etcd section means the embedded store (Gatehouse's default).
- */
-function etcdOf(root: Obj): EtcdConfig | undefined {
-  const role = str(at(root, 'deployment.role'), 'deployment.role', 'traditional');
-  const providerKey = `deployment.role_${role}.config_provider`;
-  const provider = at(root, providerKey);
-  if (role === 'data_plane' && (provider === 'yaml' || provider === 'json')) return undefined;
-  if (provider !== undefined && provider !== null && provider !== 'etcd' && provider !== 'embedded') {
-    const later = provider === 'yaml' ? ' (standalone mode is deployment.role: data_plane with config_provider: yaml)' : '';
-    throw new ConfigError(`${providerKey}: expected "etcd" or "embedded", got ${JSON.stringify(provider)}${later}`);
-  }
-  const hostRaw = at(root, 'deployment.etcd.host');
-  if (provider === 'embedded' || (provider !== 'etcd' && (hostRaw === undefined || hostRaw === null))) return undefined;
-  const hostList = hostRaw === undefined || hostRaw === null ? ['http://127.0.0.1:2379'] : Array.isArray(hostRaw) ? hostRaw : [hostRaw];
-  const hosts = hostList.map((h, i) => {
-    const key = Array.isArray(hostRaw) ? `deployment.etcd.host[${i + 1}]` : 'deployment.etcd.host';
-    const v = str(h, key, '');
-    let url: URL | undefined;
-    try { url = new URL(v); } catch { url = undefined; }
-    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.pathname !== '/') {
-      throw new ConfigError(`${key}: expected an http:// or https:// URL, got ${JSON.stringify(v)}`);
-    }
-    return v.replace(/\/+$/, '');
-  });
-  if (hosts.length === 0) throw new ConfigError('deployment.etcd.host: expected at least one URL');
-  const opt = (key: string): string | undefined => {
-    const v = at(root, key);
-    return v === undefined || v === null ? undefined : str(v, key, '');
-  };
-  const user = opt('deployment.etcd.user');
-  if ((user === undefined) !== (opt('deployment.etcd.password') === undefined)) throw new ConfigError('deployment.etcd: user and password go together');
-  if ((opt('deployment.etcd.tls.cert') === undefined) !== (opt('deployment.etcd.tls.key') === undefined)) throw new ConfigError('deployment.etcd.tls: cert and key go together');
-  return {
-    hosts,
-    timeout: seconds(at(root, 'deployment.etcd.timeout'), 'deployment.etcd.timeout', 30),
-    watchTimeout: seconds(at(root, 'deployment.etcd.watch_timeout'), 'deployment.etcd.watch_timeout', 50),
-    user,
-    password: opt('deployment.etcd.password'),
-    tls: {
-      cert: opt('deployment.etcd.tls.cert'),
-      key: opt('deployment.etcd.tls.key'),
-      verify: bool(at(root, 'deployment.etcd.tls.verify'), 'deployment.etcd.tls.verify', true),
-      sni: opt('deployment.etcd.tls.sni'),
-    },
-    trustedCa: opt('apisix.ssl.ssl_trusted_certificate'),
-  };
-}
-
-/**
- * Standalone mode (deployment.role: data_plane, config_provider yaml or
- * json): the file the configuration is read from, `apisix.yaml` or
- * `apisix.json` beside config.yaml, as APISIX's conf/ directory has them.
- */
-function standaloneOf(root: Obj, file: string): string | undefined {
-  const role = str(at(root, 'deployment.role'), 'deployment.role', 'traditional');
-  if (role !== 'traditional' && role !== 'data_plane' && role !== 'control_plane') {
-    throw new ConfigError(`deployment.role: expected "traditional", "control_plane" or "data_plane", got ${JSON.stringify(role)}`);
-  }
-  if (role !== 'data_plane') return undefined;
-  const provider = at(root, 'deployment.role_data_plane.config_provider');
-  if (provider === 'yaml' || provider === 'json') return path.join(path.dirname(path.resolve(file)), `apisix.${provider}`);
-  if (provider !== 'etcd') {
-    throw new ConfigError(`deployment.role_data_plane.config_provider: expected "etcd", "yaml" or "json", got ${JSON.stringify(provider ?? null)}`);
-  }
-  return undefined;
 }
 
 /** APISIX's start-up refusals (apisix/cli/ops.lua). */
