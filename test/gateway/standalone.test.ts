@@ -16,7 +16,7 @@ import { after, before, test } from 'node:test';
 import { freePorts } from '../kit/server.ts';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { proxy, startOrigin } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
@@ -33,6 +33,21 @@ function writeRoutes(text: string): void {
   fs.writeFileSync(yamlFile, text);
   stamp += 2;
   fs.utimesSync(yamlFile, stamp, stamp);
+}
+
+/**
+ * Every worker re-reads the file on its own (as APISIX's do), each within a
+ * second: waits until `ok` holds for 10 requests in a row (new connections,
+ * spread over the workers).
+ */
+async function untilEveryWorker(path: string, ok: (r: Awaited<ReturnType<typeof proxy>>) => boolean, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  let inARow = 0;
+  while (inARow < 10) {
+    const r = await proxy(gw, path);
+    inARow = ok(r) ? inARow + 1 : 0;
+    if (Date.now() > deadline) throw new Error(`${path} not as expected on every worker within ${ms} ms: ${r.status} ${r.body}`);
+  }
 }
 
 /** Waits until the error log has a line matching `re` (the file is re-read each second). */
@@ -115,8 +130,7 @@ after(async () => {
 });
 
 test('routes, upstreams and consumers come from conf/apisix.yaml, ${{VAR}} from the environment', async () => {
-  const ra = await untilRouted(gw, '/a', (r) => r.status === 200);
-  assert.equal(ra.echo?.port, a.port);
+  await untilEveryWorker('/a', (r) => r.status === 200 && r.echo?.port === a.port);
   const rb = await proxy(gw, '/b');
   assert.equal(rb.status, 200);
   assert.equal(rb.echo?.port, b.port);
@@ -159,11 +173,10 @@ routes:
     upstream_id: 1
 #END
 `);
-  const rc = await untilRouted(gw, '/c', (r) => r.status === 200);
-  assert.equal(rc.echo?.port, b.port);
-  assert.equal((await proxy(gw, '/a')).echo?.port, b.port);
+  await untilEveryWorker('/c', (r) => r.status === 200 && r.echo?.port === b.port);
+  await untilEveryWorker('/a', (r) => r.echo?.port === b.port);
   // gone from the file: gone from the gateway
-  assert.equal((await proxy(gw, '/b')).status, 404);
+  await untilEveryWorker('/b', (r) => r.status === 404);
   assert.equal((await proxy(gw, '/bad')).status, 404);
   assert.equal((await proxy(gw, '/dangling')).status, 404);
   assert.match(await logLine(/failed to check item data of \[routes\] err:invalid configuration: property "methods" validation failed/), /"id":"bad"/);
@@ -178,8 +191,11 @@ test('a file without #END, or one that does not parse, leaves the last configura
     upstream_id: 1
 `);
   await logLine(/failed to parse the content of file .*apisix\.yaml: missing valid end flag in file/);
-  assert.equal((await proxy(gw, '/d')).status, 404);
-  assert.equal((await proxy(gw, '/c')).status, 200);
+  // both workers have seen the file (each logs its refusal)
+  await logLine(/#2: failed to parse the content of file .*missing valid end flag/);
+  await logLine(/#1: failed to parse the content of file .*missing valid end flag/);
+  await untilEveryWorker('/d', (r) => r.status === 404);
+  await untilEveryWorker('/c', (r) => r.status === 200);
   writeRoutes('routes: [ {\n#END\n');
   await logLine(/failed to parse the content of file .*apisix\.yaml: (?!missing)/);
   assert.equal((await proxy(gw, '/c')).status, 200);
