@@ -30,6 +30,7 @@ import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { cgiTempPathsModule } from './http/modules/cgi-temp-paths.ts';
+import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
@@ -70,6 +71,7 @@ export const modules: CycleModule[] = [
   gatewayModule,
   upstreamModule,
   proxyModule,
+  fastcgiModule,
   cgiTempPathsModule,
   tryFilesModule,
   indexModule,

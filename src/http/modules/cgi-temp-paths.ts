@@ -13,7 +13,6 @@ import { tempPathArg } from '../../conf/values.ts';
 import type { HttpModule } from '../http-conf.ts';
 
 interface CgiTempPaths {
-  fastcgi?: string;
   uwsgi?: string;
   scgi?: string;
 }
@@ -23,7 +22,6 @@ const tempPathsSlot = defineSlot<CgiTempPaths>('cgi-temp-paths', () => ({}), inh
 export const cgiTempPathsModule: HttpModule = {
   name: 'ngx_http_cgi_temp_paths',
   directives: [
-    { name: 'fastcgi_temp_path', contexts: HTTP_ANY, args: [1, 4], handler: setting(tempPathsSlot, 'fastcgi', tempPathArg) },
     { name: 'uwsgi_temp_path', contexts: HTTP_ANY, args: [1, 4], handler: setting(tempPathsSlot, 'uwsgi', tempPathArg) },
     { name: 'scgi_temp_path', contexts: HTTP_ANY, args: [1, 4], handler: setting(tempPathsSlot, 'scgi', tempPathArg) },
   ],

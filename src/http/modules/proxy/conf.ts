@@ -7,7 +7,8 @@
 import { defineSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
 import { UPSTREAM_DEFAULTS } from '../../upstream/conf.ts';
-import type { UpstreamConf, UpstreamDerived } from '../../upstream/conf.ts';
+import type { UpstreamDerived } from '../../upstream/conf.ts';
+import type { UpstreamModuleConf } from '../../upstream/directives.ts';
 import type { MergedConf } from '../../../conf/context.ts';
 import type { CertCacheConf } from '../../upstream/cert-cache.ts';
 import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
@@ -22,7 +23,7 @@ export interface CookieFlagRule {
   flags: ComplexValue[];
 }
 
-export interface ProxyLocConf extends UpstreamConf {
+export interface ProxyLocConf extends UpstreamModuleConf {
   target?: ProxyTarget;
   /** Set when this level has its own proxy_pass (for proxy_redirect default). */
   ownTarget?: boolean;
@@ -31,12 +32,8 @@ export interface ProxyLocConf extends UpstreamConf {
   setBody?: ComplexValue;
   method?: ComplexValue;
   httpVersion?: '1.0' | '1.1';
-  passRequestHeaders?: boolean;
-  passRequestBody?: boolean;
   /** `off`, or the rules (a level with rules inherits none). */
   redirect?: false | RedirectRule[];
-  hideHeaders?: string[];
-  passHeaders?: string[];
   /** proxy_cookie_domain / proxy_cookie_path rules, proxy_cookie_flags (`off`: false). */
   cookieDomains?: false | RedirectRule[];
   cookiePaths?: false | RedirectRule[];
