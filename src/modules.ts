@@ -29,7 +29,8 @@ import { subFilterModule } from './http/modules/sub-filter.ts';
 import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
-import { cgiTempPathsModule } from './http/modules/cgi-temp-paths.ts';
+import { uwsgiModule } from './http/modules/uwsgi.ts';
+import { scgiModule } from './http/modules/scgi.ts';
 import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
@@ -72,7 +73,8 @@ export const modules: CycleModule[] = [
   upstreamModule,
   proxyModule,
   fastcgiModule,
-  cgiTempPathsModule,
+  uwsgiModule,
+  scgiModule,
   tryFilesModule,
   indexModule,
   autoindexModule,

@@ -36,6 +36,10 @@ export interface CgiModuleSpec<C extends CgiLocConf> {
   prefix: string;
   /** For log lines: `fastcgi://`. */
   schema: string;
+  /** Upstream fields not passed to the client by default (CGI_HIDDEN when unset; uwsgi passes Status on). */
+  hidden?: readonly string[];
+  /** A scheme `*_pass` may start with (`uwsgi://`), dropped before the address is read. */
+  urlScheme?: string;
   slot: CgiSlot<C>;
   protocol: UpstreamProtocol<CgiLoc<C>, CgiDerived>;
   /**
@@ -49,6 +53,11 @@ export interface CgiModuleSpec<C extends CgiLocConf> {
   streamsChunked: boolean;
 }
 
+function withoutScheme(spec: { urlScheme?: string }, url: string): string {
+  const s = spec.urlScheme;
+  return s && url.slice(0, s.length).toLowerCase() === s ? url.slice(s.length) : url;
+}
+
 /** `*_pass`, `*_param` and the engine's directives, for a module's prefix and slot; `handler` is its content handler. */
 export function cgiDirectives<C extends CgiLocConf>(spec: CgiModuleSpec<C>, handler: PhaseHandler): Directive[] {
   const { prefix, slot } = spec;
@@ -60,7 +69,7 @@ export function cgiDirectives<C extends CgiLocConf>(spec: CgiModuleSpec<C>, hand
         if (c.ownTarget) return 'is duplicate';
         const loc = cf.data.location as LocationConf | undefined;
         if (!loc) throw cf.error(`"${prefix}pass" directive is not allowed here`);
-        const url = node.args[0];
+        const url = withoutScheme(spec, node.args[0]);
         if (url.includes('$')) {
           c.target = { group: undefined, dynamic: compileComplex(cf, httpMainOf(cf).variables, url) };
         } else {
@@ -93,7 +102,7 @@ export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: Ht
     for (const p of c.params ?? []) if (p.name.startsWith('HTTP_')) headerParams.add(p.name);
     const d: CgiDerived = {
       ...deriveBuffers(spec.prefix, c, c.defaultTempPath, spec.prefix + 'temp', where),
-      hidden: hiddenHeaders(CGI_HIDDEN, c), headerParams, passesServerDate: true,
+      hidden: hiddenHeaders(spec.hidden ?? CGI_HIDDEN, c), headerParams, passesServerDate: true,
     };
     c.derived = d;
     return d;
@@ -146,7 +155,7 @@ export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseH
     }
     let where: UpstreamTarget;
     if (target.dynamic) {
-      const url = target.dynamic.evaluate(r);
+      const url = withoutScheme(spec, target.dynamic.evaluate(r));
       const u = parseUrl(url, { uriPart: false });
       if (typeof u === 'string') {
         requestLog(r).error(`${u} in upstream "${url}"`);
