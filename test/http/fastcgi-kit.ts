@@ -3,6 +3,8 @@
  * configuration in a temporary directory (a pool on a loopback port, one on
  * a unix socket, clear_env, logs and pid there), PHP scripts the tests
  * write, started in the foreground as root (-R) and stopped after the test.
+ * Also the comparison the CGI-backend tests make: one request to Gatehouse
+ * and to nginx, the response and the error-log lines it caused.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -10,7 +12,12 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import assert from 'node:assert/strict';
+import { rawExchange } from '../kit/client.ts';
+import type { Pair } from '../kit/pair.ts';
 import { freePort } from '../kit/server.ts';
+import type { RunningServer } from '../kit/server.ts';
+import { normalise } from '../proxy/differential-kit.ts';
 
 export const PHP_FPM = process.env.PHP_FPM_BINARY ?? '/usr/sbin/php-fpm8.2';
 export const phpFpmSkip: string | false = fs.existsSync(PHP_FPM) ? false : `${PHP_FPM} is not installed`;
@@ -99,4 +106,26 @@ ${pool('unix', socket)}
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** What one request caused: the response and the error-log lines (warn and above), normalised. */
+export interface Seen { response: string; errors: string[] }
+
+async function observe(srv: RunningServer, raw: string): Promise<Seen> {
+  const port = srv.port(8080);
+  const from = srv.logSize('error.log');
+  const accessFrom = srv.logSize('access.log');
+  const ex = await rawExchange(port, raw, { timeoutMs: 10_000 });
+  // the request's error lines are written before its access line
+  await srv.waitForLog('access.log', /\n/, 5000, accessFrom);
+  const errors = srv.readFile('error.log').slice(from).split('\n').filter((l) => /\[(warn|error|crit|alert)\]/.test(l))
+    .map((l) => normalise(l, port));
+  return { response: normalise(ex.data.toString('latin1'), port).replaceAll(srv.prefix, 'PREFIX'), errors };
+}
+
+/** Sends `raw` to Gatehouse and nginx (when installed); asserts they agree and returns what Gatehouse gave. */
+export async function both(pair: Pair, raw: string): Promise<Seen> {
+  const gh = await observe(pair.gh, raw);
+  if (pair.ng) assert.deepEqual(gh, await observe(pair.ng, raw));
+  return gh;
 }

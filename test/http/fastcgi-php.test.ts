@@ -9,13 +9,10 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { rawExchange } from '../kit/client.ts';
 import { startPair } from '../kit/pair.ts';
 import type { Pair } from '../kit/pair.ts';
-import type { RunningServer } from '../kit/server.ts';
 import { freePort } from '../kit/server.ts';
-import { normalise } from '../proxy/differential-kit.ts';
-import { phpFpmSkip, startPhpFpm } from './fastcgi-kit.ts';
+import { both, phpFpmSkip, startPhpFpm } from './fastcgi-kit.ts';
 import type { PhpFpm } from './fastcgi-kit.ts';
 
 const CONF_DIR = fileURLToPath(new URL('../../conf/', import.meta.url));
@@ -161,37 +158,13 @@ after(async () => {
   await fpm?.stop();
 });
 
-interface Seen { response: string; errors: string[] }
-
-async function observe(srv: RunningServer, raw: string): Promise<Seen> {
-  const port = srv.port(8080);
-  const from = srv.logSize('error.log');
-  const accessFrom = srv.logSize('access.log');
-  const ex = await rawExchange(port, raw, { timeoutMs: 10_000 });
-  // the request's error lines are written before its access line
-  await srv.waitForLog('access.log', /\n/, 5000, accessFrom);
-  const errors = srv.readFile('error.log').slice(from).split('\n').filter((l) => /\[(warn|error|crit|alert)\]/.test(l))
-    .map((l) => normalise(l, port));
-  return { response: normalise(ex.data.toString('latin1'), port), errors };
-}
-
-/** Sends `raw` to Gatehouse and nginx; asserts they agree and returns what Gatehouse gave. */
-async function both(raw: string): Promise<Seen> {
-  const gh = await observe(pair.gh, raw);
-  if (pair.ng) {
-    const ng = await observe(pair.ng, raw);
-    assert.deepEqual(gh, ng);
-  }
-  return gh;
-}
-
 const get = (uri: string, extra = '') => `GET ${uri} HTTP/1.0\r\nHost: localhost\r\n${extra}\r\n`;
 
 test('fastcgi against php-fpm, as nginx', { skip: phpFpmSkip }, async (t) => {
   pair = await startPair(t, { conf: conf(fpm, await freePort()) });
 
   await t.test('the params of fastcgi.conf, split_path_info and the request headers', async () => {
-    const r = await both(get('/env.php/extra/path?a=1&b=2', 'User-Agent: test\r\nX-Custom-Header: v1\r\nCookie: a=1\r\n'));
+    const r = await both(pair, get('/env.php/extra/path?a=1&b=2', 'User-Agent: test\r\nX-Custom-Header: v1\r\nCookie: a=1\r\n'));
     assert.match(r.response, /^HTTP\/1\.1 200 OK\r\n/);
     assert.match(r.response, /\nSCRIPT_NAME=\/env\.php\n/);
     assert.match(r.response, /\nPATH_INFO=\/extra\/path\n/);
@@ -201,45 +174,45 @@ test('fastcgi against php-fpm, as nginx', { skip: phpFpmSkip }, async (t) => {
   });
 
   await t.test('a level with its own params inherits none; if_not_empty; a param names a header', async () => {
-    const r = await both(get('/params/x', 'X-Fixed: from-client\r\n'));
+    const r = await both(pair, get('/params/x', 'X-Fixed: from-client\r\n'));
     assert.match(r.response, /\nOWN_ONLY=here\n/);
     assert.doesNotMatch(r.response, /FROM_HTTP|EMPTY_SKIPPED/);
     assert.match(r.response, /\nEMPTY_SENT=\n/);
     assert.match(r.response, /\nHTTP_X_FIXED=fixed\n/);
-    const inherited = await both(get('/inherit/deeper/y'));
+    const inherited = await both(pair, get('/inherit/deeper/y'));
     assert.match(inherited.response, /\nFROM_HTTP=ignored\n/);
   });
 
   await t.test('fastcgi_index over a unix socket', async () => {
-    const r = await both(get('/dir/?q'));
+    const r = await both(pair, get('/dir/?q'));
     assert.match(r.response, /\nSCRIPT_FILENAME=\/.*\/dir\/index\.php\n/);
     assert.match(r.response, /\nSCRIPT_NAME=\/dir\/index\.php\n/);
   });
 
   await t.test('request bodies: with a length, chunked, empty', async () => {
     const body = 'name=value&other=' + 'x'.repeat(5000);
-    const r = await both(`POST /post.php HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    const r = await both(pair, `POST /post.php HTTP/1.0\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
     assert.match(r.response, new RegExp(`\r\n\r\n${body.length} \\[${body.length}\\]`));
     assert.ok(r.response.endsWith(body));
-    const chunked = await both('POST /post.php HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n');
+    const chunked = await both(pair, 'POST /post.php HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n');
     assert.match(chunked.response, /\r\n11 \[11\] \[\]\nhello world/);
-    const empty = await both('POST /post.php HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n');
+    const empty = await both(pair, 'POST /post.php HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n');
     assert.match(empty.response, /\r\n\r\n0 \[0\] \[\]\n$/);
   });
 
   await t.test('Status, Location, Set-Cookie, Content-Length and an empty body', async () => {
-    assert.match((await both(get('/status.php'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*X-Up: yes\r\n[^]*missing\n$/);
-    assert.match((await both(get('/status-code.php'))).response, /^HTTP\/1\.1 403 Forbidden\r\n/);
-    assert.match((await both(get('/redirect.php'))).response, /^HTTP\/1\.1 302 Found\r\n[^]*Location: \/elsewhere\?x=1\r\n/);
-    assert.match((await both(get('/redirect-abs.php'))).response, /Location: http:\/\/example\.com\/there\r\n/);
-    assert.match((await both(get('/empty.php'))).response, /Content-Type: text\/plain;charset=UTF-8\r\n[^]*\r\n\r\n$/);
-    assert.match((await both(get('/length.php'))).response, /Content-Length: 5\r\n[^]*\r\n\r\n12345$/);
-    await both(`HEAD /status.php HTTP/1.0\r\nHost: localhost\r\n\r\n`);
+    assert.match((await both(pair, get('/status.php'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*X-Up: yes\r\n[^]*missing\n$/);
+    assert.match((await both(pair, get('/status-code.php'))).response, /^HTTP\/1\.1 403 Forbidden\r\n/);
+    assert.match((await both(pair, get('/redirect.php'))).response, /^HTTP\/1\.1 302 Found\r\n[^]*Location: \/elsewhere\?x=1\r\n/);
+    assert.match((await both(pair, get('/redirect-abs.php'))).response, /Location: http:\/\/example\.com\/there\r\n/);
+    assert.match((await both(pair, get('/empty.php'))).response, /Content-Type: text\/plain;charset=UTF-8\r\n[^]*\r\n\r\n$/);
+    assert.match((await both(pair, get('/length.php'))).response, /Content-Length: 5\r\n[^]*\r\n\r\n12345$/);
+    await both(pair, `HEAD /status.php HTTP/1.0\r\nHost: localhost\r\n\r\n`);
   });
 
   await t.test('large bodies: buffered, unbuffered, through small buffers', async () => {
     for (const uri of ['/big.php', '/nobuf/', '/small-buffers/']) {
-      const r = await both(get(uri));
+      const r = await both(pair, get(uri));
       const body = r.response.slice(r.response.indexOf('\r\n\r\n') + 4);
       assert.equal(body.length, 300 * 1001, uri);
       assert.equal(body.slice(0, 3), 'aaa');
@@ -247,29 +220,29 @@ test('fastcgi against php-fpm, as nginx', { skip: phpFpmSkip }, async (t) => {
   });
 
   await t.test('stderr is logged as nginx does; catch_stderr makes it a 502', async () => {
-    const r = await both(get('/stderr.php'));
+    const r = await both(pair, get('/stderr.php'));
     assert.match(r.response, /\r\n\r\nbody\nmore\n$/);
     assert.match(r.errors[0], /FastCGI sent in stderr: "PHP message: first message" while reading response header from upstream/);
     assert.match(r.errors[1], /FastCGI sent in stderr: "; PHP message: second message" while reading upstream/);
-    const caught = await both(get('/catch/'));
+    const caught = await both(pair, get('/catch/'));
     assert.match(caught.response, /^HTTP\/1\.1 502 Bad Gateway\r\n/);
   });
 
   await t.test('intercept_errors, hidden and passed headers, request headers and body not passed', async () => {
-    assert.match((await both(get('/intercept/'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*our own 404\n$/);
-    const r = await both('POST /hide/ HTTP/1.0\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nabc');
+    assert.match((await both(pair, get('/intercept/'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*our own 404\n$/);
+    const r = await both(pair, 'POST /hide/ HTTP/1.0\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: 3\r\n\r\nabc');
     assert.doesNotMatch(r.response, /X-Powered-By/);
     assert.match(r.response, /\r\n\r\n0 \[3\] \[text\/plain\]\n$/);
   });
 
   await t.test('read timeout, next upstream, variables, keep_conn with keepalive', async () => {
-    const slow = await both(get('/timeout/'));
+    const slow = await both(pair, get('/timeout/'));
     assert.match(slow.response, /^HTTP\/1\.1 504 Gateway Time-out\r\n/);
     assert.match(slow.errors[0], /upstream timed out \(110: Connection timed out\) while reading response header from upstream/);
-    const retry = await both(get('/retry/'));
+    const retry = await both(pair, get('/retry/'));
     assert.match(retry.response, /^HTTP\/1\.1 403 /);
     assert.match(retry.errors[0], /connect\(\) failed \(111: Connection refused\) while connecting to upstream/);
-    assert.match((await both(get('/var/'))).response, /^HTTP\/1\.1 403 /);
-    for (let i = 0; i < 4; i++) assert.match((await both(get(`/keep/?n=${i}`))).response, new RegExp(`\nQUERY_STRING=n=${i}\n`));
+    assert.match((await both(pair, get('/var/'))).response, /^HTTP\/1\.1 403 /);
+    for (let i = 0; i < 4; i++) assert.match((await both(pair, get(`/keep/?n=${i}`))).response, new RegExp(`\nQUERY_STRING=n=${i}\n`));
   });
 });

@@ -9,12 +9,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { rawExchange } from '../kit/client.ts';
 import { startPair } from '../kit/pair.ts';
 import type { Pair } from '../kit/pair.ts';
-import type { RunningServer } from '../kit/server.ts';
 import { freePort } from '../kit/server.ts';
-import { normalise } from '../proxy/differential-kit.ts';
+import { both } from './fastcgi-kit.ts';
 
 const CONF_DIR = fileURLToPath(new URL('../../conf/', import.meta.url));
 
@@ -146,25 +144,6 @@ http {
 
 let pair: Pair;
 
-interface Seen { response: string; errors: string[] }
-
-async function observe(srv: RunningServer, raw: string): Promise<Seen> {
-  const port = srv.port(8080);
-  const from = srv.logSize('error.log');
-  const accessFrom = srv.logSize('access.log');
-  const ex = await rawExchange(port, raw, { timeoutMs: 10_000 });
-  await srv.waitForLog('access.log', /\n/, 5000, accessFrom);
-  const errors = srv.readFile('error.log').slice(from).split('\n').filter((l) => /\[(warn|error|crit|alert)\]/.test(l))
-    .map((l) => normalise(l, port));
-  return { response: normalise(ex.data.toString('latin1'), port).replaceAll(srv.prefix, 'PREFIX'), errors };
-}
-
-async function both(raw: string): Promise<Seen> {
-  const gh = await observe(pair.gh, raw);
-  if (pair.ng) assert.deepEqual(gh, await observe(pair.ng, raw));
-  return gh;
-}
-
 const get = (uri: string, extra = '') => `GET ${uri} HTTP/1.0\r\nHost: localhost\r\n${extra}\r\n`;
 const post = (uri: string, body: string) => `POST ${uri} HTTP/1.0\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
 
@@ -172,46 +151,46 @@ test('uwsgi and scgi backends, as nginx', async (t) => {
   pair = await startPair(t, { conf: conf(await freePort()) });
 
   await t.test('uwsgi: the packet, its modifiers, vars and body', async () => {
-    const r = await both(post('/u/dump?x=1', 'hello'));
+    const r = await both(pair, post('/u/dump?x=1', 'hello'));
     assert.match(r.response, /\r\n\r\nmodifier1=5 modifier2=9\n/);
     assert.match(r.response, /\nPATH_INFO=\/u\/dump\nDOCUMENT_ROOT=/);
     assert.match(r.response, /\nCONTENT_LENGTH=5\n/);
     assert.match(r.response, /\nEXTRA=1\nHTTP_HOST=localhost\n/);
     assert.match(r.response, /\nbody=hello$/);
-    assert.doesNotMatch((await both(get('/u/dump'))).response, /EXTRA/);
+    assert.doesNotMatch((await both(pair, get('/u/dump'))).response, /EXTRA/);
   });
 
   await t.test('uwsgi: status line, Status, Location, a large body until close', async () => {
-    assert.match((await both(get('/u/httpline'))).response, /^HTTP\/1\.1 201 Created\r\n[^]*Content-Length: 3\r\n[^]*\r\n\r\nnew$/);
-    assert.match((await both(get('/u/status'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*X-A: 1\r\n[^]*not here\n$/);
-    assert.match((await both(get('/u/location'))).response, /^HTTP\/1\.1 302 Moved Temporarily\r\n[^]*Location: \/elsewhere\r\n/);
-    const big = await both(get('/u/big'));
+    assert.match((await both(pair, get('/u/httpline'))).response, /^HTTP\/1\.1 201 Created\r\n[^]*Content-Length: 3\r\n[^]*\r\n\r\nnew$/);
+    assert.match((await both(pair, get('/u/status'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*X-A: 1\r\n[^]*not here\n$/);
+    assert.match((await both(pair, get('/u/location'))).response, /^HTTP\/1\.1 302 Moved Temporarily\r\n[^]*Location: \/elsewhere\r\n/);
+    const big = await both(pair, get('/u/big'));
     assert.equal(big.response.length - big.response.indexOf('\r\n\r\n') - 4, 200_000);
   });
 
   await t.test('uwsgi: intercept_errors and hide_header', async () => {
-    assert.match((await both(get('/u-intercept/status'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*our own 404\n$/);
-    assert.doesNotMatch((await both(get('/u-intercept/dump'))).response, /X-Powered-By/);
+    assert.match((await both(pair, get('/u-intercept/status'))).response, /^HTTP\/1\.1 404 Not Found\r\n[^]*our own 404\n$/);
+    assert.doesNotMatch((await both(pair, get('/u-intercept/dump'))).response, /X-Powered-By/);
   });
 
   await t.test('scgi: the netstring with CONTENT_LENGTH first, params and headers, body', async () => {
-    const r = await both(post('/s/dump?x=2', 'abc'));
+    const r = await both(pair, post('/s/dump?x=2', 'abc'));
     assert.match(r.response, /\r\n\r\nnetstring \d+, ends with ","\nCONTENT_LENGTH=3\nREQUEST_METHOD=POST\n/);
     assert.match(r.response, /\nSCGI=1\n/);
     assert.match(r.response, /\nEXTRA=2\nHTTP_HOST=localhost\n/);
     assert.match(r.response, /\nbody=abc$/);
-    assert.match((await both(get('/s/dump'))).response, /\nCONTENT_LENGTH=0\n/);
-    const chunked = await both('POST /s/dump HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nxyz\r\n0\r\n\r\n');
+    assert.match((await both(pair, get('/s/dump'))).response, /\nCONTENT_LENGTH=0\n/);
+    const chunked = await both(pair, 'POST /s/dump HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nxyz\r\n0\r\n\r\n');
     assert.match(chunked.response, /\nCONTENT_LENGTH=3\n[^]*body=xyz/);
   });
 
   await t.test('scgi: answers, unbuffered both ways, a backend that is down', async () => {
-    assert.match((await both(get('/s/status'))).response, /^HTTP\/1\.1 404 Not Found\r\n/);
-    assert.match((await both(get('/s/httpline'))).response, /^HTTP\/1\.1 201 Created\r\n/);
-    assert.match((await both(post('/s-nobuf/dump', 'streamed'))).response, /\nbody=streamed/);
-    const big = await both(get('/s-nobuf/big'));
+    assert.match((await both(pair, get('/s/status'))).response, /^HTTP\/1\.1 404 Not Found\r\n/);
+    assert.match((await both(pair, get('/s/httpline'))).response, /^HTTP\/1\.1 201 Created\r\n/);
+    assert.match((await both(pair, post('/s-nobuf/dump', 'streamed'))).response, /\nbody=streamed/);
+    const big = await both(pair, get('/s-nobuf/big'));
     assert.equal(big.response.length - big.response.indexOf('\r\n\r\n') - 4, 200_000);
-    const dead = await both(get('/s-dead/x'));
+    const dead = await both(pair, get('/s-dead/x'));
     assert.match(dead.response, /^HTTP\/1\.1 502 Bad Gateway\r\n/);
     assert.match(dead.errors[0], /connect\(\) failed \(111: Connection refused\) while connecting to upstream, .*upstream: "scgi:\/\/127\.0\.0\.1:\d+"/);
   });
