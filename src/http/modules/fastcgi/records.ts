@@ -124,6 +124,8 @@ export class RecordReader {
         if (this.contentLeft === 0 && this.type === STDOUT) sink.stdout(b.subarray(i, i));
       }
       if (this.contentLeft > 0) {
+        // the content comes with a later read
+        if (i === b.length) break;
         const n = Math.min(this.contentLeft, b.length - i);
         const piece = b.subarray(i, i + n);
         this.contentLeft -= n;
