@@ -191,8 +191,9 @@ export const coreVariables: HttpVariable[] = [
   { name: 'connection_requests', get: (r) => String(r.connectionRequests) },
   { name: 'connection_time', noCache: true, get: (r) => msecText(Date.now() - r.conn.startMs) },
   { name: 'nginx_version', get: () => NGINX_VERSION },
-  // a chunked body read whole has its length then (nginx sets content_length_n), as fastcgi's CONTENT_LENGTH needs
-  { name: 'content_length', get: (r) => requestHeader(r, 'content_length') ?? (r.head.chunked ? bodyLength(r) : undefined) },
+  // a chunked body read whole has its length then (nginx sets content_length_n), as fastcgi's CONTENT_LENGTH needs;
+  // not cached, as nginx: a `set` before the body was read must not fix it empty
+  { name: 'content_length', noCache: true, get: (r) => requestHeader(r, 'content_length') ?? (r.head.chunked ? bodyLength(r) : undefined) },
   { name: 'content_type', get: (r) => requestHeader(r, 'content_type') },
   { name: 'request_id', get: () => crypto.randomBytes(16).toString('hex') },
   { name: 'proxy_protocol_addr', get: (r) => r.conn.proxyProtocol?.srcAddr },
