@@ -5,6 +5,7 @@
  * then the request headers as `HTTP_*`), each name and value preceded by
  * its 16-bit little-endian length; the body follows as is. The answer is
  * read by the CGI family's plain protocol (cgi-upstream/plain-protocol.ts).
+ * `uwsgi_pass suwsgi://…` speaks it over TLS with the uwsgi_ssl_* settings.
  */
 import { defineSlot } from '../../conf/context.ts';
 import { HTTP_ANY } from '../../conf/directive.ts';
@@ -12,6 +13,7 @@ import type { Directive } from '../../conf/directive.ts';
 import { setting } from '../../conf/setters.ts';
 import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import { requestLog } from '../request-log.ts';
+import { upstreamSslDirectives } from '../upstream/directives.ts';
 import { CGI_DEFAULTS, CGI_HIDDEN, mergeCgi } from './cgi-upstream/conf.ts';
 import type { CgiLocConf, CgiSlot } from './cgi-upstream/conf.ts';
 import { cgiDirectives, cgiHandler, finishCgi } from './cgi-upstream/module.ts';
@@ -33,7 +35,8 @@ const le16 = (n: number) => String.fromCharCode(n & 0xff, n >> 8);
 const spec: CgiModuleSpec<UwsgiLocConf> = {
   prefix: 'uwsgi_',
   schema: 'uwsgi://',
-  urlScheme: 'uwsgi://',
+  urlSchemes: { 'uwsgi://': false, 'suwsgi://': true },
+  tlsSchema: 'suwsgi://',
   // ngx_http_uwsgi_hide_headers has no Status: a CGI-style answer's Status field reaches the client
   hidden: CGI_HIDDEN.filter((h) => h !== 'status'),
   slot: uwsgiLoc as CgiSlot<UwsgiLocConf>,
@@ -63,6 +66,7 @@ function modifier(field: 'modifier1' | 'modifier2'): Directive['handler'] {
 
 const directives: Directive[] = [
   ...cgiDirectives(spec, cgiHandler(spec)),
+  ...upstreamSslDirectives('uwsgi_', uwsgiLoc),
   { name: 'uwsgi_modifier1', contexts: HTTP_ANY, args: 1, handler: modifier('modifier1') },
   { name: 'uwsgi_modifier2', contexts: HTTP_ANY, args: 1, handler: modifier('modifier2') },
 ];

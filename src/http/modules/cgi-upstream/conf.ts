@@ -11,6 +11,7 @@ import type { UpstreamGroup } from '../../../upstream/group.ts';
 import { UPSTREAM_DEFAULTS } from '../../upstream/conf.ts';
 import type { UpstreamDerived } from '../../upstream/conf.ts';
 import type { UpstreamModuleConf } from '../../upstream/directives.ts';
+import { mergeSsl } from '../../upstream/directives.ts';
 import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 
 /** One `*_param NAME value [if_not_empty]` line. */
@@ -24,6 +25,9 @@ export interface CgiParam {
 export interface CgiTarget {
   group: UpstreamGroup | undefined;
   dynamic: ComplexValue | undefined;
+  /** Over TLS (`suwsgi://`), with this name for SNI and verification. */
+  tls: boolean;
+  host: string;
 }
 
 export interface CgiLocConf extends UpstreamModuleConf {
@@ -61,9 +65,10 @@ export function mergeCgi<C extends CgiLocConf>(parent: C, child: C): void {
   const c = child as Record<string, unknown>;
   const p = parent as Record<string, unknown>;
   for (const k of Object.keys(p)) {
-    if (k === 'derived' || k === 'ownTarget') continue;
+    if (k === 'derived' || k === 'ownTarget' || k === 'ssl') continue;
     if (c[k] === undefined) c[k] = p[k];
   }
+  mergeSsl(parent, child);
 }
 
 /** A module's merged location configuration. */

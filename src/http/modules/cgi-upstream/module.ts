@@ -27,6 +27,7 @@ import type { UpstreamTarget } from '../../upstream/resolve.ts';
 import { NO_BODY, outgoingBody } from '../../upstream/send-body.ts';
 import type { BodyFraming, OutgoingBody } from '../../upstream/send-body.ts';
 import { UpstreamRequest } from '../../upstream/upstream-request.ts';
+import { tlsFor } from '../../upstream/tls.ts';
 import { CGI_HIDDEN } from './conf.ts';
 import type { CgiDerived, CgiLoc, CgiLocConf, CgiSlot } from './conf.ts';
 
@@ -38,8 +39,10 @@ export interface CgiModuleSpec<C extends CgiLocConf> {
   schema: string;
   /** Upstream fields not passed to the client by default (CGI_HIDDEN when unset; uwsgi passes Status on). */
   hidden?: readonly string[];
-  /** A scheme `*_pass` may start with (`uwsgi://`), dropped before the address is read. */
-  urlScheme?: string;
+  /** Schemes `*_pass` may start with (`uwsgi://`, `suwsgi://`), dropped before the address is read; true: over TLS. */
+  urlSchemes?: Record<string, boolean>;
+  /** For log lines of a TLS target: `suwsgi://`. */
+  tlsSchema?: string;
   slot: CgiSlot<C>;
   protocol: UpstreamProtocol<CgiLoc<C>, CgiDerived>;
   /**
@@ -53,9 +56,12 @@ export interface CgiModuleSpec<C extends CgiLocConf> {
   streamsChunked: boolean;
 }
 
-function withoutScheme(spec: { urlScheme?: string }, url: string): string {
-  const s = spec.urlScheme;
-  return s && url.slice(0, s.length).toLowerCase() === s ? url.slice(s.length) : url;
+/** The address part of a `*_pass` URL, and whether its scheme asks for TLS. */
+function splitScheme(spec: { urlSchemes?: Record<string, boolean> }, url: string): { url: string; tls: boolean } {
+  for (const [scheme, tls] of Object.entries(spec.urlSchemes ?? {})) {
+    if (url.slice(0, scheme.length).toLowerCase() === scheme) return { url: url.slice(scheme.length), tls };
+  }
+  return { url, tls: false };
 }
 
 /** `*_pass`, `*_param` and the engine's directives, for a module's prefix and slot; `handler` is its content handler. */
@@ -69,13 +75,13 @@ export function cgiDirectives<C extends CgiLocConf>(spec: CgiModuleSpec<C>, hand
         if (c.ownTarget) return 'is duplicate';
         const loc = cf.data.location as LocationConf | undefined;
         if (!loc) throw cf.error(`"${prefix}pass" directive is not allowed here`);
-        const url = withoutScheme(spec, node.args[0]);
-        if (url.includes('$')) {
-          c.target = { group: undefined, dynamic: compileComplex(cf, httpMainOf(cf).variables, url) };
+        if (node.args[0].includes('$')) {
+          c.target = { group: undefined, dynamic: compileComplex(cf, httpMainOf(cf).variables, node.args[0]), tls: false, host: '' };
         } else {
+          const { url, tls } = splitScheme(spec, node.args[0]);
           const u = parseUrl(url, { uriPart: false });
           if (typeof u === 'string') throw cf.error(`${u} in upstream "${url}"`);
-          c.target = { group: upstreamAdd(cf, u, false), dynamic: undefined };
+          c.target = { group: upstreamAdd(cf, u, false), dynamic: undefined, tls, host: u.unix ? 'localhost' : u.host };
         }
         c.ownTarget = true;
         c.defaultTempPath = cf.prefixPath(prefix + 'temp');
@@ -154,8 +160,9 @@ export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseH
       return 500;
     }
     let where: UpstreamTarget;
+    let tlsHost = target.tls ? target.host : undefined;
     if (target.dynamic) {
-      const url = withoutScheme(spec, target.dynamic.evaluate(r));
+      const { url, tls } = splitScheme(spec, target.dynamic.evaluate(r));
       const u = parseUrl(url, { uriPart: false });
       if (typeof u === 'string') {
         requestLog(r).error(`${u} in upstream "${url}"`);
@@ -166,6 +173,7 @@ export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseH
         return 502;
       }
       where = { connectHost: u.host, connectPort: u.port, noPort: u.port === undefined, unix: u.unix, hostHeader: u.hostPort };
+      tlsHost = tls ? (u.unix ? 'localhost' : u.host) : undefined;
     } else {
       where = { group: target.group, hostHeader: '' };
     }
@@ -186,15 +194,18 @@ export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseH
     const p = resolveTarget(r, where);
     const placed = p instanceof Promise ? await p : p;
     if (typeof placed === 'number') return placed;
-    return start(spec, r, conf, d, head, body, placed);
+    return start(spec, r, conf, d, head, body, placed, tlsHost);
   };
 }
 
 function start<C extends CgiLocConf>(spec: CgiModuleSpec<C>, r: HttpRequest, conf: CgiLoc<C>, d: CgiDerived, head: string,
-  body: OutgoingBody | undefined, where: Placement): number {
+  body: OutgoingBody | undefined, where: Placement, tlsHost: string | undefined): number {
+  const tls = tlsHost === undefined ? undefined : tlsFor(r, conf, tlsHost);
+  // a client certificate that cannot be loaded (logged): nginx's 500
+  if (tlsHost !== undefined && !tls) return 500;
   const u = new UpstreamRequest(r, conf, d, {
     protocol: spec.protocol, head, sender: body ? body.sender : NO_BODY, group: where.group, chooser: peerChooserFor(r, where),
-    tls: undefined, schema: spec.schema, uri: '', record: beginUpstream(r), method: r.method,
+    tls, schema: tls ? spec.tlsSchema ?? spec.schema : spec.schema, uri: '', record: beginUpstream(r), method: r.method,
   });
   u.start();
   return DONE;

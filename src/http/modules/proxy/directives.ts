@@ -7,19 +7,17 @@
 import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import { choiceOf, confPathArg, countArg, flagArg, stringArg } from '../../../conf/values.ts';
-import { listOf, setting, unique } from '../../../conf/setters.ts';
+import { choiceOf, flagArg } from '../../../conf/values.ts';
+import { listOf, setting } from '../../../conf/setters.ts';
 import type { Parse } from '../../../conf/setters.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import type { LocationConf } from '../../http-conf.ts';
 import { compileComplex } from '../../../core/variables.ts';
-import type { SslConf } from '../../upstream/conf.ts';
 import { proxyLoc } from './conf.ts';
 import type { ProxyLocConf } from './conf.ts';
 import { compileRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
-import { parseCertCache } from '../../upstream/cert-cache.ts';
-import { upstreamDirectives } from '../../upstream/directives.ts';
+import { upstreamDirectives, upstreamSslDirectives } from '../../upstream/directives.ts';
 import { dynamicTarget, staticTarget } from './target.ts';
 
 type Handler = Directive['handler'];
@@ -34,17 +32,6 @@ function single<K extends Field>(name: string, field: K, parse: Parse<ProxyLocCo
 }
 
 const flag = (name: string, field: FieldOf<boolean>) => ({ ...single(name, field, flagArg), args: 'flag' as const });
-
-/** The location's proxy_ssl_* settings, made on first use; relative certificate paths resolve against the conf prefix. */
-function sslConf(cf: ConfContext): SslConf {
-  const s = (cf.get(proxyLoc).ssl ??= {});
-  s.confPrefix = cf.paths.confPrefix;
-  return s;
-}
-
-function ssl<K extends keyof SslConf>(name: string, field: K, parse: Parse<SslConf[K]>, args: Directive['args'] = 1): Directive {
-  return { name, contexts: LOC_ANY, args, handler: setting(sslConf, field, parse) };
-}
 
 /** Accepted for compatibility, without effect (listed in docs/directives.md). */
 function accepted(name: string, args: Directive['args']): Directive {
@@ -111,11 +98,9 @@ const cv = (cf: ConfContext, v: string) => compileComplex(cf, httpMainOf(cf).var
 
 const complex = (name: string, field: 'setBody' | 'method'): Directive => ({ name, contexts: LOC_ANY, args: 1, handler: setting(proxyLoc, field, cv) });
 
-// as the arguments joined by spaces (a quoted "TLSv1.2 TLSv1.3" is two protocols)
-const protocols = (_cf: ConfContext, _v: string, args: readonly string[]) => args.join(' ').split(' ');
-
 export const proxyDirectives: Directive[] = [
   ...upstreamDirectives('proxy_', proxyLoc),
+  ...upstreamSslDirectives('proxy_', proxyLoc),
   { name: 'proxy_pass', contexts: Ctx.LOCATION | Ctx.LIF | Ctx.LMT, args: 1, handler: proxyPass },
   { name: 'proxy_set_header', contexts: LOC_ANY, args: 2, handler: setHeader },
   complex('proxy_set_body', 'setBody'),
@@ -123,27 +108,6 @@ export const proxyDirectives: Directive[] = [
   { name: 'proxy_http_version', contexts: LOC_ANY, args: 1, handler: httpVersion },
   { name: 'proxy_redirect', contexts: LOC_ANY, args: [1, 2], handler: redirect },
   flag('proxy_pass_trailers', 'passTrailers'),
-  ssl('proxy_ssl_server_name', 'serverName', flagArg, 'flag'),
-  ssl('proxy_ssl_name', 'name', cv),
-  ssl('proxy_ssl_verify', 'verify', flagArg, 'flag'),
-  ssl('proxy_ssl_verify_depth', 'verifyDepth', countArg),
-  ssl('proxy_ssl_trusted_certificate', 'trustedCertificate', confPathArg),
-  ssl('proxy_ssl_crl', 'crl', confPathArg),
-  ssl('proxy_ssl_certificate', 'certificate', cv),
-  ssl('proxy_ssl_certificate_key', 'certificateKey', cv),
-  ssl('proxy_ssl_password_file', 'passwordFile', confPathArg),
-  ssl('proxy_ssl_session_reuse', 'sessionReuse', flagArg, 'flag'),
-  ssl('proxy_ssl_protocols', 'protocols', protocols, [1, Infinity]),
-  ssl('proxy_ssl_ciphers', 'ciphers', stringArg),
-  {
-    name: 'proxy_ssl_certificate_cache', contexts: LOC_ANY, args: [1, 3],
-    handler: unique((cf) => (cf.get(proxyLoc).ssl ??= {}), 'certificateCache', (_cf, node, s) => {
-      const v = parseCertCache(node.args);
-      if (typeof v === 'string') return v;
-      s.certificateCache = v;
-    }),
-  },
   accepted('proxy_headers_hash_max_size', 1),
   accepted('proxy_headers_hash_bucket_size', 1),
-  accepted('proxy_ssl_conf_command', 2),
 ];
