@@ -29,7 +29,9 @@ import { subFilterModule } from './http/modules/sub-filter.ts';
 import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
-import { cgiTempPathsModule } from './http/modules/cgi-temp-paths.ts';
+import { uwsgiModule } from './http/modules/uwsgi.ts';
+import { scgiModule } from './http/modules/scgi.ts';
+import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
@@ -74,7 +76,9 @@ export const modules: CycleModule[] = [
   gatewayModule,
   upstreamModule,
   proxyModule,
-  cgiTempPathsModule,
+  fastcgiModule,
+  uwsgiModule,
+  scgiModule,
   tryFilesModule,
   indexModule,
   autoindexModule,

@@ -11,6 +11,7 @@ import type { HttpRequest } from '../request.ts';
 import { NGINX_VERSION, wireStatus } from '../special-response.ts';
 import { parseSize } from '../../conf/values.ts';
 import { requestLog } from '../request-log.ts';
+import { requestBodyOf } from '../request-body.ts';
 import type { VarValue } from '../../core/variables.ts';
 import type { HttpVariable } from '../http-conf.ts';
 import { coreLoc } from './settings.ts';
@@ -32,6 +33,12 @@ function requestHeader(r: HttpRequest, suffix: string): VarValue {
     }
   }
   return value;
+}
+
+/** The length of a body read whole, as text. */
+function bodyLength(r: HttpRequest): VarValue {
+  const b = requestBodyOf(r);
+  return b && r.body.complete ? String(b.length) : undefined;
 }
 
 function headerNameIs(name: string, suffix: string): boolean {
@@ -185,7 +192,9 @@ export const coreVariables: HttpVariable[] = [
   { name: 'connection_requests', get: (r) => String(r.connectionRequests) },
   { name: 'connection_time', noCache: true, get: (r) => msecText(Date.now() - r.conn.startMs) },
   { name: 'nginx_version', get: () => NGINX_VERSION },
-  { name: 'content_length', get: (r) => requestHeader(r, 'content_length') },
+  // a chunked body read whole has its length then (nginx sets content_length_n), as fastcgi's CONTENT_LENGTH needs;
+  // not cached, as nginx: a `set` before the body was read must not fix it empty
+  { name: 'content_length', noCache: true, get: (r) => requestHeader(r, 'content_length') ?? (r.head.chunked ? bodyLength(r) : undefined) },
   { name: 'content_type', get: (r) => requestHeader(r, 'content_type') },
   { name: 'request_id', get: () => crypto.randomBytes(16).toString('hex') },
   { name: 'proxy_protocol_addr', get: (r) => r.conn.proxyProtocol?.srcAddr },

@@ -56,6 +56,24 @@ export interface UpstreamCache<C extends UpstreamLoc, D extends UpstreamDerived>
   writer(u: UpstreamRequest<C, D>, head: UpstreamHead, raw: string): BodyTee | undefined;
 }
 
+/**
+ * A protocol's own body framing (nginx's input_filter), for a protocol
+ * whose body is not plain HTTP (FastCGI's records): decodes what is read
+ * into body bytes.
+ */
+export interface UpstreamBodyDecoder {
+  /**
+   * Decodes `chunk`, pushing body bytes to `out`: AGAIN while the body goes
+   * on, DONE at its end (then `keepalive` says whether the connection may be
+   * reused), or an error message (logged; the response is cut short).
+   */
+  feed(chunk: Buffer, out: Buffer[]): typeof BODY_AGAIN | typeof BODY_DONE | string;
+  readonly keepalive: boolean;
+}
+
+export const BODY_AGAIN = 0;
+export const BODY_DONE = 1;
+
 export interface UpstreamProtocol<C extends UpstreamLoc = UpstreamLoc, D extends UpstreamDerived = UpstreamDerived> {
   /**
    * nginx's process_header: the response head from `buf`, every byte read on
@@ -69,6 +87,8 @@ export interface UpstreamProtocol<C extends UpstreamLoc = UpstreamLoc, D extends
    * rewrite_cookie). Not called for X-Accel-Redirect or intercepted errors.
    */
   copyHeaders(u: UpstreamRequest<C, D>, head: UpstreamHead): void;
+  /** The body's decoder for an accepted head, when the protocol frames the body itself (the head's framing fields are then unused). */
+  bodyDecoder?(u: UpstreamRequest<C, D>, head: UpstreamHead): UpstreamBodyDecoder;
   /** nginx's reinit_request: before another try (the head and body are sent again as they are). */
   reinitRequest?(u: UpstreamRequest<C, D>): void;
   /** nginx's finalize_request: the exchange ended with `rc` (0 when the response went out). */

@@ -21,7 +21,8 @@ import { limitRateOf, ReadRateLimit } from './limit-rate.ts';
 import { storeWriter } from './store.ts';
 import { BodyRelay } from './relay.ts';
 import type { RelaySource } from './relay.ts';
-import type { UpstreamHead } from './protocol.ts';
+import { BODY_AGAIN, BODY_DONE } from './protocol.ts';
+import type { UpstreamBodyDecoder, UpstreamHead } from './protocol.ts';
 import { startUpgrade } from './upgrade.ts';
 import type { UpstreamRequest } from './upstream-request.ts';
 
@@ -34,6 +35,8 @@ export class ResponseReader implements RelaySource {
   /** Body bytes read, framing included (`$upstream_response_length`). */
   bodyBytes = 0;
   private decoder: ChunkedDecoder | undefined;
+  /** The protocol's own body framing (FastCGI records), when it has one. */
+  private bodyDecoder: UpstreamBodyDecoder | undefined;
   private remaining = -1;
   private keepalive = false;
   private relay: BodyRelay | undefined;
@@ -69,7 +72,7 @@ export class ResponseReader implements RelaySource {
     if (this.inBody) {
       if (this.complete) return;
       if (this.limiter?.holding) { this.limiter.whenDrained(() => this.end()); return; }
-      if (this.remaining === -1 && !this.decoder) {
+      if (this.remaining === -1 && !this.decoder && !this.bodyDecoder) {
         this.finishBody(false);
         return;
       }
@@ -128,10 +131,13 @@ export class ResponseReader implements RelaySource {
     const upgrade = head.status === 101 && r.header('upgrade') !== undefined;
     u.protocol.copyHeaders(u, head);
     const noBody = head.status === 204 || head.status === 304 || u.isHead || head.status < 200;
+    this.bodyDecoder = noBody ? undefined : u.protocol.bodyDecoder?.(u, head);
     if (noBody) this.remaining = 0;
+    else if (this.bodyDecoder) this.remaining = -1;
     else if (head.chunked) this.decoder = new ChunkedDecoder(u.conf.passTrailers === true);
     else this.remaining = head.contentLength;
-    if (this.remaining === 0) this.keepalive = !head.connectionClose;
+    // a protocol that frames its body itself has not reached the body's end yet
+    if (this.remaining === 0) this.keepalive = !head.connectionClose && !u.protocol.bodyDecoder;
     let buffering = u.conf.buffering;
     const xab = indexOf(head.headers, 'x-accel-buffering');
     if (xab >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Buffering'])) {
@@ -204,6 +210,19 @@ export class ResponseReader implements RelaySource {
     if (this.complete) return;
     this.bodyBytes += chunk.length;
     const relay = this.relay!;
+    const own = this.bodyDecoder;
+    if (own) {
+      const out = this.out;
+      const rc = own.feed(chunk, out);
+      if (out.length === 1) relay.push(out[0]);
+      else if (out.length > 1) relay.push(Buffer.concat(out));
+      out.length = 0;
+      if (rc === BODY_AGAIN) return;
+      if (rc === BODY_DONE) { this.finishBody(own.keepalive); return; }
+      this.u.log('error', rc, this.action);
+      this.fail();
+      return;
+    }
     const dec = this.decoder;
     if (dec) {
       const out = this.out;

@@ -2,12 +2,15 @@
  * Writing the request body upstream after the head: a buffered body from
  * memory or its temporary file (resent as is on a retry), `proxy_set_body`,
  * or, with `proxy_request_buffering off`, the client's body as it arrives —
- * chunked to an HTTP/1.1 upstream when the client sent it chunked. Writes
+ * chunked to an HTTP/1.1 upstream when the client sent it chunked. A
+ * protocol may frame the body (BodyFraming: chunks, FastCGI records). Writes
  * wait for the upstream to drain, and the client is paused meanwhile.
  */
 import fs from 'node:fs';
 import type { UpstreamConnection } from '../../upstream/connection.ts';
+import { isChunked, readRequestBody, streamRequestBody } from '../request-body.ts';
 import type { BodyConsumer, RequestBody } from '../request-body.ts';
+import type { HttpRequest } from '../request.ts';
 
 /** The side that owns the upstream exchange. */
 export interface BodyTarget {
@@ -26,6 +29,31 @@ export interface BodySender {
   readonly replayable: boolean;
 }
 
+/**
+ * How a protocol wraps body bytes on the wire: HTTP/1.1 chunks, FastCGI's
+ * STDIN records. `frame` wraps one piece; `end` follows the last.
+ */
+export interface BodyFraming {
+  frame(data: Buffer): Buffer[];
+  readonly end: Buffer;
+}
+
+/** HTTP/1.1 chunked transfer coding: one chunk per piece, the last chunk at the end. */
+export const CHUNKED_FRAMING: BodyFraming = {
+  frame: (data) => [Buffer.from(data.length.toString(16) + '\r\n', 'latin1'), data, CRLF],
+  end: Buffer.from('0\r\n\r\n', 'latin1'),
+};
+
+const CRLF = Buffer.from('\r\n', 'latin1');
+
+/** Writes `data` framed (or as is); false when the socket wants a drain. */
+function writeFramed(conn: UpstreamConnection, data: Buffer, framing: BodyFraming | undefined): boolean {
+  if (!framing) return conn.socket.write(data);
+  let ok = true;
+  for (const b of framing.frame(data)) ok = conn.socket.write(b);
+  return ok;
+}
+
 /** No body: nothing to write. One object serves every request. */
 export const NO_BODY: BodySender = {
   replayable: true,
@@ -37,15 +65,18 @@ export const NO_BODY: BodySender = {
 export class MemorySender implements BodySender {
   readonly replayable = true;
   private readonly bufs: Buffer[];
+  private readonly framing: BodyFraming | undefined;
   private waiting: BodyTarget | undefined;
 
-  constructor(bufs: Buffer[]) {
+  constructor(bufs: Buffer[], framing?: BodyFraming) {
     this.bufs = bufs;
+    this.framing = framing;
   }
 
   start(conn: UpstreamConnection, target: BodyTarget): void {
     let ok = true;
-    for (const b of this.bufs) ok = conn.socket.write(b);
+    for (const b of this.bufs) if (b.length) ok = writeFramed(conn, b, this.framing);
+    if (this.framing) ok = conn.socket.write(this.framing.end);
     if (ok) target.bodySent();
     else this.waiting = target;
   }
@@ -64,13 +95,15 @@ const FILE_CHUNK = 65536;
 export class FileSender implements BodySender {
   readonly replayable = true;
   private readonly body: RequestBody;
+  private readonly framing: BodyFraming | undefined;
   private target: BodyTarget | undefined;
   private conn: UpstreamConnection | undefined;
   private pos = 0;
   private fd = -1;
 
-  constructor(body: RequestBody) {
+  constructor(body: RequestBody, framing?: BodyFraming) {
     this.body = body;
+    this.framing = framing;
   }
 
   start(conn: UpstreamConnection, target: BodyTarget): void {
@@ -93,9 +126,10 @@ export class FileSender implements BodySender {
       const got = fs.readSync(this.fd, b, 0, n, this.pos);
       if (got <= 0) break;
       this.pos += got;
-      if (!conn.socket.write(got === n ? b : b.subarray(0, got))) return;
+      if (!writeFramed(conn, got === n ? b : b.subarray(0, got), this.framing)) return;
     }
     this.conn = undefined;
+    if (this.framing) conn.socket.write(this.framing.end);
     try { fs.closeSync(this.fd); } catch { /* closed */ }
     this.fd = -1;
     this.target!.bodySent();
@@ -110,7 +144,7 @@ export class FileSender implements BodySender {
 export class StreamSender implements BodySender, BodyConsumer {
   readonly replayable = false;
   private target: BodyTarget | undefined;
-  private readonly chunked: boolean;
+  private readonly framing: BodyFraming | undefined;
   private conn: UpstreamConnection | undefined;
   /** Data not written yet: before the connection is ready, or within the current read. */
   private pending: Buffer[] = [];
@@ -119,8 +153,8 @@ export class StreamSender implements BodySender, BodyConsumer {
   private failed = 0;
   controls: { pause(): void; resume(): void } | undefined;
 
-  constructor(chunked: boolean) {
-    this.chunked = chunked;
+  constructor(framing: BodyFraming | undefined) {
+    this.framing = framing;
   }
 
   start(conn: UpstreamConnection, target: BodyTarget): void {
@@ -165,9 +199,7 @@ export class StreamSender implements BodySender, BodyConsumer {
     if (parts.length) {
       this.pending = [];
       const data = parts.length === 1 ? parts[0] : Buffer.concat(parts);
-      if (this.chunked) s.write(data.length.toString(16) + '\r\n', 'latin1');
-      if (!s.write(data)) this.controls?.pause();
-      if (this.chunked) s.write('\r\n', 'latin1');
+      if (!writeFramed(this.conn, data, this.framing)) this.controls?.pause();
     }
     if (this.ended) this.finish();
     s.uncork();
@@ -178,7 +210,44 @@ export class StreamSender implements BodySender, BodyConsumer {
   private finish(): void {
     if (this.finished) return;
     this.finished = true;
-    if (this.chunked) this.conn!.socket.write('0\r\n\r\n', 'latin1');
+    if (this.framing) this.conn!.socket.write(this.framing.end);
     this.target!.bodySent();
   }
+}
+
+/** The body a protocol sends upstream: its sender, its length (-1 when streamed chunked) and whether it is streamed chunked. */
+export interface OutgoingBody {
+  sender: BodySender;
+  length: number;
+  chunked: boolean;
+}
+
+/**
+ * Reads (or starts streaming) the client's body for an upstream request:
+ * streamed as it arrives when `stream` allows it and the body has not
+ * already arrived whole (nginx sends a preread body as a buffered one),
+ * else read whole (memory or temporary file). `framing` wraps it for the
+ * protocol (`chunkedIn`: the client sent it chunked). A status when reading
+ * failed.
+ */
+export async function outgoingBody(r: HttpRequest, opts: {
+  stream: boolean; passBody: boolean; framing: (chunkedIn: boolean) => BodyFraming | undefined;
+}): Promise<OutgoingBody | number> {
+  const chunkedIn = isChunked(r);
+  let streaming = opts.stream && opts.passBody;
+  // node:http finishes parsing what came with the head within this turn of the event loop
+  if (streaming && !r.body.complete) await new Promise(setImmediate);
+  if (r.body.complete) streaming = false;
+  if (streaming) {
+    const s = new StreamSender(opts.framing(chunkedIn));
+    s.controls = streamRequestBody(r, s);
+    return { sender: s, length: chunkedIn ? -1 : r.head.contentLength, chunked: chunkedIn };
+  }
+  const rb = await readRequestBody(r);
+  if (typeof rb === 'number') return rb;
+  let sender: BodySender;
+  if (!opts.passBody) sender = NO_BODY;
+  else if (rb.file !== undefined) sender = new FileSender(rb, opts.framing(false));
+  else sender = new MemorySender(rb.bufs, opts.framing(false));
+  return { sender, length: rb.length, chunked: false };
 }

@@ -32,7 +32,7 @@ import { isBackgroundUpdate, startBackgroundUpdate } from './cache-background.ts
 import { cacheLoc, zoneNamed } from './cache-directives.ts';
 import type { CacheLocConf } from './cache-directives.ts';
 import { copyHeaders } from './headers-out.ts';
-import { parseResponseHead } from './response-head.ts';
+import { parseResponseHead } from '../../upstream/response-head.ts';
 import type { UpstreamHead } from '../../upstream/protocol.ts';
 import type { ProxyUpstream } from './conf.ts';
 

@@ -7,7 +7,9 @@
 import { defineSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
 import { UPSTREAM_DEFAULTS } from '../../upstream/conf.ts';
-import type { UpstreamConf, UpstreamDerived } from '../../upstream/conf.ts';
+import type { UpstreamDerived } from '../../upstream/conf.ts';
+import type { UpstreamModuleConf } from '../../upstream/directives.ts';
+import { mergeSsl } from '../../upstream/directives.ts';
 import type { MergedConf } from '../../../conf/context.ts';
 import type { CertCacheConf } from '../../upstream/cert-cache.ts';
 import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
@@ -22,7 +24,7 @@ export interface CookieFlagRule {
   flags: ComplexValue[];
 }
 
-export interface ProxyLocConf extends UpstreamConf {
+export interface ProxyLocConf extends UpstreamModuleConf {
   target?: ProxyTarget;
   /** Set when this level has its own proxy_pass (for proxy_redirect default). */
   ownTarget?: boolean;
@@ -31,12 +33,8 @@ export interface ProxyLocConf extends UpstreamConf {
   setBody?: ComplexValue;
   method?: ComplexValue;
   httpVersion?: '1.0' | '1.1';
-  passRequestHeaders?: boolean;
-  passRequestBody?: boolean;
   /** `off`, or the rules (a level with rules inherits none). */
   redirect?: false | RedirectRule[];
-  hideHeaders?: string[];
-  passHeaders?: string[];
   /** proxy_cookie_domain / proxy_cookie_path rules, proxy_cookie_flags (`off`: false). */
   cookieDomains?: false | RedirectRule[];
   cookiePaths?: false | RedirectRule[];
@@ -66,9 +64,6 @@ export const PROXY_DEFAULTS = {
   passRequestBody: true,
 } as const satisfies ProxyLocConf;
 
-const SSL_FIELDS = ['serverName', 'name', 'verify', 'verifyDepth', 'trustedCertificate', 'certificate',
-  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'certificateCache', 'confPrefix'] as const;
-
 function mergeProxy(parent: ProxyLocConf, child: ProxyLocConf): void {
   const c = child as Record<string, unknown>;
   const p = parent as Record<string, unknown>;
@@ -77,11 +72,7 @@ function mergeProxy(parent: ProxyLocConf, child: ProxyLocConf): void {
     if (k === 'derived' || k === 'ownTarget' || k === 'ssl' || k === 'redirect') continue;
     if (c[k] === undefined) c[k] = p[k];
   }
-  if (parent.ssl) {
-    const cs = (child.ssl ??= {}) as Record<string, unknown>;
-    const ps = parent.ssl as Record<string, unknown>;
-    for (const k of SSL_FIELDS) if (cs[k] === undefined) cs[k] = ps[k];
-  }
+  mergeSsl(parent, child);
 }
 
 export const proxyLoc = defineSlot<ProxyLocConf, typeof PROXY_DEFAULTS>('proxy_loc', () => ({}), mergeProxy, PROXY_DEFAULTS);

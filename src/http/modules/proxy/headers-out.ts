@@ -18,8 +18,14 @@ import { overrideCharset } from '../charset/index.ts';
 /** Fields the upstream module never copies to the client. */
 const NOT_COPIED = new Set(['content-length', 'connection', 'keep-alive', 'transfer-encoding']);
 
-/** Copies the upstream head to `r`'s response; `ignore` is proxy_ignore_headers' bits. */
-export function copyHeaders(r: HttpRequest, head: UpstreamHead, d: DerivedConf, ignore: number): void {
+/** What the copy reads: the hidden names, and the proxy's rewrites (other protocols have none). */
+export type CopyConf = Pick<DerivedConf, 'hidden'> & Partial<Pick<DerivedConf, 'redirects' | 'cookies'>> & {
+  /** Server and Date are not hidden by default (fastcgi…): nginx's own are replaced only by ones the upstream sent. */
+  passesServerDate?: boolean;
+};
+
+/** Copies the upstream head to `r`'s response; `ignore` is *_ignore_headers' bits. */
+export function copyHeaders(r: HttpRequest, head: UpstreamHead, d: CopyConf, ignore: number): void {
   const { names, lnames, values } = head.headers;
   const hidden = d.hidden;
   for (let i = 0; i < names.length; i++) {
@@ -65,8 +71,9 @@ export function copyHeaders(r: HttpRequest, head: UpstreamHead, d: DerivedConf, 
   r.status = head.status;
   r.contentLength = head.contentLength >= 0 && !head.chunked ? head.contentLength : undefined;
   // a passed Server or Date replaces nginx's own, even when the upstream sent none
-  if (!hidden.has('server')) r.ownServer = true;
-  if (!hidden.has('date')) r.ownDate = true;
+  const sent = d.passesServerDate === true;
+  if (!hidden.has('server') && (!sent || lnames.includes('server'))) r.ownServer = true;
+  if (!hidden.has('date') && (!sent || lnames.includes('date'))) r.ownDate = true;
   const line = head.statusLine;
   r.statusReason = line.length > 4 ? line.slice(4) : line ? '' : undefined;
 }

@@ -5,14 +5,14 @@
  * (upstream-request.ts); the variables `$proxy_host`, `$proxy_port` and
  * `$proxy_add_x_forwarded_for` live here too.
  */
-import { ConfError } from '../../../conf/errors.ts';
 import { DONE } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, HttpVariable, LocationConf } from '../../http-conf.ts';
-import { defaultTempPath, hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix, streamRequestBody } from '../../request-body.ts';
+import { hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { VariableDef } from '../../../core/variables.ts';
 import { beginUpstream } from '../../upstream/module.ts';
+import { deriveBuffers, finishLevels, hiddenHeaders } from '../../upstream/directives.ts';
 import { peerChooserFor } from '../../upstream/peer-choice.ts';
 import type { Placement } from '../../upstream/peer-choice.ts';
 import { proxyLoc } from './conf.ts';
@@ -25,7 +25,7 @@ import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 import { buildHead, compileHeaderPlan } from './request-head.ts';
 import type { HeaderPlan } from './request-head.ts';
-import { FileSender, MemorySender, NO_BODY, StreamSender } from '../../upstream/send-body.ts';
+import { CHUNKED_FRAMING, MemorySender, NO_BODY, outgoingBody } from '../../upstream/send-body.ts';
 import type { BodySender } from '../../upstream/send-body.ts';
 import { resolveTarget } from '../../upstream/resolve.ts';
 import type { ResolvedTarget } from './target.ts';
@@ -44,18 +44,7 @@ const defaultPlans = new WeakMap<HttpMainConf, HeaderPlan>();
 
 /** Computes a location's derived values once (nginx does this in merge_loc_conf). */
 function finishConf(main: HttpMainConf, c: ProxyLoc, parent: DerivedConf | undefined, where: { file: string; line: number } | undefined): DerivedConf {
-  const fail = (msg: string) => new ConfError(msg, where?.file, where?.line);
-  const bufs = c.buffers;
-  if (bufs.num < 2) throw fail('there must be at least 2 "proxy_buffers"');
-  const size = Math.max(c.bufferSize, bufs.size);
-  const busy = c.busyBuffersSize ?? 2 * size;
-  if (busy < size) throw fail('"proxy_busy_buffers_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
-  if (busy > (bufs.num - 1) * bufs.size) throw fail('"proxy_busy_buffers_size" must be less than the size of all "proxy_buffers" minus one buffer');
-  const write = c.tempFileWriteSize ?? 2 * size;
-  if (write < size) throw fail('"proxy_temp_file_write_size" must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
-  if (c.maxTempFileSize !== 0 && c.maxTempFileSize < size) {
-    throw fail('"proxy_max_temp_file_size" must be equal to zero to disable temporary files usage or must be equal to or greater than the maximum of the value of "proxy_buffer_size" and one of the "proxy_buffers"');
-  }
+  const buffers = deriveBuffers('proxy_', c, c.defaultTempPath, 'proxy_temp', where);
   let plan: HeaderPlan | undefined;
   if (c.setHeaders) {
     plan = plans.get(c.setHeaders);
@@ -64,16 +53,14 @@ function finishConf(main: HttpMainConf, c: ProxyLoc, parent: DerivedConf | undef
     plan = defaultPlans.get(main);
     if (!plan) defaultPlans.set(main, (plan = compileHeaderPlan(main.variables, undefined)));
   }
-  const hidden = new Set(HIDDEN_BY_DEFAULT);
-  for (const h of c.hideHeaders ?? []) hidden.add(h.toLowerCase());
-  for (const h of c.passHeaders ?? []) hidden.delete(h.toLowerCase());
+  const hidden = hiddenHeaders(HIDDEN_BY_DEFAULT, c);
   let redirects: RedirectRule[] | undefined;
   if (c.redirect === false) redirects = undefined;
   else if (c.redirect) redirects = c.redirect.map((rule) => (rule.isDefault && c.target ? defaultRule(c.target) : rule));
   else if (parent && parent.redirects) redirects = parent.redirects;
   else if (c.ownTarget && c.target && !c.target.dynamic) redirects = [defaultRule(c.target)];
   const d: DerivedConf = {
-    busyBuffersSize: busy, tempFileWriteSize: write, tempPath: c.tempPath ?? c.defaultTempPath ?? defaultTempPath('proxy_temp'),
+    ...buffers,
     headerPlan: plan, hidden, redirects,
     cookies: c.cookieDomains || c.cookiePaths || c.cookieFlags ? c : undefined,
   };
@@ -83,19 +70,7 @@ function finishConf(main: HttpMainConf, c: ProxyLoc, parent: DerivedConf | undef
 
 /** Finishes every location of the http block, parents before children. */
 function finishAll(http: HttpMainConf): void {
-  const walk = (list: Iterable<LocationConf>, parent: DerivedConf) => {
-    for (const loc of list) {
-      const d = finishConf(http, loc.level.get(proxyLoc), parent, loc);
-      walk(loc.children, d);
-      if (loc.limitExcept) walk([loc.limitExcept.loc], d);
-    }
-  };
-  const top = finishConf(http, http.level.get(proxyLoc), undefined, undefined);
-  for (const srv of http.servers) {
-    const sd = finishConf(http, srv.level.get(proxyLoc), top, srv);
-    walk(srv.locations, sd);
-    walk(srv.named.values(), sd);
-  }
+  finishLevels(http, proxyLoc, (c: ProxyLoc, parent: DerivedConf | undefined, where) => finishConf(http, c, parent, where));
 }
 
 /**
@@ -130,15 +105,6 @@ function proxyHandler(r: HttpRequest): number | Promise<number> {
 
 /** The handler's path for requests with a body (or proxy_set_body). */
 async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: ResolvedTarget): Promise<number> {
-  const passBody = conf.passRequestBody;
-  const chunkedIn = isChunked(r);
-  let streaming = !conf.requestBuffering && !conf.setBody && passBody && (!chunkedIn || conf.httpVersion === '1.1');
-  if (streaming && !r.body.complete) {
-    // node:http finishes parsing what came with the head within this turn of the event loop
-    await new Promise(setImmediate);
-  }
-  // a body that already arrived whole (with the head) goes as a buffered one, as nginx sends a preread body
-  if (r.body.complete) streaming = false;
   if (conf.setBody) {
     if (hasRequestBody(r)) {
       const rb = await readRequestBody(r);
@@ -147,18 +113,14 @@ async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: Reso
     const body = Buffer.from(conf.setBody.evaluate(r), 'latin1');
     return place(r, conf, d, rt, new MemorySender([body]), body.length, false);
   }
-  if (streaming) {
-    const s = new StreamSender(chunkedIn);
-    s.controls = streamRequestBody(r, s);
-    return place(r, conf, d, rt, s, chunkedIn ? -1 : r.head.contentLength, chunkedIn);
-  }
-  const rb = await readRequestBody(r);
-  if (typeof rb === 'number') return rb;
-  let sender: BodySender;
-  if (!passBody) sender = NO_BODY;
-  else if (rb.file !== undefined) sender = new FileSender(rb);
-  else sender = new MemorySender(rb.bufs);
-  return place(r, conf, d, rt, sender, rb.length, false);
+  const http11 = conf.httpVersion === '1.1';
+  const out = await outgoingBody(r, {
+    // a chunked body is streamed only to an HTTP/1.1 upstream, re-chunked
+    stream: !conf.requestBuffering && (!isChunked(r) || http11), passBody: conf.passRequestBody,
+    framing: (chunkedIn) => (chunkedIn ? CHUNKED_FRAMING : undefined),
+  });
+  if (typeof out === 'number') return out;
+  return place(r, conf, d, rt, out.sender, out.length, out.chunked);
 }
 
 /** Finds where the request goes (resolving a name when it must), then starts the exchange. */

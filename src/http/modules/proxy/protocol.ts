@@ -10,7 +10,7 @@ import type { UpstreamHead, UpstreamProtocol } from '../../upstream/protocol.ts'
 import { cacheError, cacheLookup, cacheServeStale, cacheStaleStatus, cacheWriter } from './cache.ts';
 import type { DerivedConf, ProxyLoc, ProxyUpstream } from './conf.ts';
 import { copyHeaders } from './headers-out.ts';
-import { parseResponseHead } from './response-head.ts';
+import { parseResponseHead } from '../../upstream/response-head.ts';
 
 /** Offset just after the blank line ending the head in `b`, or -1. */
 function headEnd(b: Buffer): number {

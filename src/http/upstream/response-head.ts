@@ -9,7 +9,7 @@
  * single-valued field (Content-Type, Location, Expires, ...) is logged and
  * ignored. A response that does not start like a status line is HTTP/0.9.
  */
-import type { UpstreamHead } from '../../upstream/protocol.ts';
+import type { UpstreamHead } from './protocol.ts';
 
 /** A parse failure: the log message, and whether it counts as nginx's "invalid header". */
 export interface HeadError {
@@ -108,7 +108,16 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Upstr
     status: sl.status, statusLine: sl.line, http09: false, headers: { names: [], lnames: [], values: [] },
     contentLength: -1, chunked: false, connectionClose: !sl.http11, bodyStart: 0,
   };
-  let pos = p;
+  const done = readFields(s, p, head, warn);
+  return done === true ? head : done;
+}
+
+/**
+ * Reads the header fields from `pos` up to the blank line into `head`
+ * (setting bodyStart): true when complete, undefined when more bytes are
+ * needed, or the error of an invalid header.
+ */
+function readFields(s: string, pos: number, head: UpstreamHead, warn: (msg: string) => void): true | HeadError | undefined {
   const seen = { bits: 0 };
   for (;;) {
     const lf = s.indexOf('\n', pos);
@@ -119,7 +128,7 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Upstr
       // empty line (a bare CR before LF included): end of the header
       if (lf - pos > 1) return { error: invalidLine(s, pos, end) };
       head.bodyStart = lf + 1;
-      return head;
+      return true;
     }
     const line = s.slice(pos, end);
     pos = lf + 1;
@@ -156,6 +165,49 @@ export function parseResponseHead(s: string, warn: (msg: string) => void): Upstr
   }
 }
 
+/**
+ * A CGI-style head (FastCGI's stdout, an SCGI or uwsgi answer): header
+ * fields, the status from a `Status:` field, else 302 with a Location, else
+ * 200 (ngx_http_fastcgi_process_header). With `statusLine`, the answer may
+ * start with an HTTP status line instead (SCGI and uwsgi). The body's end is
+ * the protocol's business: no chunked framing, and the upstream closes.
+ */
+export function parseCgiHead(s: string, statusLine: boolean, warn: (msg: string) => void): UpstreamHead | HeadError | undefined {
+  const head: UpstreamHead = {
+    status: 0, statusLine: '', http09: false, headers: { names: [], lnames: [], values: [] },
+    contentLength: -1, chunked: false, connectionClose: true, bodyStart: 0,
+  };
+  let pos = 0;
+  if (statusLine) {
+    const sl = { status: 0, line: '', http11: false };
+    const p = parseStatusLine(s, sl);
+    if (p === 0) return undefined;
+    if (p > 0) {
+      head.status = sl.status;
+      head.statusLine = sl.line;
+      pos = p;
+    }
+  }
+  const done = readFields(s, pos, head, warn);
+  if (done !== true) return done;
+  // the body is framed by the protocol, never chunked
+  head.chunked = false;
+  if (head.status) return head;
+  const st = head.headers.lnames.indexOf('status');
+  if (st >= 0) {
+    const v = head.headers.values[st];
+    if (!/^\d{3}/.test(v)) return { error: `upstream sent invalid status "${v}"` };
+    head.status = Number(v.slice(0, 3));
+    head.statusLine = v;
+  } else if (head.headers.lnames.includes('location')) {
+    head.status = 302;
+    head.statusLine = '302 Moved Temporarily';
+  } else {
+    head.status = 200;
+    head.statusLine = '200 OK';
+  }
+  return head;
+}
 const IGNORED = '';
 
 /** Applies the per-field rules; returns IGNORED, an error message, or undefined to keep the field. */
