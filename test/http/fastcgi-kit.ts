@@ -19,7 +19,16 @@ import { freePort } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { normalise } from '../proxy/differential-kit.ts';
 
-export const PHP_FPM = process.env.PHP_FPM_BINARY ?? '/usr/sbin/php-fpm8.2';
+/** Debian's php-fpm binary carries the PHP version in its name (php-fpm8.2 on bookworm). */
+function findPhpFpm(): string {
+  try {
+    const found = fs.readdirSync('/usr/sbin').filter((f) => /^php-fpm\d/.test(f)).sort().pop();
+    if (found) return `/usr/sbin/${found}`;
+  } catch { /* no /usr/sbin */ }
+  return '/usr/sbin/php-fpm8.2';
+}
+
+export const PHP_FPM = process.env.PHP_FPM_BINARY ?? findPhpFpm();
 export const phpFpmSkip: string | false = fs.existsSync(PHP_FPM) ? false : `${PHP_FPM} is not installed`;
 
 export interface PhpFpm {
