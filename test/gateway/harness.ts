@@ -101,22 +101,31 @@ export class Gateway {
  * default: a config that does not mention them gets `apisix.ssl.enable:
  * false` and `plugin_attr.prometheus.enable_export_server: false`, so tests
  * running side by side do not all bind them (tests of those ports write
- * their own sections).
+ * their own sections). The lines go in right under the section's key (or a
+ * new section at the top), so the file's end stays the test's own: tests
+ * append to it.
  */
 function withoutDefaultPorts(text: string): string {
-  const doc = parseDocument(text);
-  let changed = false;
-  if (doc.getIn(['apisix', 'ssl']) === undefined) {
-    if (!doc.has('apisix')) doc.set('apisix', doc.createNode({}));
-    doc.setIn(['apisix', 'ssl'], doc.createNode({ enable: false }));
-    changed = true;
+  let out = text;
+  const add = (section: string, key: string, lines: string[]) => {
+    const doc = parseDocument(out);
+    if (doc.getIn([section, key]) !== undefined) return;
+    const at = new RegExp(`^${section}:[ \t]*\n`, 'm').exec(out);
+    if (!at) {
+      out = `${section}:\n  ${key}:\n${lines.map((l) => `    ${l}\n`).join('')}${out}`;
+      return;
+    }
+    const after = at.index + at[0].length;
+    const indent = /^([ \t]+)/.exec(out.slice(after))?.[1] ?? '  ';
+    out = `${out.slice(0, after)}${indent}${key}:\n${lines.map((l) => `${indent}${indent}${l}\n`).join('')}${out.slice(after)}`;
+  };
+  add('apisix', 'ssl', ['enable: false']);
+  add('plugin_attr', 'prometheus', ['enable_export_server: false']);
+  const check = parseDocument(out);
+  if (check.errors.length || check.getIn(['apisix', 'ssl']) === undefined || check.getIn(['plugin_attr', 'prometheus']) === undefined) {
+    throw new Error(`harness: could not add the default-port sections to the test's config.yaml:\n${out}`);
   }
-  if (doc.getIn(['plugin_attr', 'prometheus']) === undefined) {
-    if (!doc.has('plugin_attr')) doc.set('plugin_attr', doc.createNode({}));
-    doc.setIn(['plugin_attr', 'prometheus'], doc.createNode({ enable_export_server: false }));
-    changed = true;
-  }
-  return changed ? doc.toString() : text;
+  return out;
 }
 
 /** Gateways still running when the test process exits (a failed test) are killed with it. */
