@@ -72,9 +72,16 @@ export class Http1Response extends SinkListeners implements ResponseSink {
 
   flushHead(): void {
     if (this.head === undefined || this.destroyed) return;
-    this.socket.write(this.head, 'latin1');
+    this.socket.write(this.takeHead()!, 'latin1');
+  }
+
+  /** The head not written yet (undefined once it was), counted as written from now on. */
+  private takeHead(): string | undefined {
+    const head = this.head;
+    if (head === undefined) return undefined;
     this.head = undefined;
     this.headWritten = true;
+    return head;
   }
 
   writeContinue(): void {
@@ -92,14 +99,10 @@ export class Http1Response extends SinkListeners implements ResponseSink {
       return true;
     }
     const socket = this.socket;
-    const head = this.head;
-    if (head === undefined && !this.chunked) return socket.write(chunk);
+    if (this.head === undefined && !this.chunked) return socket.write(chunk);
     socket.cork();
-    if (head !== undefined) {
-      socket.write(head, 'latin1');
-      this.head = undefined;
-      this.headWritten = true;
-    }
+    const head = this.takeHead();
+    if (head !== undefined) socket.write(head, 'latin1');
     let ok: boolean;
     if (this.chunked) {
       socket.write(chunk.length.toString(16) + '\r\n', 'latin1');
@@ -115,14 +118,11 @@ export class Http1Response extends SinkListeners implements ResponseSink {
   end(chunk?: Buffer): void {
     if (this.ended || this.destroyed) return;
     const socket = this.socket;
-    const head = this.head;
-    if (head !== undefined && !this.chunked && !this.noBody && chunk !== undefined && chunk.length <= SINGLE_WRITE_MAX) {
+    if (this.head !== undefined && !this.chunked && !this.noBody && chunk !== undefined && chunk.length <= SINGLE_WRITE_MAX) {
       // a small whole response: one buffer, one write, no writev through a corked stream
       const out = Buffer.allocUnsafe(this.headLength + chunk.length);
-      out.write(head, 0, "latin1");
+      out.write(this.takeHead()!, 0, 'latin1');
       chunk.copy(out, this.headLength);
-      this.head = undefined;
-      this.headWritten = true;
       this.ended = true;
       socket.write(out, this.written);
       this.endMark = socket.bytesWritten;
@@ -131,11 +131,8 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     socket.cork();
     if (chunk !== undefined && chunk.length) this.write(chunk);
     this.ended = true;
-    if (this.head !== undefined) {
-      socket.write(this.head, 'latin1');
-      this.head = undefined;
-      this.headWritten = true;
-    }
+    const rest = this.takeHead();
+    if (rest !== undefined) socket.write(rest, 'latin1');
     let last: string | Buffer = EMPTY;
     if (this.chunked) {
       let t = '0\r\n';

@@ -8,7 +8,7 @@ import type { HttpRequest } from '../../http/request.ts';
 import { escapeUri } from '../../http/uri.ts';
 import type { PluginContext } from '../plugins/phase-api.ts';
 import type { Consumer } from '../router/config-view.ts';
-import type { MatchedRoute } from '../router/router.ts';
+import type { MatchedRoute, RouteMatch } from '../router/router.ts';
 import type { VarReader } from '../router/expr.ts';
 
 type ConsumerKeys = Map<string, { consumer: Consumer; credentialId: string | undefined }>;
@@ -25,6 +25,8 @@ export class RequestContext implements PluginContext {
   readonly r: HttpRequest;
   readonly route: MatchedRoute | undefined;
   readonly routeKey: string;
+  readonly matchedUri: string;
+  readonly matchedHost: string;
   readonly state = new Map<object, unknown>();
   consumer: Consumer | undefined;
   credentialId: string | undefined;
@@ -43,9 +45,12 @@ export class RequestContext implements PluginContext {
   private readonly consumers: Map<string, Consumer>;
   readonly variable: VarReader;
 
-  constructor(r: HttpRequest, route: MatchedRoute | undefined, keys: ConsumerKeys, consumers: Map<string, Consumer>, read: VarReader) {
+  constructor(r: HttpRequest, hit: RouteMatch | undefined, keys: ConsumerKeys, consumers: Map<string, Consumer>, read: VarReader) {
     this.r = r;
+    const route = hit?.route;
     this.route = route;
+    this.matchedUri = hit?.written ?? '';
+    this.matchedHost = hit?.host ?? '';
     this.routeKey = route ? `route#${route.id}` : 'global';
     this.keys = keys;
     this.consumers = consumers;

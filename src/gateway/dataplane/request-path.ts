@@ -95,8 +95,9 @@ export class DataPlane {
     const v = this.current();
     const rawHost = r.header('host') ?? '';
     const read = (name: string): string | undefined => r.main.variables.valueByName(r, name);
-    const route = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
-    const ctx = new RequestContext(r, route, v.consumerKeys, v.view.consumers, read);
+    const hit = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
+    const route = hit?.route;
+    const ctx = new RequestContext(r, hit, v.consumerKeys, v.view.consumers, read);
     const state: GatewayRequestState = { ctx, chains: [] };
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));

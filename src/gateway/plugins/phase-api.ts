@@ -21,6 +21,9 @@ export type PhaseResult = PluginAnswer | undefined | void;
 export interface PluginContext {
   /** The matched route (undefined while global rules run for a request no route matched). */
   route: MatchedRoute | undefined;
+  /** The uri and host patterns that selected the route (radixtree's `_path` and `_host`; `''` without). */
+  readonly matchedUri: string;
+  readonly matchedHost: string;
   /** The route's version (plugins keep per-route state under it). */
   routeKey: string;
   /** An nginx variable of the request (`remote_addr`, `arg_x`, `http_x`, `cookie_x`, ...). */

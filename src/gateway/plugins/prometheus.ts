@@ -7,7 +7,6 @@
  * /apisix/prometheus/metrics by default) sums every worker's counts.
  */
 import { workerMetrics } from '../dataplane/metrics.ts';
-import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface PrometheusConf { prefer_name: boolean }
@@ -18,19 +17,6 @@ function lastSeconds(v: string | undefined): number | undefined {
   const last = v.split(/[,:]\s*/).pop()!.trim();
   const n = Number(last);
   return last === '' || last === '-' || !Number.isFinite(n) ? undefined : n;
-}
-
-/** The route's uri pattern and host that matched (radixtree's `_path` and `_host`). */
-function matched(ctx: PluginContext): { uri: string; host: string } {
-  const conf = ctx.route?.conf;
-  if (!conf) return { uri: '', host: '' };
-  const path = ctx.variable('uri') ?? '';
-  const uris = conf.uris ?? (conf.uri !== undefined ? [conf.uri] : []);
-  const uri = uris.find((p) => (p.endsWith('*') ? path.startsWith(p.slice(0, -1)) : p === path)) ?? uris[0] ?? '';
-  const hostname = (ctx.variable('host') ?? '').toLowerCase();
-  const hosts = conf.hosts ?? (conf.host !== undefined ? [conf.host] : []);
-  const host = hosts.find((h) => (h.startsWith('*') ? hostname.endsWith(h.slice(1).toLowerCase()) : h.toLowerCase() === hostname)) ?? '';
-  return { uri, host };
 }
 
 export const prometheus: GatewayPlugin<PrometheusConf> = {
@@ -49,11 +35,10 @@ export const prometheus: GatewayPlugin<PrometheusConf> = {
     const upstreamAddr = ctx.variable('upstream_addr');
     const lastAddr = upstreamAddr ? upstreamAddr.split(/,\s*/).pop()! : '';
     const node = lastAddr.startsWith('unix:') ? lastAddr : lastAddr.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
-    const { uri, host } = matched(ctx);
     const headerTime = ctx.variable('upstream_header_time');
     const source = ctx.answered ? 'apisix' : upstreamAddr ? (lastSeconds(headerTime) !== undefined ? 'upstream' : 'nginx') : 'apisix';
     const common = [routeId, service, consumer, node, 'traditional_http', '', ''];
-    workerMetrics.inc('http_status', [ctx.variable('status') ?? '', routeId, uri, host, service, consumer, node, 'traditional_http', '', '', source], 1);
+    workerMetrics.inc('http_status', [ctx.variable('status') ?? '', routeId, ctx.matchedUri, ctx.matchedHost, service, consumer, node, 'traditional_http', '', '', source], 1);
     const latency = (lastSeconds(ctx.variable('request_time')) ?? 0) * 1000;
     const upstream = lastSeconds(ctx.variable('upstream_response_time'));
     workerMetrics.observe('http_latency', ['request', ...common], latency);

@@ -42,8 +42,16 @@ export interface RequestFacts {
   read: VarReader;
 }
 
-interface Entry extends PathEntry {
+/** What matched a request: the route, and the uri and host patterns that selected it (radixtree's `_path` and `_host`). */
+export interface RouteMatch {
   route: MatchedRoute;
+  /** The uri pattern as written (`/foo/*`). */
+  written: string;
+  /** The host pattern as written, `''` when the route was found without one. */
+  host: string;
+}
+
+interface Entry extends PathEntry, RouteMatch {
   hosts: string[] | undefined;
   methods: Set<string> | undefined;
   remote: Cidr[] | undefined;
@@ -160,8 +168,9 @@ export class HttpRouter {
       }
       const hosts = c.hosts;
       const base = { route: c.route, hosts, methods: c.methods, remote: c.remote, vars: c.vars, priority: conf.priority ?? 0, order: order++ };
-      const groups: Array<UriRouter<Entry>> = [];
-      if (!this.hostFirst || !hosts || hosts.includes('*')) groups.push(this.anyHost);
+      // each group with the host pattern that leads to it
+      const groups: Array<[UriRouter<Entry>, string]> = [];
+      if (!this.hostFirst || !hosts || hosts.includes('*')) groups.push([this.anyHost, '']);
       else {
         for (const h of hosts) {
           const lower = h.toLowerCase();
@@ -170,30 +179,31 @@ export class HttpRouter {
           const key = wildcard ? lower.slice(1) : lower;
           let g = map.get(key);
           if (!g) map.set(key, (g = new UriRouter<Entry>()));
-          if (!groups.includes(g)) groups.push(g);
+          if (!groups.some(([x]) => x === g)) groups.push([g, h]);
         }
       }
       for (const path of conf.uris ?? (conf.uri !== undefined ? [conf.uri] : [])) {
-        for (const g of groups) g.add(path, { ...base, written: path });
+        for (const [g, host] of groups) g.add(path, { ...base, written: path, host });
       }
     }
     this.wildcards = [...wild.entries()].sort((a, b) => b[0].length - a[0].length);
   }
 
-  match(f: RequestFacts): MatchedRoute | undefined {
-    if (!this.hostFirst) return this.anyHost.match(f.path, (e) => conditionsHold(e, f, true))?.route;
+  /** The route for a request (an entry made when the router was built: nothing is allocated per request). */
+  match(f: RequestFacts): RouteMatch | undefined {
+    if (!this.hostFirst) return this.anyHost.match(f.path, (e) => conditionsHold(e, f, true));
     const accept = (e: Entry): boolean => conditionsHold(e, f, false);
     const exact = this.byHost.get(f.host);
     const hit = exact?.match(f.path, accept);
-    if (hit) return hit.route;
+    if (hit) return hit;
     // a host pattern with a port is the Host header as sent
     const withPort = f.rawHost.includes(':') ? this.byHost.get(f.rawHost.toLowerCase())?.match(f.path, accept) : undefined;
-    if (withPort) return withPort.route;
+    if (withPort) return withPort;
     for (const [suffix, g] of this.wildcards) {
       if (!f.host.endsWith(suffix)) continue;
       const w = g.match(f.path, accept);
-      if (w) return w.route;
+      if (w) return w;
     }
-    return this.anyHost.match(f.path, (e) => conditionsHold(e, f, true))?.route;
+    return this.anyHost.match(f.path, (e) => conditionsHold(e, f, true));
   }
 }

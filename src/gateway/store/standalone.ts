@@ -193,16 +193,15 @@ export class StandaloneStore implements Store {
 
   async list(prefix: string): Promise<{ kvs: KeyValue[]; revision: number }> {
     await this.ready;
-    const kvs = [...this.kvs.values()].filter((kv) => kv.key.startsWith(prefix)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    return { kvs, revision: this.rev };
+    return { kvs: listed(this.kvs, prefix), revision: this.rev };
   }
 
   put(): Promise<PutResult> {
-    return Promise.reject(new StoreError(READ_ONLY));
+    return readOnly();
   }
 
   delete(): Promise<DeleteResult> {
-    return Promise.reject(new StoreError(READ_ONLY));
+    return readOnly();
   }
 
   async revision(): Promise<number> {
@@ -223,6 +222,15 @@ export class StandaloneStore implements Store {
   }
 }
 
+/** The keys under `prefix`, in byte order (as etcd and the embedded store list them). */
+function listed(kvs: Map<string, KeyValue>, prefix: string): KeyValue[] {
+  return [...kvs.values()].filter((kv) => kv.key.startsWith(prefix)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+function readOnly(): Promise<never> {
+  return Promise.reject(new StoreError(READ_ONLY));
+}
+
 function changed(a: Map<string, KeyValue>, b: Map<string, KeyValue>): boolean {
   if (a.size !== b.size) return true;
   for (const [k, v] of b) if (a.get(k)?.value !== v.value) return true;
@@ -235,11 +243,9 @@ class StagedView implements Store {
   private readonly kvs: Map<string, KeyValue>;
   constructor(kvs: Map<string, KeyValue>) { this.kvs = kvs; }
   async get(key: string): Promise<KeyValue | undefined> { return this.kvs.get(key); }
-  async list(prefix: string): Promise<{ kvs: KeyValue[]; revision: number }> {
-    return { kvs: [...this.kvs.values()].filter((kv) => kv.key.startsWith(prefix)), revision: 0 };
-  }
-  put(): Promise<PutResult> { return Promise.reject(new StoreError(READ_ONLY)); }
-  delete(): Promise<DeleteResult> { return Promise.reject(new StoreError(READ_ONLY)); }
+  async list(prefix: string): Promise<{ kvs: KeyValue[]; revision: number }> { return { kvs: listed(this.kvs, prefix), revision: 0 }; }
+  put(): Promise<PutResult> { return readOnly(); }
+  delete(): Promise<DeleteResult> { return readOnly(); }
   async revision(): Promise<number> { return 0; }
   watch(): Watcher { return { cancel() {} }; }
   close(): void {}
