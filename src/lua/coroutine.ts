@@ -152,7 +152,8 @@ export class CoroutineRunner {
   private errorMessage(L: number): string {
     const type = this.bridge.type(L, -1);
     if (type === T.STRING || type === T.NUMBER) return luajitMessage(this.bridge.toString(L, -1)!);
-    return `(error object is a ${this.bridge.typeName(L, -1)} value)`;
+    // OpenResty takes the error as a string or says it does not know (error(nil), a table)
+    return 'unknown reason';
   }
 
   /** OpenResty's shape: "stack traceback:\ncoroutine 0:\n\t..." from the failed coroutine's frames. */

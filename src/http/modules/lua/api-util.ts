@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { finishOutput, flushOutput } from './output.ts';
+import { finishOutput, flushOutput, headStarted, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -75,6 +75,19 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       // ngx.flush(true) waits until the client took it all
       if (wait && bridge.toBoolean(L, 1)) return bridge.suspend(wait, ok);
       return ok(L);
+    },
+    /** ngx.send_headers(): the head goes to the filters now and is held with the output (1). */
+    send_headers(L: number) {
+      const ctx = requestContext(rt);
+      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      if (!headStarted(ctx.r)) startHead(ctx.r);
+      bridge.pushInteger(L, 1);
+      return 1;
+    },
+    /** ngx.headers_sent (read through the ngx table's metatable). */
+    headers_sent(L: number) {
+      bridge.pushBoolean(L, headStarted(requestContext(rt).r));
+      return 1;
     },
     eof(L: number) {
       const ctx = requestContext(rt);

@@ -101,6 +101,8 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     exit(L: number) {
       const ctx = currentContext(rt);
       if (!ctx) throw new LuaError('API disabled in the context of init_by_lua*');
+      // OpenResty's ngx.exit allows rewrite, access, content, header filter, timers and balancer
+      if (ctx.phase === 'set' || ctx.phase === 'log' || ctx.phase === 'body_filter') refuseIn(ctx, [ctx.phase], 2);
       ctx.exit = bridge.toInteger(L, 1) ?? 0;
       return 0;
     },

@@ -8,6 +8,10 @@ import path from 'node:path';
 import { defineSlot, inheritUnset } from '../../../conf/context.ts';
 import type { ConfContext } from '../../../conf/context.ts';
 import type { ConfNode } from '../../../conf/parser.ts';
+import { compileComplex } from '../../../core/variables.ts';
+import type { ComplexValue } from '../../../core/variables.ts';
+import { httpMainOf } from '../../http-conf.ts';
+import type { HttpRequest } from '../../request.ts';
 
 /** One hook's Lua: compiled once per worker VM (lua_code_cache on). */
 export interface LuaHook {
@@ -17,6 +21,8 @@ export interface LuaHook {
   readonly source: string | undefined;
   /** The file of a `*_by_lua_file` (relative to the prefix, as OpenResty resolves it). */
   readonly file: string | undefined;
+  /** A request hook's file path with variables: evaluated per request, then resolved as `file` is. */
+  readonly filePath?: ComplexValue<HttpRequest>;
   /** OpenResty's chunk name: `content_by_lua(nginx.conf:40)`, or the file's path. */
   readonly name: string;
 }
@@ -68,13 +74,21 @@ export function readHook(cf: ConfContext, node: ConfNode, arg = node.args.length
   const kind = name.replace(/_(block|file)$/, '');
   const at = `${kind}(${path.basename(node.file)}:${node.line})`;
   if (name.endsWith('_file')) {
-    const file = path.resolve(cf.paths.prefix, node.args[arg]);
+    const given = node.args[arg];
+    const file = path.resolve(cf.paths.prefix, given);
+    // OpenResty allows variables in a request hook's file path (init hooks have no request)
+    if (given.includes('$') && !kind.startsWith('init')) {
+      return { kind, source: undefined, file, name: file, filePath: compileComplex(cf, httpMainOf(cf).variables, given) };
+    }
     return { kind, source: undefined, file, name: file };
   }
   return { kind, source: node.args[arg], file: undefined, name: at };
 }
 
-/** `lua_package_path`: `;;` stands for the default path, as in OpenResty. */
-export function expandPackagePath(value: string, defaults: string): string {
-  return value.replace(';;', `;${defaults};`).replace(/^;+|;+$/g, '');
+/**
+ * `lua_package_path`: `;;` stands for the default path and `$prefix` (or
+ * `${prefix}`) for the server's prefix, as in OpenResty.
+ */
+export function expandPackagePath(value: string, defaults: string, prefix: string): string {
+  return value.replace(/\$\{prefix\}|\$prefix/g, () => prefix).replace(';;', `;${defaults};`).replace(/^;+|;+$/g, '');
 }

@@ -4,7 +4,6 @@
  * step of the rewrite module's program. Each run is a coroutine on the
  * worker's VM; a hook that waits makes its phase handler a promise.
  */
-import type { LuaOutcome } from '../../../lua/coroutine.ts';
 import { DECLINED, DONE, OK } from '../../http-conf.ts';
 import type { HandlerResult, HttpMainConf } from '../../http-conf.ts';
 import { internalRedirect, namedLocation } from '../../phases.ts';
@@ -14,7 +13,7 @@ import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
-import type { HookContext, LuaRuntime } from './runtime.ts';
+import type { HookContext, HookOutcome, LuaRuntime } from './runtime.ts';
 import { watchClientAbort } from './api-abort.ts';
 import { closeSocketsOf, mainRequest } from './socket-lifetime.ts';
 
@@ -37,11 +36,11 @@ function finishResponse(ctx: HookContext): HandlerResult | Promise<HandlerResult
 }
 
 /** What a rewrite, access or content hook's end means for the phase (ngx_http_lua_handle_exit and friends). */
-function afterHook(ctx: HookContext, outcome: LuaOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
+function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
   const r = ctx.r!;
   if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
     ctx.runtime.logFailure(ctx, outcome);
-    if (!headStarted(r)) return 500;
+    if (!headStarted(r)) return 'unreadable' in outcome && outcome.unreadable ? 404 : 500;
     // output started: the connection is closed, what was held never goes out (nginx's NGX_ERROR)
     dropOutput(r);
     return DONE;
@@ -81,7 +80,7 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
 }
 
 /** The hook ended: its light threads still running are waited for first, as OpenResty's entry thread does. */
-async function afterThreads(ctx: HookContext, outcome: LuaOutcome<undefined>): Promise<HandlerResult> {
+async function afterThreads(ctx: HookContext, outcome: HookOutcome<undefined>): Promise<HandlerResult> {
   while (ctx.threads?.size && outcome.ok && ctx.exit === undefined) await Promise.all(ctx.threads.values());
   return afterHook(ctx, outcome);
 }
@@ -111,7 +110,7 @@ export function logHandler(r: HttpRequest): number {
   if (hook) {
     const ctx: HookContext = { runtime, r, phase: 'log' };
     const outcome = runtime.run(hook, ctx);
-    const done = (o: LuaOutcome<undefined>) => {
+    const done = (o: HookOutcome<undefined>) => {
       if (!o.ok && ctx.exit === undefined) runtime.logFailure(ctx, o);
       runtime.release(r);
     };
@@ -134,7 +133,10 @@ export function runSetHook(r: HttpRequest, hook: LuaHook, args: string[]): strin
     return undefined;
   }
   if (!outcome.ok) {
-    requestLog(r).error(`failed to run set_by_lua*: ${outcome.error}${outcome.traceback ? '\n' + outcome.traceback : ''}`);
+    // OpenResty runs set_by_lua outside a coroutine: no "coroutine 0:" line, and no traceback
+    // for an error that is not a string
+    const traceback = outcome.error === 'unknown reason' ? '' : outcome.traceback.replace(/^(stack traceback:\n)coroutine 0:\n/, '$1');
+    requestLog(r).error(`failed to run set_by_lua*: ${outcome.error}${traceback ? '\n' + traceback : ''}`);
     return undefined;
   }
   return outcome.value;

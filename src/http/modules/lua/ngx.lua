@@ -59,8 +59,14 @@ local function log_at(level, first, ...)
   local n = select('#', ...)
   local parts = {}
   for i = 1, n do parts[i] = text_of((select(i, ...)), i + first) end
-  local info = getinfo(3, 'Sl')
-  local where = info and (info.short_src .. ':' .. (info.currentline or 0) .. ': ') or ''
+  local info = getinfo(3, 'Sln')
+  -- the file's base name, as OpenResty's log wrapper cuts short_src
+  local where = info and (gsub(info.short_src, '^.*/', '') .. ':' .. (info.currentline or 0) .. ': ') or ''
+  -- OpenResty names the calling Lua function when it has a name: "foo(): msg"
+  -- (LuaJIT names a metamethod with its underscores: "__index(): ")
+  if info and info.what == 'Lua' and info.namewhat ~= '' and info.name then
+    where = where .. (info.namewhat == 'metamethod' and '__' or '') .. info.name .. '(): '
+  end
   host.log(level, where .. concat(parts, '', 1, n))
 end
 function ngx.log(level, ...)
@@ -117,6 +123,7 @@ ngx.arg = setmetatable({}, {
 local ctxs = {}
 local ctx_id = host.ctx_id
 local status_get, status_set = host.status_get, host.status_set
+local headers_sent
 setmetatable(ngx, {
   __index = function(_, k)
     if k == 'ctx' then
@@ -126,6 +133,8 @@ setmetatable(ngx, {
       return c
     elseif k == 'status' then
       return status_get()
+    elseif k == 'headers_sent' then
+      return headers_sent()
     end
   end,
   __newindex = function(t, k, v)
@@ -206,6 +215,8 @@ end
 for _, lib in ipairs({ 'util', 'time' }) do
   for k, v in pairs(host[lib]) do ngx[k] = v end
 end
+-- ngx.headers_sent is a field read through the metatable, not a function
+headers_sent, ngx.headers_sent = ngx.headers_sent, nil
 ngx.worker = host.worker
 ngx.config = host.config
 ngx.location = {}
@@ -341,6 +352,26 @@ do
   for k, f in pairs(host.balancer) do balancer[k] = f end
   package.preload['ngx.balancer'] = function() return balancer end
 end
+
+-- OpenResty's guard on _G: a hook that writes a global is warned, since every request of the
+-- worker shares it (init and init_worker may write freely). Its own chunk name, as OpenResty's.
+-- (laid out so the warning comes from line 12, as OpenResty's does)
+load([[
+-- the _G write guard
+local ngx_log = ngx.log
+local ngx_WARN = ngx.WARN
+local tostring = tostring
+local rawset = rawset
+local get_phase = ngx.get_phase
+local traceback = debug.traceback
+local function newindex(table, key, value)
+  rawset(table, key, value)
+  local phase = get_phase()
+  if phase == 'init_worker' or phase == 'init' then return end
+  ngx_log(ngx_WARN, "writing a global Lua variable ('", tostring(key), "') which may lead to race conditions between concurrent requests, so prefer the use of 'local' variables", traceback('', 2))
+end
+setmetatable(_G, { __newindex = newindex })
+]], '=_G write guard')()
 
 -- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
 return function(id) ctxs[id] = nil end, run_timer, run_thread

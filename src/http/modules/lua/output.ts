@@ -71,6 +71,12 @@ export function flushOutput(r: HttpRequest): Promise<void> | undefined {
   return withHead(r, send) as Promise<void> | undefined;
 }
 
+/** ngx.send_headers: the head counts as sent and goes out with the first output or the end. */
+export function startHead(r: HttpRequest): void {
+  prepareHeader(r);
+  if (!outputs.has(r)) outputs.set(r, { pending: [], size: 0 });
+}
+
 /** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
 export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undefined {
   let out = outputs.get(r);

@@ -5,6 +5,7 @@
  * functions find their request in.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
 import { abortedMessage } from '../../../lua/coroutine.ts';
 import type { LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
@@ -49,6 +50,9 @@ export class LuaRuntime {
   /** nginx's prefix (ngx.config.prefix()). */
   readonly prefix: string;
   private readonly chunks = new Map<LuaHook, LuaChunk | string>();
+  private readonly fileHooks = new Map<LuaHook, Map<string, LuaHook>>();
+  /** Hooks whose file could not be read (LuaJIT's LUA_ERRFILE): a request hook answers 404 for them. */
+  private readonly unreadable = new WeakSet<LuaHook>();
   /** The Lua function that forgets a request's ngx.ctx tables (ngx.lua's first result). */
   private releaseCtx = 0;
   /** The Lua function that runs timer `id` (ngx.lua's second result). */
@@ -71,8 +75,8 @@ export class LuaRuntime {
     const vm = await LuaVm.create({ print: (line) => mainErrorLog().notice(`[lua] ${line}`) });
     const rt = new LuaRuntime(vm, conf, workerId, workerCount, prefix);
     vm.setPackagePath(
-      conf.packagePath === undefined ? DEFAULT_PACKAGE_PATH : expandPackagePath(conf.packagePath, DEFAULT_PACKAGE_PATH),
-      conf.packageCpath === undefined ? DEFAULT_PACKAGE_CPATH : expandPackagePath(conf.packageCpath, DEFAULT_PACKAGE_CPATH));
+      conf.packagePath === undefined ? DEFAULT_PACKAGE_PATH : expandPackagePath(conf.packagePath, DEFAULT_PACKAGE_PATH, prefix),
+      conf.packageCpath === undefined ? DEFAULT_PACKAGE_CPATH : expandPackagePath(conf.packageCpath, DEFAULT_PACKAGE_CPATH, prefix));
     const { bridge } = vm;
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
@@ -84,6 +88,16 @@ export class LuaRuntime {
     return rt;
   }
 
+  /** The hook a file path with variables names for this request: one per path, so each is compiled once. */
+  private fileHook(hook: LuaHook, r: HttpRequest): LuaHook {
+    const file = path.resolve(this.prefix, hook.filePath!.evaluate(r));
+    let byPath = this.fileHooks.get(hook);
+    if (!byPath) this.fileHooks.set(hook, (byPath = new Map()));
+    let found = byPath.get(file);
+    if (!found) byPath.set(file, (found = { kind: hook.kind, source: undefined, file, name: file }));
+    return found;
+  }
+
   /** The hook's compiled chunk, or the message it failed to compile with (logged by the caller). */
   chunk(hook: LuaHook): LuaChunk | string {
     let c = this.chunks.get(hook);
@@ -92,10 +106,11 @@ export class LuaRuntime {
         const code = hook.source ?? fs.readFileSync(hook.file!);
         c = this.vm.load(code, hook.name);
       } catch (e) {
+        if (!(e instanceof LuaSyntaxError)) this.unreadable.add(hook);
         c = e instanceof LuaSyntaxError
           // LuaJIT quotes the end of input: near '<eof>'
           ? `failed to load ${hook.file ? 'external' : 'inlined'} Lua code: ${e.message.replace(/near <eof>$/, "near '<eof>'")}`
-          : `failed to load external Lua file "${hook.file}": cannot open ${hook.file}`;
+          : `failed to load external Lua file "${hook.file}": cannot open ${hook.file}${openFailure(e)}`;
       }
       if (this.conf.codeCache !== false || typeof c === 'string') this.chunks.set(hook, c);
     }
@@ -103,9 +118,10 @@ export class LuaRuntime {
   }
 
   /** Runs `hook` in a coroutine for `ctx`; a chunk that does not compile is a failed outcome. */
-  run<R = undefined>(hook: LuaHook, ctx: HookContext, options?: RunOptions<R>): LuaOutcome<R> | Promise<LuaOutcome<R>> {
-    const chunk = this.chunk(hook);
-    if (typeof chunk === 'string') return { ok: false, error: chunk, traceback: '' };
+  run<R = undefined>(hook: LuaHook, ctx: HookContext, options?: RunOptions<R>): HookOutcome<R> | Promise<HookOutcome<R>> {
+    const used = hook.filePath && ctx.r ? this.fileHook(hook, ctx.r) : hook;
+    const chunk = this.chunk(used);
+    if (typeof chunk === 'string') return { ok: false, error: chunk, traceback: '', unreadable: this.unreadable.has(used) };
     return this.vm.run(chunk, ctx, options);
   }
 
@@ -164,6 +180,18 @@ export class LuaRuntime {
   close(): void {
     this.vm.close();
   }
+}
+
+/** A hook's end; `unreadable` when its file could not be read (a request hook then answers 404, as OpenResty does). */
+export type HookOutcome<R> = LuaOutcome<R> | { readonly ok: false; readonly error: string; readonly traceback: string; readonly unreadable: boolean };
+
+/** What LuaJIT's loader adds after "cannot open FILE": the C library's words for the errno. */
+function openFailure(e: unknown): string {
+  const code = (e as NodeJS.ErrnoException).code;
+  const words: Record<string, string> = {
+    ENOENT: 'No such file or directory', EACCES: 'Permission denied', EISDIR: 'Is a directory', ENOTDIR: 'Not a directory',
+  };
+  return code && words[code] ? `: ${words[code]}` : '';
 }
 
 /** Logs for the hook's request (with nginx's context), or for a timer (`context: ngx.timer`), or the main log. */

@@ -1,0 +1,99 @@
+// Behaviours that OpenResty's own test files (lua-nginx-module t/001-set.t and others) check and
+// that Gatehouse got wrong when they were first run against it: ngx.send_headers and
+// ngx.headers_sent, the warning for a hook that writes a global, a *_by_lua_file path with
+// variables, `$prefix` in lua_package_path, set_by_lua's refusals and its "unknown reason", and
+// ngx.log's "file:line: func(): " prefix with the file's base name.
+// Reference: Debian's nginx 1.22 + libnginx-mod-http-lua 0.10.23 on the same config.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { logged, luaPair, same, sameLog } from './hooks-kit.ts';
+
+const pair = await luaPair({ after }, `
+    lua_package_path "$prefix/lib/?.lua;;";
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        location /sent {
+            content_by_lua_block {
+                ngx.say(tostring(ngx.headers_sent))
+                ngx.say(ngx.send_headers(), " ", tostring(ngx.headers_sent))
+            }
+        }
+        location /send-first {
+            content_by_lua_block {
+                ngx.send_headers()
+                ngx.status = 201
+                ngx.header["X-Late"] = "1"
+                ngx.say(ngx.status)
+            }
+        }
+        location /global {
+            content_by_lua_block {
+                if not counter_global then counter_global = 1 else counter_global = counter_global + 1 end
+                ngx.say(counter_global)
+            }
+        }
+        location /file {
+            set $script lib/answer.lua;
+            content_by_lua_file $script;
+        }
+        location /missing {
+            set $script lib/none.lua;
+            content_by_lua_file $script;
+        }
+        location /module {
+            content_by_lua_block { ngx.say(require("plus").add(2, 3)) }
+        }
+        location /set-exit {
+            set_by_lua $v 'ngx.exit(0)';
+            return 200 $v;
+        }
+        location /set-nil {
+            set_by_lua $v 'error(nil)';
+            return 200 $v;
+        }
+        location /set-headers {
+            set_by_lua $v 'ngx.send_headers()';
+            return 200 $v;
+        }
+    }
+`, {
+  'lib/answer.lua': 'local function answer() ngx.log(ngx.ERR, "named caller") ngx.say("from the file") end\nanswer()\n',
+  'lib/plus.lua': 'local M = {}\nfunction M.add(a, b) return a + b end\nreturn M\n',
+}, 'error_log logs/error.log warn;\n');
+
+test('ngx.send_headers and ngx.headers_sent; the head cannot change after send_headers', async () => {
+  assert.equal((await same(pair, '/sent')).body, 'false\n1 true\n');
+  const late = await same(pair, '/send-first');
+  assert.equal(late.status, 200);
+  assert.equal(late.body, '200\n');
+  await sameLog(pair, /attempt to set (status|ngx\.header)/);
+});
+
+test('a hook that writes a global is warned once per new global; the value is shared', async () => {
+  assert.equal((await same(pair, '/global')).body, '1\n');
+  assert.equal((await same(pair, '/global')).body, '2\n');
+  const lines = await sameLog(pair, /writing a global Lua variable/);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0], /^\[warn\] \[lua\] _G write guard:\d+: __newindex\(\): writing a global Lua variable \('counter_global'\)/);
+});
+
+test('content_by_lua_file with variables in its path; $prefix in lua_package_path', async () => {
+  assert.equal((await same(pair, '/file')).body, 'from the file\n');
+  const named = await sameLog(pair, /named caller/);
+  assert.match(named[0], /\[lua\] answer\.lua:1: answer\(\): named caller/);
+  assert.equal((await same(pair, '/missing')).status, 404);
+  // the same line but for the two servers' prefixes
+  const missing = /failed to load external Lua file/;
+  const withoutPrefix = (lines: string[]) => lines.map((l) => l.replace(/\/tmp\/gh-test-\w+\//g, 'PREFIX/'));
+  const gh = withoutPrefix(await logged(pair.gh, missing));
+  assert.deepEqual(gh, ['[error] failed to load external Lua file "PREFIX/lib/none.lua": cannot open PREFIX/lib/none.lua: No such file or directory, client: 127.0.0.1, server: , request: "GET /missing HTTP/1.1", host: "localhost"']);
+  if (pair.ng) assert.deepEqual(gh, withoutPrefix(await logged(pair.ng, missing)));
+  assert.equal((await same(pair, '/module')).body, '5\n');
+});
+
+test('set_by_lua refuses ngx.exit and ngx.send_headers; error(nil) is an unknown reason', async () => {
+  for (const path of ['/set-exit', '/set-nil', '/set-headers']) assert.equal((await same(pair, path)).status, 500);
+  const refused = await sameLog(pair, /API disabled in the context of set_by_lua\*/);
+  assert.equal(refused.length, 2);
+  assert.deepEqual(await sameLog(pair, /unknown reason/), ['[error] failed to run set_by_lua*: unknown reason, client: 127.0.0.1, server: , request: "GET /set-nil HTTP/1.1", host: "localhost"']);
+});
