@@ -17,6 +17,7 @@ import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/core/try-files.ts';
 import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
+import { authRequestModule } from './http/modules/auth-request.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
@@ -86,6 +87,7 @@ export const modules: CycleModule[] = [
   gzipStaticModule,
   accessModule,
   authBasicModule,
+  authRequestModule,
   realipModule,
   limitReqModule,
   limitConnModule,

@@ -296,6 +296,19 @@ function runLogPhase(r: HttpRequest): void {
     r.status = 499;
     requestLog(r).info('client prematurely closed connection');
   }
+  runLogHandlers(r);
+}
+
+/**
+ * A subrequest is over: with `log_subrequest on` its log phase runs, as
+ * nginx's ngx_http_finalize_request does for a subrequest (called by the
+ * module that ran it).
+ */
+export function logSubrequest(sr: HttpRequest): void {
+  if (sr.level.get(coreLoc).logSubrequest) runLogHandlers(sr);
+}
+
+function runLogHandlers(r: HttpRequest): void {
   for (const h of r.main.phases[Phase.LOG]) {
     try {
       void h(r);
