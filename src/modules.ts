@@ -15,6 +15,7 @@ import { geoModule } from './http/modules/geo.ts';
 import { indexModule } from './http/modules/index-module.ts';
 import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/core/try-files.ts';
+import { mirrorModule } from './http/modules/mirror.ts';
 import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
 import { authRequestModule } from './http/modules/auth-request.ts';
@@ -81,6 +82,7 @@ export const modules: CycleModule[] = [
   uwsgiModule,
   scgiModule,
   tryFilesModule,
+  mirrorModule,
   indexModule,
   autoindexModule,
   staticModule,
