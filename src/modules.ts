@@ -28,6 +28,7 @@ import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
+import { additionModule } from './http/modules/addition.ts';
 import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
@@ -96,6 +97,7 @@ export const modules: CycleModule[] = [
   notModifiedModule,
   headersModule,
   subFilterModule,
+  additionModule,
   charsetModule,
   ssiModule,
   gzipModule,
