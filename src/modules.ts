@@ -23,6 +23,7 @@ import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
+import { useridModule } from './http/modules/userid.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
@@ -96,6 +97,7 @@ export const modules: CycleModule[] = [
   limitConnModule,
   notModifiedModule,
   headersModule,
+  useridModule,
   subFilterModule,
   additionModule,
   charsetModule,
