@@ -41,6 +41,7 @@ import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { gatewayModule } from './http/modules/gateway.ts';
 import { refererModule } from './http/modules/referer.ts';
+import { secureLinkModule } from './http/modules/secure-link.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { luaModule } from './http/modules/lua/index.ts';
 import { echoModule } from './http/modules/echo.ts';
@@ -76,6 +77,7 @@ export const modules: CycleModule[] = [
   geoModule,
   splitClientsModule,
   refererModule,
+  secureLinkModule,
   emptyGifModule,
   gatewayModule,
   upstreamModule,
