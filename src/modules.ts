@@ -13,6 +13,7 @@ import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
 import { geoModule } from './http/modules/geo.ts';
 import { indexModule } from './http/modules/index-module.ts';
+import { randomIndexModule } from './http/modules/random-index.ts';
 import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/core/try-files.ts';
 import { mirrorModule } from './http/modules/mirror.ts';
@@ -88,6 +89,7 @@ export const modules: CycleModule[] = [
   tryFilesModule,
   mirrorModule,
   indexModule,
+  randomIndexModule,
   autoindexModule,
   staticModule,
   gzipStaticModule,
