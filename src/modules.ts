@@ -40,6 +40,7 @@ import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
+import { stubStatusModule } from './http/modules/stub-status.ts';
 import { gatewayModule } from './http/modules/gateway.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { secureLinkModule } from './http/modules/secure-link.ts';
@@ -80,6 +81,7 @@ export const modules: CycleModule[] = [
   refererModule,
   secureLinkModule,
   emptyGifModule,
+  stubStatusModule,
   gatewayModule,
   upstreamModule,
   proxyModule,
