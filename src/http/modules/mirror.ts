@@ -88,7 +88,7 @@ class EndAfter implements BodySink {
     this.ending = true;
     if (chunk !== undefined && chunk.length) this.inner.write(chunk);
     // a response without body bytes: its head goes out now, not with the end
-    if (this.r.sink === this.inner && !this.r.sink.destroyed) this.r.sink.flushHead();
+    if (!this.r.sink.destroyed) this.r.sink.flushHead();
     void this.pending.then(() => this.inner.end());
   }
 }
