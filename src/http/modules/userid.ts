@@ -22,7 +22,7 @@ import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { HTTP_ANY } from '../../conf/directive.ts';
 import { setting, unique } from '../../conf/setters.ts';
-import { choiceOf, numberArg, parseTime } from '../../conf/values.ts';
+import { enumOf, numberArg, parseTime } from '../../conf/values.ts';
 import { addressBytes } from '../../core/inet.ts';
 import { cookieTime } from '../../core/http-time.ts';
 import { cookieValue } from '../core/variables.ts';
@@ -46,11 +46,11 @@ interface UseridConf {
   expires?: number;
   /** The mark character, or '' for none. */
   mark?: string;
-  /** `; secure`, `; httponly`, `; samesite=…` as they are appended. */
-  flags?: string;
+  /** `userid_flags` values given. */
+  flags?: string[];
 }
 
-const USERID_DEFAULTS = { enable: 'off' as Mode, name: 'uid', domain: '', path: '; path=/', p3p: '', expires: 0, mark: '', flags: '' };
+const USERID_DEFAULTS = { enable: 'off' as Mode, name: 'uid', domain: '', path: '; path=/', p3p: '', expires: 0, mark: '', flags: [] as string[] };
 
 const useridSlot = defineSlot<UseridConf, typeof USERID_DEFAULTS>('userid', () => ({}), inheritUnset, USERID_DEFAULTS);
 
@@ -64,6 +64,8 @@ const MAX_EXPIRES_TEXT = '; expires=Thu, 31-Dec-37 23:55:55 GMT';
 const FLAG_TEXT: Record<string, string> = {
   secure: '; secure', httponly: '; httponly', 'samesite=strict': '; samesite=strict', 'samesite=lax': '; samesite=lax', 'samesite=none': '; samesite=none',
 };
+
+const FLAG_ORDER = Object.keys(FLAG_TEXT);
 
 /** Per worker, as nginx's per-process statics. */
 const startValue = ((Math.floor((Number(process.hrtime.bigint() / 1000n) % 1_000_000) / 20) << 16) | ((process.pid ^ threadId) & 0xffff)) >>> 0;
@@ -173,7 +175,8 @@ function useridHeaderFilter(r: HttpRequest): void {
   }
   if (conf.expires === MAX_EXPIRES) value += MAX_EXPIRES_TEXT;
   else if (conf.expires) value += '; expires=' + cookieTime(Math.floor(Date.now() / 1000) + conf.expires);
-  value += conf.domain + conf.path + conf.flags;
+  value += conf.domain + conf.path;
+  for (const f of FLAG_ORDER) if (conf.flags.includes(f)) value += FLAG_TEXT[f];
   r.addHeader('Set-Cookie', value);
   if (conf.p3p) r.addHeader('P3P', conf.p3p);
 }
@@ -202,7 +205,7 @@ function noneOr(prefix: string) {
 export const useridModule: HttpModule = {
   name: 'ngx_http_userid_filter_module',
   directives: [
-    { name: 'userid', contexts: HTTP_ANY, args: 1, handler: setting(useridSlot, 'enable', choiceOf(['off', 'log', 'v1', 'on'])) },
+    { name: 'userid', contexts: HTTP_ANY, args: 1, handler: setting(useridSlot, 'enable', enumOf(['off', 'log', 'v1', 'on'])) },
     {
       name: 'userid_service', contexts: HTTP_ANY, args: 1,
       handler: setting(useridSlot, 'service', numberArg),
@@ -226,18 +229,19 @@ export const useridModule: HttpModule = {
       }),
     },
     {
-      // ngx_conf_set_bitmask_slot: `off` alone means none
+      // ngx_conf_set_bitmask_slot: lines add up, a value given again is warned about; `off` alone means none
       name: 'userid_flags', contexts: HTTP_ANY, args: [1, 3],
-      handler: unique(useridSlot, 'flags', (cf, node, c) => {
-        const seen = new Set<string>();
+      handler(cf, node) {
+        const c = cf.get(useridSlot);
+        const seen = new Set(Object.hasOwn(c, 'flags') ? c.flags : []);
         for (const a of node.args) {
           if (a !== 'off' && !(a in FLAG_TEXT)) throw cf.error(`invalid value "${a}"`);
           if (seen.has(a)) cf.warn(`duplicate value "${a}"`);
           seen.add(a);
         }
-        c.flags = Object.keys(FLAG_TEXT).filter((f) => seen.has(f)).map((f) => FLAG_TEXT[f]).join('');
+        c.flags = [...seen];
         return undefined;
-      }),
+      },
     },
     {
       name: 'userid_mark', contexts: HTTP_ANY, args: 1,
