@@ -13,19 +13,24 @@ import { rewriteModule } from './http/modules/rewrite.ts';
 import { mapModule } from './http/modules/map.ts';
 import { geoModule } from './http/modules/geo.ts';
 import { indexModule } from './http/modules/index-module.ts';
+import { randomIndexModule } from './http/modules/random-index.ts';
 import { staticModule } from './http/modules/static.ts';
 import { tryFilesModule } from './http/core/try-files.ts';
+import { mirrorModule } from './http/modules/mirror.ts';
 import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
+import { authRequestModule } from './http/modules/auth-request.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
+import { useridModule } from './http/modules/userid.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
+import { additionModule } from './http/modules/addition.ts';
 import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
@@ -35,8 +40,10 @@ import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
+import { stubStatusModule } from './http/modules/stub-status.ts';
 import { gatewayModule } from './http/modules/gateway.ts';
 import { refererModule } from './http/modules/referer.ts';
+import { secureLinkModule } from './http/modules/secure-link.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { luaModule } from './http/modules/lua/index.ts';
 import { echoModule } from './http/modules/echo.ts';
@@ -72,7 +79,9 @@ export const modules: CycleModule[] = [
   geoModule,
   splitClientsModule,
   refererModule,
+  secureLinkModule,
   emptyGifModule,
+  stubStatusModule,
   gatewayModule,
   upstreamModule,
   proxyModule,
@@ -80,18 +89,23 @@ export const modules: CycleModule[] = [
   uwsgiModule,
   scgiModule,
   tryFilesModule,
+  mirrorModule,
   indexModule,
+  randomIndexModule,
   autoindexModule,
   staticModule,
   gzipStaticModule,
   accessModule,
   authBasicModule,
+  authRequestModule,
   realipModule,
   limitReqModule,
   limitConnModule,
   notModifiedModule,
   headersModule,
+  useridModule,
   subFilterModule,
+  additionModule,
   charsetModule,
   ssiModule,
   gzipModule,

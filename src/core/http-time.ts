@@ -114,3 +114,15 @@ export function parseHttpTime(value: string): number {
 }
 
 /** Marks that a filter replaced the body (412, 416): content handlers may skip producing theirs. */
+
+const WEEK = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+const pad = (n: number) => String(n).padStart(2, '0');
+
+/** nginx's ngx_http_cookie_time: `Thu, 18-Nov-10 11:27:35 GMT` (a 4-digit year after 2037). */
+export function cookieTime(sec: number): string {
+  const d = new Date(sec * 1000);
+  const y = d.getUTCFullYear();
+  return `${WEEK[d.getUTCDay()]}, ${pad(d.getUTCDate())}-${MONTHS[d.getUTCMonth()]}-${y < 2038 ? pad(y % 100) : y} `
+    + `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} GMT`;
+}

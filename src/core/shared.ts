@@ -1,9 +1,10 @@
 /**
  * Counters every worker shares through one SharedArrayBuffer (nginx keeps
  * these in shared memory): the connection number shown as `*N` in logs and
- * used by `$connection`, and the request counter behind `$request_id` input.
+ * used by `$connection` (also the count of accepted connections), and
+ * nginx's ngx_stat_* counters that stub_status shows (STAT).
  */
-const SLOTS = 4;
+const SLOTS = 8;
 let counters = new Int32Array(new SharedArrayBuffer(SLOTS * 4));
 
 /** The buffer the master creates once and hands to every worker. */
@@ -17,6 +18,26 @@ export function useSharedCounters(buf: SharedArrayBuffer): void {
 
 export function nextConnectionNumber(): number {
   return Atomics.add(counters, 0, 1) + 1;
+}
+
+/** Connections numbered so far: nginx's accepted and handled counts. */
+export function connectionsAccepted(): number {
+  return Atomics.load(counters, 0);
+}
+
+/**
+ * nginx's ngx_stat_active, _requests, _reading and _writing: HTTP
+ * connections open, requests read, connections reading a request head,
+ * requests being answered.
+ */
+export const STAT = { ACTIVE: 4, REQUESTS: 5, READING: 6, WRITING: 7 } as const;
+
+export function statAdd(slot: number, n: number): void {
+  Atomics.add(counters, slot, n);
+}
+
+export function statValue(slot: number): number {
+  return Atomics.load(counters, slot);
 }
 
 /**

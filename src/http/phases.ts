@@ -15,6 +15,8 @@ import { escapeUri } from './uri.ts';
 import { requestLog } from './request-log.ts';
 import { mapUriToPath } from './core/root.ts';
 import { subrequestFinalized } from './subrequest.ts';
+import { requestHeadDone } from './address-server.ts';
+import { STAT, statAdd } from '../core/shared.ts';
 
 /**
  * Entry point for a request read from a connection. A head nginx refused
@@ -22,7 +24,13 @@ import { subrequestFinalized } from './subrequest.ts';
  * client went away or timed out) it is only logged.
  */
 export function handleRequest(r: HttpRequest, respond: boolean): void {
-  r.sink.onClose(() => runLogPhase(r));
+  // nginx's request counters (stub_status): read, and being answered until the response is over
+  if (!requestHeadDone(r.conn)) statAdd(STAT.REQUESTS, 1);
+  statAdd(STAT.WRITING, 1);
+  r.sink.onClose(() => {
+    statAdd(STAT.WRITING, -1);
+    runLogPhase(r);
+  });
   const head = r.head;
   if (head.error) {
     requestLog(r, head.errorAction).info(head.errorLog);
@@ -296,6 +304,19 @@ function runLogPhase(r: HttpRequest): void {
     r.status = 499;
     requestLog(r).info('client prematurely closed connection');
   }
+  runLogHandlers(r);
+}
+
+/**
+ * A subrequest is over: with `log_subrequest on` its log phase runs, as
+ * nginx's ngx_http_finalize_request does for a subrequest (called by the
+ * module that ran it).
+ */
+export function logSubrequest(sr: HttpRequest): void {
+  if (sr.level.get(coreLoc).logSubrequest) runLogHandlers(sr);
+}
+
+function runLogHandlers(r: HttpRequest): void {
   for (const h of r.main.phases[Phase.LOG]) {
     try {
       void h(r);

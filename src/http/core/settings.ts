@@ -38,6 +38,8 @@ export interface CoreLocConf {
   portInRedirect?: boolean;
   serverNameInRedirect?: boolean;
   logNotFound?: boolean;
+  /** `log_subrequest`: subrequests are written to the access log too. */
+  logSubrequest?: boolean;
   msiePadding?: boolean;
   msieRefresh?: boolean;
   recursiveErrorPages?: boolean;
@@ -98,6 +100,7 @@ export const CORE_LOC_DEFAULTS = {
   portInRedirect: true,
   serverNameInRedirect: false,
   logNotFound: true,
+  logSubrequest: false,
   msiePadding: true,
   msieRefresh: false,
   recursiveErrorPages: false,
@@ -192,7 +195,7 @@ export const httpSettingsDirectives: Directive[] = [
   loc('port_in_redirect', 'portInRedirect', flagArg),
   loc('server_name_in_redirect', 'serverNameInRedirect', flagArg),
   loc('log_not_found', 'logNotFound', flagArg),
-  accepted('log_subrequest', 'flag'),
+  loc('log_subrequest', 'logSubrequest', flagArg),
   loc('subrequest_output_buffer_size', 'subrequestOutputBufferSize', sizeArg),
   loc('msie_padding', 'msiePadding', flagArg),
   loc('msie_refresh', 'msieRefresh', flagArg),

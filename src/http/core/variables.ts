@@ -69,7 +69,7 @@ export function argValue(args: string, name: string): VarValue {
  * ngx_http_parse_multi_header_lines over the Cookie headers: `name=`
  * (case-insensitive) at the start or after `;`/`,`, the value up to `;`.
  */
-function cookieValue(r: HttpRequest, name: string): VarValue {
+export function cookieValue(r: HttpRequest, name: string): VarValue {
   const raw = r.headersIn;
   const key = name.toLowerCase();
   for (let i = 0; i < raw.length; i += 2) {

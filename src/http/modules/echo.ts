@@ -22,7 +22,7 @@ import type { BodyFilterEntry } from '../body-filter.ts';
 import { contentTypeFor } from '../core/types.ts';
 import { DONE, httpMainOf } from '../http-conf.ts';
 import type { HttpModule, LocationConf } from '../http-conf.ts';
-import { internalRedirect, namedLocation } from '../phases.ts';
+import { internalRedirect, logSubrequest, namedLocation } from '../phases.ts';
 import type { HttpRequest } from '../request.ts';
 import { readRequestBody, requestBodyOf } from '../request-body.ts';
 import { endBody, sendBody, sendHeader } from '../response.ts';
@@ -119,7 +119,10 @@ function subrequestBody(r: HttpRequest, target: string, argsValue: Value | undef
   if (!sub) return Promise.resolve(Buffer.alloc(0));
   sub.r.method = method;
   sub.start();
-  return sub.done.then(() => Buffer.concat(chunks));
+  return sub.done.then(() => {
+    logSubrequest(sub.r);
+    return Buffer.concat(chunks);
+  });
 }
 
 const TIMER = {};

@@ -6,7 +6,7 @@
  * in nginx's own gzip header and trailer; backpressure passes through.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
-import type { MergedConf } from '../../conf/context.ts';
+import type { ConfSlot, MergedConf } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
@@ -211,6 +211,27 @@ function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const { wbits, memLevel } = memoryFor(conf, length);
   r.ctx.set(GZIP_BODY, new GzipBody(r, body, conf.level ?? 1, wbits, memLevel));
   joinBodyFilter(r, body);
+}
+
+/**
+ * A `*_types` directive as ngx_http_types_slot reads it (ssi_types,
+ * sub_filter_types, addition_types): repeated lines add up, text/html is
+ * always in, `*` is any type, a type given twice is warned about.
+ */
+export function typesDirective<C extends { types?: Set<string> }>(name: string, slot: ConfSlot<C, unknown>): Directive {
+  return {
+    name, contexts: HTTP_ANY, args: [1, Infinity],
+    handler(cf, node) {
+      const c = cf.get(slot);
+      if (c.types === undefined) c.types = new Set(['text/html']);
+      for (const t of node.args) {
+        const type = t.toLowerCase();
+        if (c.types.has(type) && type !== '*') cf.warn(`duplicate MIME type "${t}"`);
+        c.types.add(type);
+      }
+      return undefined;
+    },
+  };
 }
 
 /** ngx_http_weak_etag: a strong ETag becomes weak; anything else that is not quoted goes. */

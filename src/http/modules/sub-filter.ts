@@ -19,7 +19,7 @@ import type { HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue } from '../../core/variables.ts';
-import { clearForChangedBody, typeMatches } from './gzip.ts';
+import { clearForChangedBody, typeMatches, typesDirective } from './gzip.ts';
 
 interface SubPair {
   /** The search string, lowercased. */
@@ -233,19 +233,7 @@ const directives: Directive[] = [
       return undefined;
     },
   },
-  {
-    name: 'sub_filter_types', contexts: HTTP_ANY, args: [1, Infinity],
-    handler(cf, node) {
-      const c = cf.get(subSlot);
-      if (c.types === undefined) c.types = new Set(['text/html']);
-      for (const t of node.args) {
-        const type = t.toLowerCase();
-        if (c.types.has(type) && type !== '*') cf.warn(`duplicate MIME type "${t}"`);
-        c.types.add(type);
-      }
-      return undefined;
-    },
-  },
+  typesDirective('sub_filter_types', subSlot),
   { name: 'sub_filter_once', contexts: HTTP_ANY, args: 'flag', handler: setting(subSlot, 'once', flagArg) },
   { name: 'sub_filter_last_modified', contexts: HTTP_ANY, args: 'flag', handler: setting(subSlot, 'lastModified', flagArg) },
 ];

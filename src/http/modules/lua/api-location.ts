@@ -8,6 +8,7 @@
 import { Writable } from 'node:stream';
 import { LuaError } from '../../../lua/bridge.ts';
 import { createSubrequest } from '../../subrequest.ts';
+import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
@@ -54,7 +55,8 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });
       } else {
         sub.r.method = method;
-        captures.set(id, { sr: sub.r, chunks, done: sub.done });
+        const sr = sub.r;
+        captures.set(id, { sr, chunks, done: sub.done.then((ok) => { logSubrequest(sr); return ok; }) });
         sub.start();
       }
       bridge.pushInteger(L, id);

@@ -9,6 +9,7 @@ import { finishOutput, flushOutput, headStarted, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
 import type { LuaRuntime } from './runtime.ts';
+import { cookieTime } from '../../../core/http-time.ts';
 
 /** ngx.escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */
 export function escapeUriComponent(s: string): string {
@@ -28,18 +29,6 @@ function quoteSql(s: string): string {
 }
 
 const pad = (n: number, w = 2) => String(n).padStart(w, '0');
-const WEEK = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
-const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
-
-/** nginx's ngx_http_cookie_time: `Thu, 18-Nov-10 11:27:35 GMT`. */
-function cookieTime(sec: number): string {
-  const d = new Date(sec * 1000);
-  const y = d.getUTCFullYear();
-  const sep = y < 2038 ? '-' : ' ';
-  return `${WEEK[d.getUTCDay()]}, ${pad(d.getUTCDate())}${sep}${MONTHS[d.getUTCMonth()]}${sep}${y < 2038 ? pad(y % 100) : y} `
-    + `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())} GMT`;
-}
-
 function localDate(d: Date): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
 }

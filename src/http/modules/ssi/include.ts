@@ -8,6 +8,7 @@ import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { createSubrequest, parseUnsafeUri } from '../../subrequest.ts';
+import { logSubrequest } from '../../phases.ts';
 import type { Subrequest } from '../../subrequest.ts';
 import { coreLoc, CORE_LOC_DEFAULTS } from '../../core/settings.ts';
 import { SSI_ERROR, SSI_OK } from './context.ts';
@@ -77,6 +78,7 @@ export function include(f: SsiRun, p: SsiParams): number | Promise<number> {
     return SSI_ERROR;
   }
   if (memory) memory.sub = sub;
+  void sub.done.then(() => logSubrequest(sub.r));
   f.post(sub);
   if (wait === undefined && set === undefined) return SSI_OK;
   return f.wait(sub).then((alive) => {

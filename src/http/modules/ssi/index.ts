@@ -17,7 +17,7 @@ import type { BodyFilterEntry } from '../../body-filter.ts';
 import { setting } from '../../../conf/setters.ts';
 import type { HttpModule } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';
-import { clearForChangedBody, typeMatches } from '../gzip.ts';
+import { clearForChangedBody, typeMatches, typesDirective } from '../gzip.ts';
 import { SSI_CTX, SsiContext, ssiSlot } from './context.ts';
 import { DEFAULT_TIMEFMT } from './context.ts';
 import { SsiFilter } from './filter.ts';
@@ -54,20 +54,7 @@ const directives: Directive[] = [
   { name: 'ssi_last_modified', contexts: HTTP_ANY, args: 'flag', handler: setting(ssiSlot, 'lastModified', flagArg) },
   { name: 'ssi_min_file_chunk', contexts: HTTP_ANY, args: 1, handler: setting(ssiSlot, 'minFileChunk', sizeArg) },
   { name: 'ssi_value_length', contexts: HTTP_ANY, args: 1, handler: setting(ssiSlot, 'valueLen', sizeArg) },
-  {
-    // ngx_http_types_slot: repeated directives add up; text/html is always in; `*` is any type
-    name: 'ssi_types', contexts: HTTP_ANY, args: [1, Infinity],
-    handler(cf, node) {
-      const c = cf.get(ssiSlot);
-      if (c.types === undefined) c.types = new Set(['text/html']);
-      for (const t of node.args) {
-        const type = t.toLowerCase();
-        if (c.types.has(type) && type !== '*') cf.warn(`duplicate MIME type "${t}"`);
-        c.types.add(type);
-      }
-      return undefined;
-    },
-  },
+  typesDirective('ssi_types', ssiSlot),
 ];
 
 export const ssiModule: HttpModule = {
