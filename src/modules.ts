@@ -19,6 +19,7 @@ import { accessModule } from './http/modules/access.ts';
 import { authBasicModule } from './http/modules/auth-basic.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
+import { limitRateModule } from './http/modules/limit-rate.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
 import { gzipModule } from './http/modules/gzip.ts';
@@ -89,6 +90,7 @@ export const modules: CycleModule[] = [
   realipModule,
   limitReqModule,
   limitConnModule,
+  limitRateModule,
   notModifiedModule,
   headersModule,
   subFilterModule,

@@ -49,8 +49,6 @@ export interface CoreLocConf {
   /** `auth_delay`: how long a 401 from the access phase is held back, in ms. */
   authDelay?: number;
   maxRanges?: number;
-  limitRate?: number;
-  limitRateAfter?: number;
   sendfile?: boolean;
   tcpNodelay?: boolean;
   resolver?: string[];
@@ -107,8 +105,6 @@ export const CORE_LOC_DEFAULTS = {
   satisfy: 'all',
   authDelay: 0,
   maxRanges: Infinity,
-  limitRate: 0,
-  limitRateAfter: 0,
   resolverTimeout: 30_000,
   lingeringClose: 'on',
   lingeringTime: 30_000,
@@ -203,8 +199,6 @@ export const httpSettingsDirectives: Directive[] = [
   loc('satisfy', 'satisfy', choiceOf(['all', 'any'])),
   loc('auth_delay', 'authDelay', msecArg),
   loc('max_ranges', 'maxRanges', countArg),
-  loc('limit_rate', 'limitRate', sizeArg),
-  loc('limit_rate_after', 'limitRateAfter', sizeArg),
   loc('sendfile', 'sendfile', flagArg, HTTP_ANY | Ctx.LIF),
   loc('tcp_nodelay', 'tcpNodelay', flagArg),
   accepted('tcp_nopush', 'flag'),

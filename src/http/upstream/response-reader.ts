@@ -114,6 +114,11 @@ export class ResponseReader implements RelaySource {
       u.finalize(head.status);
       return;
     }
+    // X-Accel-Limit-Rate (the first one; digits only) is the response's rate, kept through X-Accel-Redirect
+    const xal = indexOf(head.headers, 'x-accel-limit-rate');
+    if (xal >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Limit-Rate']) && /^\d+$/.test(head.headers.values[xal])) {
+      r.limitRate = Number(head.headers.values[xal]);
+    }
     const xar = indexOf(head.headers, 'x-accel-redirect');
     if (xar >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Redirect'])) {
       this.accelRedirect(head, head.headers.values[xar]);
@@ -145,6 +150,8 @@ export class ResponseReader implements RelaySource {
       if (v === 'no') buffering = false;
       else if (v === 'yes') buffering = true;
     }
+    // as nginx: an unbuffered response goes out as it comes, without limit_rate
+    if (!buffering) r.limitRate = 0;
     this.relay = new BodyRelay(r, this, u.conf, u.d, buffering, this.remaining, head.chunked);
     const rate = buffering && u.conf.limitRate !== undefined ? limitRateOf(r, u.conf.limitRate) : 0;
     if (rate > 0) {
