@@ -22,6 +22,7 @@ import { limitConnModule } from './http/modules/limit-conn.ts';
 import { limitRateModule } from './http/modules/limit-rate.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
+import { davModule } from './http/modules/dav.ts';
 import { gunzipModule } from './http/modules/gunzip.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { gzipStaticModule } from './http/modules/gzip-static.ts';
@@ -86,6 +87,7 @@ export const modules: CycleModule[] = [
   autoindexModule,
   staticModule,
   gzipStaticModule,
+  davModule,
   accessModule,
   authBasicModule,
   realipModule,
