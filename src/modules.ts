@@ -33,6 +33,7 @@ import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { uwsgiModule } from './http/modules/uwsgi.ts';
+import { memcachedModule } from './http/modules/memcached.ts';
 import { scgiModule } from './http/modules/scgi.ts';
 import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
@@ -82,6 +83,7 @@ export const modules: CycleModule[] = [
   fastcgiModule,
   uwsgiModule,
   scgiModule,
+  memcachedModule,
   tryFilesModule,
   indexModule,
   autoindexModule,

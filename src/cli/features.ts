@@ -12,7 +12,7 @@ export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'http_sub_mo
 export const WITHOUT: string[] = [
   'http_userid_module',
   'http_mirror_module',
-  'http_grpc_module', 'http_memcached_module',
+  'http_grpc_module',
   'http_browser_module',
   'http_tunnel_module',
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',

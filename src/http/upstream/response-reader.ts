@@ -107,6 +107,12 @@ export class ResponseReader implements RelaySource {
     this.head = head;
     const rec = upstreamRecord(r)!;
     rec.headers = head.headers;
+    if (head.status === 404 && u.conf.intercept404) {
+      // the head was the whole answer (memcached's END): the connection may serve another request
+      u.upstreamDone(!head.connectionClose && b.length === head.bodyStart && !this.upstreamEnded);
+      u.finalize(404);
+      return;
+    }
     if (u.conf.interceptErrors && head.status >= 300 && r.level.get(errorPageConf).pages?.has(head.status)) {
       if (head.status === 401) copyNamed(r, head.headers, 'www-authenticate');
       // the protocol's cache (proxy_cache): an intercepted error is remembered as the key's answer while valid
