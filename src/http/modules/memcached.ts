@@ -15,6 +15,7 @@ import type { Directive } from '../../conf/directive.ts';
 import { unique, setting } from '../../conf/setters.ts';
 import { numberArg } from '../../conf/values.ts';
 import { contentTypeFor } from '../core/types.ts';
+import { allowRanges } from './range.ts';
 import { httpMainOf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
@@ -123,7 +124,7 @@ function processHeader(u: MemcachedUpstream, b: Buffer): UpstreamHead | undefine
     return head(200, Number(length), lf + 1);
   }
   if (line === 'END') {
-    requestLog(u.r).info(`key: "${key}" was not found by memcached`);
+    u.log('info', `key: "${key}" was not found by memcached`);
     return head(404, 0, lf + 1);
   }
   return invalid(`memcached sent invalid response: "${line}"`);
@@ -139,6 +140,8 @@ const protocol: UpstreamProtocol<MemcachedLoc, CgiDerived> = {
     if (r.ctx.get(GZIPPED) === true) r.addHeader('Content-Encoding', 'gzip');
     r.status = h.status;
     r.contentLength = h.contentLength;
+    // nginx's force_ranges: Accept-Ranges as for a file; no range filter cuts a relayed body here, so a Range request gets it whole
+    if (r.header('range') === undefined) allowRanges(r);
   },
   bodyDecoder: (u, h) => new ValueBody(h.contentLength, (m) => u.log('error', m)),
 };
