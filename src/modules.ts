@@ -20,6 +20,7 @@ import { authBasicModule } from './http/modules/auth-basic.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
 import { limitRateModule } from './http/modules/limit-rate.ts';
+import { postActionModule } from './http/modules/post-action.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
 import { davModule } from './http/modules/dav.ts';
@@ -96,6 +97,7 @@ export const modules: CycleModule[] = [
   limitReqModule,
   limitConnModule,
   limitRateModule,
+  postActionModule,
   notModifiedModule,
   headersModule,
   subFilterModule,
