@@ -7,6 +7,7 @@ import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
+import { disableSymlinksDirective } from './disable-symlinks.ts';
 import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, sizeArg, tempPathArg } from '../../conf/values.ts';
 import { parseErrorLog } from '../../core/error-log-args.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
@@ -214,7 +215,7 @@ export const httpSettingsDirectives: Directive[] = [
   accepted('open_file_cache_min_uses', 1),
   accepted('open_file_cache_errors', 'flag'),
   accepted('open_file_cache_events', 'flag'),
-  accepted('disable_symlinks', [1, 2]),
+  disableSymlinksDirective,
   accepted('server_names_hash_max_size', 1, Ctx.HTTP),
   accepted('server_names_hash_bucket_size', 1, Ctx.HTTP),
   accepted('variables_hash_max_size', 1, Ctx.HTTP),
