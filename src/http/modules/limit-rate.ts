@@ -62,6 +62,8 @@ class Throttle {
   private timer: NodeJS.Timeout | undefined;
   /** The sink asked to wait; its drain resumes the chain through resume(). */
   private sinkBusy = false;
+  /** Body bytes passed on (an HTTP/2 stream counts what it sent only once it went out). */
+  private passed = 0;
 
   constructor(r: HttpRequest, self: BodyFilterEntry, rate: number, after: number) {
     this.r = r;
@@ -115,7 +117,7 @@ class Throttle {
         }
         return;
       }
-      const sent = r.sink.bytesSent;
+      const sent = this.sent();
       const limit = this.rate * (Math.floor(Date.now() / 1000) - this.startSec + 1) - (sent - this.after);
       if (limit <= 0) {
         this.delay(Math.floor((-limit * 1000) / this.rate) + 1);
@@ -124,12 +126,18 @@ class Throttle {
       const piece = this.take(limit);
       const last = this.eof && this.held.length === 0;
       if (last) this.ended = true;
+      this.passed += piece.length;
       const more = nextBodyFilter(r, this.self, piece, last);
-      const paced = Math.max(0, r.sink.bytesSent - this.after) - Math.max(0, sent - this.after);
+      const paced = Math.max(0, this.sent() - this.after) - Math.max(0, sent - this.after);
       const ms = Math.floor((paced * 1000) / this.rate);
       if (ms > 0 && !last) this.delay(ms);
       if (!more) this.sinkBusy = true;
     }
+  }
+
+  /** nginx's c->sent: what reached the connection, head and framing included (HTTP/1), at least the body passed on. */
+  private sent(): number {
+    return Math.max(this.passed, this.r.sink.bytesSent);
   }
 
   /** Up to `limit` bytes off the front of what is held. */
