@@ -49,8 +49,8 @@ http {
         root %%PREFIX%%/html;
         location / { post_action /notify; }
         location /named { post_action @notify; }
-        location /notify { proxy_pass http://127.0.0.1:${port}/hit; proxy_ignore_client_abort on; }
-        location @notify { rewrite ^ /named-hit break; proxy_pass http://127.0.0.1:${port}; proxy_ignore_client_abort on; }
+        location /notify { proxy_pass http://127.0.0.1:${port}/hit; }
+        location @notify { rewrite ^ /named-hit break; proxy_pass http://127.0.0.1:${port}; }
         location /static-post { post_action /hidden.html; }
         location = /hidden.html { }
     }

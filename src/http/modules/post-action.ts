@@ -7,9 +7,8 @@
  *
  * Done where Gatehouse ends a request, its log phase, ahead of every log
  * handler. nginx holds the client connection until the post action ends;
- * here the connection goes on (or closes) at once, so a proxied post action
- * on a connection that closes sees the client gone unless
- * `proxy_ignore_client_abort on`.
+ * here the connection goes on (or closes) at once while the post action
+ * runs on its own.
  */
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
