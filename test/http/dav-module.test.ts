@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { RunningServer } from '../kit/server.ts';
 import { ask, comparable, startPair } from './static-kit.ts';
-import { logged } from './limit-kit.ts';
+import { binaries, confTest, logged } from './limit-kit.ts';
 
 const conf = `
 events {}
@@ -156,4 +156,17 @@ test('PUT, DELETE, MKCOL, COPY and MOVE answer and change the tree as nginx does
   const dated = fs.statSync(pair.gh.path('html/dated'));
   assert.equal(dated.mtime.toISOString(), '2015-01-01T00:00:00.000Z', 'PUT keeps the Date header as mtime');
   assert.deepEqual(fs.readdirSync(pair.gh.path('body_temp')), [], 'no temporary file left behind');
+});
+
+test('the dav directives refuse what nginx refuses, with its messages', () => {
+  for (const [name, bin] of binaries()) {
+    const errs = (d: string) => confTest(bin, `events {} http { server { listen 127.0.0.1:1; location / { ${d} } } }`);
+    for (const d of ['dav_methods PUT PROPFIND;', 'dav_access user:rwx;', 'dav_access nobody:r;', 'min_delete_depth x;',
+      'create_full_put_path maybe;', 'dav_access user:rw group:r all:r extra:r;']) {
+      const [mine] = errs(d);
+      assert.ok(mine, `${name}: ${d} refused`);
+      if (name === 'gatehouse' && binaries().length === 2) assert.equal(mine, confTest(binaries()[1][1], `events {} http { server { listen 127.0.0.1:1; location / { ${d} } } }`)[0], d);
+    }
+    assert.deepEqual(errs('dav_methods put; dav_methods DELETE; dav_access group:rw all:r; min_delete_depth 2; create_full_put_path on;'), [], name);
+  }
 });

@@ -329,12 +329,15 @@ function copyMove(r: HttpRequest): number {
 const directives: Directive[] = [
   {
     name: 'dav_methods', contexts: HTTP_ANY, args: [1, Infinity],
-    handler: setting(davSlot, 'methods', (cf, _v, a) => {
-      // nginx compares without case
-      const set = bitmaskArgs(cf, a.map((m) => METHODS.find((x) => x === m.toLowerCase()) ?? m), METHODS);
-      set.delete('off');
-      return new Set([...set].map((m) => m.toUpperCase()));
-    }),
+    // ngx_conf_set_bitmask_slot: a second line adds to the first (no "is duplicate"); nginx compares without case
+    handler(cf, node) {
+      const c = cf.get(davSlot);
+      const methods = (c.methods ??= new Set());
+      for (const m of bitmaskArgs(cf, node.args.map((a) => METHODS.find((x) => x === a.toLowerCase()) ?? a), METHODS)) {
+        if (m !== 'off') methods.add(m.toUpperCase());
+      }
+      return undefined;
+    },
   },
   { name: 'create_full_put_path', contexts: HTTP_ANY, args: 'flag', handler: setting(davSlot, 'createFullPutPath', flagArg) },
   {
@@ -343,9 +346,10 @@ const directives: Directive[] = [
   },
   {
     name: 'dav_access', contexts: HTTP_ANY, args: [1, 3],
-    handler: unique(davSlot, 'access', (_cf, node, c) => {
+    handler: unique(davSlot, 'access', (cf, node, c) => {
       const access = parseAccess(node.args);
-      if (typeof access === 'string') return access;
+      // ngx_conf_set_access_slot logs the message itself (no directive name before it)
+      if (typeof access === 'string') throw cf.error(access);
       c.access = access;
     }),
   },
