@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import type { RunningServer } from '../kit/server.ts';
 import { ask, comparable, startPair } from './static-kit.ts';
-import { logged } from './limit-kit.ts';
+import { binaries, confTest, logged } from './limit-kit.ts';
 
 const conf = `
 events {}
@@ -65,4 +65,21 @@ test('disable_symlinks refuses links as nginx does', async (t) => {
     const mask = (srv: RunningServer) => logged(srv, why).map((l) => l.replace(/\/tmp\/gh-test-\w+/g, 'PREFIX').replace(/, client: .*$/, ''));
     assert.deepEqual(mask(pair.gh), mask(pair.ng), 'the same error log lines');
   }
+});
+
+test('disable_symlinks, post_action and the memcached directives refuse what nginx refuses, with its messages', () => {
+  const all = binaries();
+  const conf = (d: string) => `events {} http { upstream u { server 127.0.0.1:1; } server { listen 127.0.0.1:1; location / { ${d} } } }`;
+  const refused = ['disable_symlinks maybe;', 'disable_symlinks from=/x;', 'disable_symlinks off from=/x;', 'disable_symlinks on off;',
+    'disable_symlinks on; disable_symlinks off;', 'post_action;', 'post_action /a /b;',
+    'memcached_pass u; memcached_next_upstream http_500;', 'memcached_gzip_flag x;', 'memcached_pass u; memcached_pass u;',
+    'memcached_buffering off;', 'memcached_pass u; memcached_read_timeout x;'];
+  for (const d of refused) {
+    const mine = confTest(all[0][1], conf(d));
+    assert.equal(mine.length, 1, `${d}: ${mine.join(' | ')}`);
+    if (all.length === 2) assert.deepEqual(mine, confTest(all[1][1], conf(d)), d);
+  }
+  const accepted = 'disable_symlinks if_not_owner from=$document_root; post_action @after; set $memcached_key $uri; memcached_pass u; '
+    + 'memcached_next_upstream error timeout invalid_response not_found; memcached_gzip_flag 2; memcached_connect_timeout 1s;';
+  for (const [name, bin] of all) assert.deepEqual(confTest(bin, conf(accepted).replace('location / {', 'location @after { return 204; } location / {')), [], name);
 });
