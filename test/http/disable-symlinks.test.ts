@@ -27,6 +27,7 @@ http {
         location /cond/ { disable_symlinks on; if (-f $request_filename) { return 204; } }
         location /from/ { alias %%PREFIX%%/html/dirlink/; disable_symlinks on from=$document_root; }
         location /nofrom/ { alias %%PREFIX%%/html/dirlink/; disable_symlinks on; }
+        location /idx/ { disable_symlinks on; }
     }
 }
 `;
@@ -34,6 +35,7 @@ http {
 const files = {
   'html/real.txt': 'REAL', 'html/dir/inner.txt': 'INNER', 'html/off/target.txt': 'OFF', 'html/on/target.txt': 'ON',
   'html/owner/target.txt': 'OWNER', 'html/try/page.html': 'TRY PAGE', 'html/cond/target.txt': 'COND',
+  'html/idx/page.html': 'INDEX',
 };
 
 /** The links: to a file beside them, and one owned by nobody (its target is root's). */
@@ -44,6 +46,7 @@ function makeLinks(srv: RunningServer): void {
   fs.lchownSync(at('owner/foreign'), 65534, 65534);
   fs.symlinkSync('page.html', at('try/page'));
   fs.symlinkSync('dir', at('dirlink'));
+  fs.symlinkSync('page.html', at('idx/index.html'));
 }
 
 test('disable_symlinks refuses links as nginx does', async (t) => {
@@ -51,7 +54,7 @@ test('disable_symlinks refuses links as nginx does', async (t) => {
   for (const srv of [pair.gh, pair.ng]) if (srv) makeLinks(srv);
   const expected: Array<[string, number]> = [
     ['/off/link', 200], ['/on/target.txt', 200], ['/on/link', 403], ['/owner/link', 200], ['/owner/foreign', 403],
-    ['/try/page', 200], ['/cond/link', 403], ['/cond/target.txt', 204], ['/from/inner.txt', 200], ['/nofrom/inner.txt', 404],
+    ['/try/page', 200], ['/cond/link', 403], ['/cond/target.txt', 204], ['/from/inner.txt', 200], ['/nofrom/inner.txt', 404], ['/idx/', 403],
   ];
   for (const [uri, status] of expected) {
     const request = `GET ${uri} HTTP/1.0\r\nHost: localhost\r\n\r\n`;
