@@ -22,9 +22,13 @@ import { authBasicModule } from './http/modules/auth-basic.ts';
 import { authRequestModule } from './http/modules/auth-request.ts';
 import { limitReqModule } from './http/modules/limit-req.ts';
 import { limitConnModule } from './http/modules/limit-conn.ts';
+import { limitRateModule } from './http/modules/limit-rate.ts';
+import { postActionModule } from './http/modules/post-action.ts';
 import { notModifiedModule } from './http/modules/not-modified.ts';
 import { headersModule } from './http/modules/headers.ts';
 import { useridModule } from './http/modules/userid.ts';
+import { davModule } from './http/modules/dav.ts';
+import { gunzipModule } from './http/modules/gunzip.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
@@ -35,6 +39,7 @@ import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { uwsgiModule } from './http/modules/uwsgi.ts';
+import { memcachedModule } from './http/modules/memcached.ts';
 import { scgiModule } from './http/modules/scgi.ts';
 import { fastcgiModule } from './http/modules/fastcgi/index.ts';
 import { autoindexModule } from './http/modules/autoindex.ts';
@@ -88,6 +93,7 @@ export const modules: CycleModule[] = [
   fastcgiModule,
   uwsgiModule,
   scgiModule,
+  memcachedModule,
   tryFilesModule,
   mirrorModule,
   indexModule,
@@ -95,12 +101,15 @@ export const modules: CycleModule[] = [
   autoindexModule,
   staticModule,
   gzipStaticModule,
+  davModule,
   accessModule,
   authBasicModule,
   authRequestModule,
   realipModule,
   limitReqModule,
   limitConnModule,
+  limitRateModule,
+  postActionModule,
   notModifiedModule,
   headersModule,
   useridModule,
@@ -108,6 +117,7 @@ export const modules: CycleModule[] = [
   additionModule,
   charsetModule,
   ssiModule,
+  gunzipModule,
   gzipModule,
   rangeModule,
   luaModule,

@@ -183,7 +183,8 @@ export abstract class ConnectionLifetime {
     if (!linger || this.clientEnded) {
       this.phase = DETACHED;
       this.clearTimer();
-      this.socket.destroySoon();
+      // as nginx, the request is logged before the client sees the end (the log phase runs on the next tick)
+      setImmediate(() => this.socket.destroySoon());
       return;
     }
     this.phase = LINGER;

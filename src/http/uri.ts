@@ -210,6 +210,14 @@ export function escapeUri(uri: string): string {
   return escapeWith(URI_TABLE, uri);
 }
 
+/** Bytes NGX_ESCAPE_MEMCACHED escapes: controls, space and `%`. */
+const MEMCACHED_TABLE = new Uint8Array(256).map((_, c) => (c <= 0x20 || c === 0x25 ? 1 : 0));
+
+/** Escapes a memcached key (ngx_escape_uri, NGX_ESCAPE_MEMCACHED). */
+export function escapeMemcachedKey(key: string): string {
+  return escapeWith(MEMCACHED_TABLE, key);
+}
+
 /** Escapes a value put into a query string (ngx_escape_uri, NGX_ESCAPE_ARGS). */
 export function escapeArgs(s: string): string {
   return escapeWith(ARGS_TABLE, s);

@@ -7,6 +7,7 @@ import { defineSlot, inheritUnset } from '../../conf/context.ts';
 import type { ConfContext, MergedConf } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
+import { disableSymlinksDirective } from './disable-symlinks.ts';
 import { flagArg, parseSize, parseTime, choiceOf, countArg, msecArg, sizeArg, tempPathArg } from '../../conf/values.ts';
 import { parseErrorLog } from '../../core/error-log-args.ts';
 import type { ErrorLogSpec } from '../../core/error-log.ts';
@@ -51,8 +52,6 @@ export interface CoreLocConf {
   /** `auth_delay`: how long a 401 from the access phase is held back, in ms. */
   authDelay?: number;
   maxRanges?: number;
-  limitRate?: number;
-  limitRateAfter?: number;
   sendfile?: boolean;
   tcpNodelay?: boolean;
   resolver?: string[];
@@ -110,8 +109,6 @@ export const CORE_LOC_DEFAULTS = {
   satisfy: 'all',
   authDelay: 0,
   maxRanges: Infinity,
-  limitRate: 0,
-  limitRateAfter: 0,
   resolverTimeout: 30_000,
   lingeringClose: 'on',
   lingeringTime: 30_000,
@@ -206,8 +203,6 @@ export const httpSettingsDirectives: Directive[] = [
   loc('satisfy', 'satisfy', choiceOf(['all', 'any'])),
   loc('auth_delay', 'authDelay', msecArg),
   loc('max_ranges', 'maxRanges', countArg),
-  loc('limit_rate', 'limitRate', sizeArg),
-  loc('limit_rate_after', 'limitRateAfter', sizeArg),
   loc('sendfile', 'sendfile', flagArg, HTTP_ANY | Ctx.LIF),
   loc('tcp_nodelay', 'tcpNodelay', flagArg),
   accepted('tcp_nopush', 'flag'),
@@ -223,7 +218,7 @@ export const httpSettingsDirectives: Directive[] = [
   accepted('open_file_cache_min_uses', 1),
   accepted('open_file_cache_errors', 'flag'),
   accepted('open_file_cache_events', 'flag'),
-  accepted('disable_symlinks', [1, 2]),
+  disableSymlinksDirective,
   accepted('server_names_hash_max_size', 1, Ctx.HTTP),
   accepted('server_names_hash_bucket_size', 1, Ctx.HTTP),
   accepted('variables_hash_max_size', 1, Ctx.HTTP),

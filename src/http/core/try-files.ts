@@ -17,6 +17,7 @@ import { requestLog } from '../request-log.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue } from '../../core/variables.ts';
 import { unique } from '../../conf/setters.ts';
+import { failedCall, symlinkRefusal } from './disable-symlinks.ts';
 import { ADD_URI_TO_ALIAS, aliasLength, documentRoot } from './root.ts';
 
 interface TryFile {
@@ -61,10 +62,11 @@ async function tryFiles(r: HttpRequest, conf: TryFilesConf, files: TryFile[]): P
       name = name.slice(alias);
     }
     const path = root + name;
-    const st = await statPath(path);
+    const refusal = symlinkRefusal(r, path);
+    const st = (refusal && await refusal) || await statPath(path);
     if (!(st instanceof fs.Stats)) {
       if (st.code !== 'ENOENT' && st.code !== 'ENOTDIR' && st.code !== 'ENAMETOOLONG') {
-        requestLog(r).crit(`stat() "${path}" failed ${sysErrorText(st)}`);
+        requestLog(r).crit(`${failedCall(st, 'stat()')} "${path}" failed ${sysErrorText(st)}`);
       }
       continue;
     }

@@ -9,8 +9,6 @@ import net from 'node:net';
 import os from 'node:os';
 import type { HttpRequest } from '../request.ts';
 import { NGINX_VERSION, wireStatus } from '../special-response.ts';
-import { parseSize } from '../../conf/values.ts';
-import { requestLog } from '../request-log.ts';
 import { requestBodyOf } from '../request-body.ts';
 import type { VarValue } from '../../core/variables.ts';
 import type { HttpVariable } from '../http-conf.ts';
@@ -182,7 +180,8 @@ export const coreVariables: HttpVariable[] = [
   { name: 'request_completion', noCache: true, get: (r) => (r.completed ? 'OK' : '') },
   { name: 'pipe', get: (r) => (r.pipelined ? 'p' : '.') },
   { name: 'remote_user', get: (r) => basicAuthUser(r) },
-  { name: 'request_time', noCache: true, get: (r) => msecText(Number(process.hrtime.bigint() - r.startHr) / 1e6) },
+  // whole milliseconds, as nginx's clock counts them: a request served within one says 0.000
+  { name: 'request_time', noCache: true, get: (r) => msecText(Math.floor(Number(process.hrtime.bigint() - r.startHr) / 1e6)) },
   { name: 'msec', noCache: true, get: () => (Date.now() / 1000).toFixed(3) },
   { name: 'time_local', noCache: true, get: () => currentTimeLocal() },
   { name: 'time_iso8601', noCache: true, get: () => currentTimeIso8601() },
@@ -205,16 +204,6 @@ export const coreVariables: HttpVariable[] = [
   // TCP_INFO is out of Node's reach: defined (configurations use them) but not found
   ...['tcpinfo_rtt', 'tcpinfo_rttvar', 'tcpinfo_snd_cwnd', 'tcpinfo_rcv_space'].map((name) => ({ name, get: () => undefined })),
   ...rootVariables,
-  {
-    // bytes per second; `set $limit_rate 40k` takes a size
-    name: 'limit_rate', noCache: true,
-    get: (r) => String(r.limitRate ?? r.level.get(coreLoc).limitRate ?? 0),
-    set(r, v) {
-      const n = parseSize(v);
-      if (Number.isNaN(n)) requestLog(r).error(`invalid size "${v}"`);
-      else r.limitRate = n;
-    },
-  },
 ];
 
 /** `$remote_user`: the user name of `Authorization: Basic ...` (not found without a `user:` part). */

@@ -18,6 +18,7 @@ import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
 import { mapUriToPath } from '../core/root.ts';
 import { gzipTested, gzipVaryOn, markGzipVary } from './gzip.ts';
+import { symlinkRefusal } from '../core/disable-symlinks.ts';
 import { openFile, sendFile } from './static.ts';
 
 interface GzipStaticConf {
@@ -35,7 +36,8 @@ async function gzipStaticHandler(r: HttpRequest): Promise<number> {
   // without gzip_vary a client that cannot take gzip needs no look at the .gz at all
   if (!ok && !gzipVaryOn(r)) return DECLINED;
   const path = mapUriToPath(r).path + '.gz';
-  const opened = await openFile(path);
+  const refusal = symlinkRefusal(r, path);
+  const opened = (refusal && await refusal) || await openFile(path);
   if (!('fh' in opened)) {
     switch (opened.code) {
       case 'ENOENT': case 'ENOTDIR': case 'ENAMETOOLONG':

@@ -17,6 +17,7 @@ import { requestLog } from '../request-log.ts';
 import { compileComplex } from '../../core/variables.ts';
 import type { ComplexValue } from '../../core/variables.ts';
 import { mapUriToPath } from '../core/root.ts';
+import { symlinkRefusal } from '../core/disable-symlinks.ts';
 import { coreLoc } from '../core/settings.ts';
 
 interface IndexConf {
@@ -82,7 +83,8 @@ async function tryIndexFiles(r: HttpRequest): Promise<number> {
     if (name[0] === '/') return internalRedirect(r, name, r.args);
     base ??= mapUriToPath(r).path;
     const path = base + name;
-    const st = await statPath(path);
+    const refusal = symlinkRefusal(r, path);
+    const st = (refusal && await refusal) || await statPath(path);
     if (st instanceof fs.Stats) {
       // the index URI is the request URI plus the name, with alias as well as root
       return internalRedirect(r, r.uri + name, r.args);

@@ -16,6 +16,7 @@ import { endBody, sendBody, sendHeader } from '../response.ts';
 import { escapeUri } from '../uri.ts';
 import { mapUriToPath, rememberPrefix } from '../core/root.ts';
 import { coreLoc } from '../core/settings.ts';
+import { failedCall, symlinkRefusal } from '../core/disable-symlinks.ts';
 import { contentTypeFor } from '../core/types.ts';
 import { allowRanges, rangePlan } from './range.ts';
 import { bodyReplaced } from './not-modified.ts';
@@ -54,7 +55,7 @@ export async function openFile(path: string): Promise<OpenedFile | NodeJS.ErrnoE
 /** nginx's answer and log level for a failed open() (ngx_http_static_handler). */
 function openFailure(r: HttpRequest, err: NodeJS.ErrnoException, path: string): number {
   const log = requestLog(r);
-  const text = `open() "${path}" failed ${sysErrorText(err)}`;
+  const text = `${failedCall(err, 'open()')} "${path}" failed ${sysErrorText(err)}`;
   switch (err.code) {
     case 'ENOENT': case 'ENOTDIR': case 'ENAMETOOLONG':
       if (r.level.get(coreLoc).logNotFound ?? true) log.error(text);
@@ -78,6 +79,9 @@ async function staticHandler(r: HttpRequest): Promise<number> {
   if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') return 405;
   if (r.uri.endsWith('/')) return DECLINED;
   const { path } = mapUriToPath(r);
+  const refusal = symlinkRefusal(r, path);
+  const refused = refusal && await refusal;
+  if (refused) return openFailure(r, refused, path);
   const opened = await openFile(path);
   if (!('fh' in opened)) return openFailure(r, opened, path);
   const { fh, stat } = opened;

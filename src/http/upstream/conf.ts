@@ -62,6 +62,8 @@ export interface SslConf {
 export interface UpstreamConf {
   ignoreHeaders?: number;
   interceptErrors?: boolean;
+  /** nginx's intercept_404 (memcached): a 404 is always answered by nginx (error_page or its page), the upstream's body unread. */
+  intercept404?: boolean;
   buffering?: boolean;
   requestBuffering?: boolean;
   bufferSize?: number;

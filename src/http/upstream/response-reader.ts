@@ -107,12 +107,23 @@ export class ResponseReader implements RelaySource {
     this.head = head;
     const rec = upstreamRecord(r)!;
     rec.headers = head.headers;
+    if (head.status === 404 && u.conf.intercept404) {
+      // the head was the whole answer (memcached's END): the connection may serve another request
+      u.upstreamDone(!head.connectionClose && b.length === head.bodyStart && !this.upstreamEnded);
+      u.finalize(404);
+      return;
+    }
     if (u.conf.interceptErrors && head.status >= 300 && r.level.get(errorPageConf).pages?.has(head.status)) {
       if (head.status === 401) copyNamed(r, head.headers, 'www-authenticate');
       // the protocol's cache (proxy_cache): an intercepted error is remembered as the key's answer while valid
       u.protocol.cache?.error(u, head);
       u.finalize(head.status);
       return;
+    }
+    // X-Accel-Limit-Rate (the first one; digits only) is the response's rate, kept through X-Accel-Redirect
+    const xal = indexOf(head.headers, 'x-accel-limit-rate');
+    if (xal >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Limit-Rate']) && /^\d+$/.test(head.headers.values[xal])) {
+      r.limitRate = Number(head.headers.values[xal]);
     }
     const xar = indexOf(head.headers, 'x-accel-redirect');
     if (xar >= 0 && !(u.conf.ignoreHeaders & IGN['X-Accel-Redirect'])) {
@@ -145,6 +156,8 @@ export class ResponseReader implements RelaySource {
       if (v === 'no') buffering = false;
       else if (v === 'yes') buffering = true;
     }
+    // as nginx: an unbuffered response goes out as it comes, without limit_rate
+    if (!buffering) r.limitRate = 0;
     this.relay = new BodyRelay(r, this, u.conf, u.d, buffering, this.remaining, head.chunked);
     const rate = buffering && u.conf.limitRate !== undefined ? limitRateOf(r, u.conf.limitRate) : 0;
     if (rate > 0) {

@@ -13,6 +13,7 @@ import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import type { VariableRegistry } from '../../../core/variables.ts';
+import { failedCall, symlinkRefusal } from '../../core/disable-symlinks.ts';
 import { rewriteLogging, rewriteNotice } from './program.ts';
 
 export type Condition = (r: HttpRequest) => boolean | Promise<boolean>;
@@ -87,10 +88,13 @@ function fileCondition(path: ReturnType<typeof compileComplex>, test: (st: fs.St
   return async (r) => {
     const file = path.evaluate(r);
     try {
+      const refusal = symlinkRefusal(r, file);
+      const refused = refusal && await refusal;
+      if (refused) throw refused;
       return test(await fs.promises.stat(file)) !== negative;
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? '';
-      if (!QUIET.has(code)) requestLog(r).crit(`stat() "${file}" failed ${sysErrorText(err)}`);
+      if (!QUIET.has(code)) requestLog(r).crit(`${failedCall(err as NodeJS.ErrnoException, 'stat()')} "${file}" failed ${sysErrorText(err)}`);
       return negative;
     }
   };
