@@ -176,7 +176,8 @@ export class ErrorLog {
     }
     let wroteStderr = false;
     if (level <= this.maxLevel) {
-      const text = `${logTime()} [${LEVEL_NAMES[level]}] ${process.pid}#${threadId}: ${conn ? `*${conn} ` : ''}${message}`;
+      // nginx's level 0 (NGX_LOG_STDERR, which Lua's ngx.STDERR logs at) has an empty name: "[] "
+      const text = `${logTime()} [${level === 0 ? '' : LEVEL_NAMES[level]}] ${process.pid}#${threadId}: ${conn ? `*${conn} ` : ''}${message}`;
       const line = lineBytes(text);
       // each destination gets its own write, as in nginx: a file named twice gets the line twice
       for (const d of this.dests) {

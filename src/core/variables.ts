@@ -45,6 +45,10 @@ interface Indexed<R extends VariableHost> {
   index: number;
 }
 
+/**
+ * Variable names are caseless, as nginx lowercases them when a variable is
+ * added and when a name is looked up (`set $Var` is `$var`).
+ */
 export class VariableRegistry<R extends VariableHost = VariableHost> {
   private readonly defs = new Map<string, VariableDef<R>>();
   private readonly prefixes: VariableDef<R>[] = [];
@@ -52,6 +56,7 @@ export class VariableRegistry<R extends VariableHost = VariableHost> {
   private readonly list: Indexed<R>[] = [];
 
   define(def: VariableDef<R>): void {
+    if (def.name !== def.name.toLowerCase()) def = { ...def, name: def.name.toLowerCase() };
     if (def.prefix) this.prefixes.push(def);
     else {
       this.defs.set(def.name, def);
@@ -63,11 +68,13 @@ export class VariableRegistry<R extends VariableHost = VariableHost> {
 
   /** Whether `name` is defined (directly or through a prefix). */
   has(name: string): boolean {
+    name = name.toLowerCase();
     return this.defs.has(name) || this.prefixes.some((p) => name.startsWith(p.name));
   }
 
   /** The definition that handles `name`, or undefined. */
   lookup(name: string): VariableDef<R> | undefined {
+    name = name.toLowerCase();
     const d = this.defs.get(name);
     if (d) return d;
     let best: VariableDef<R> | undefined;
@@ -81,6 +88,7 @@ export class VariableRegistry<R extends VariableHost = VariableHost> {
    * down); unresolved() lists those still unknown when the http block ends.
    */
   index(name: string): number {
+    name = name.toLowerCase();
     let ix = this.indexed.get(name);
     if (!ix) {
       ix = { def: this.lookup(name) ?? UNKNOWN, name, index: this.list.length };
@@ -115,15 +123,19 @@ export class VariableRegistry<R extends VariableHost = VariableHost> {
     return v;
   }
 
-  /** Sets variable `index` for request `r` (the `set` directive). */
-  assign(r: R, index: number, value: string): void {
+  /**
+   * Sets variable `index` for request `r` (the `set` directive); undefined
+   * (Lua's nil) leaves it "not found", or empty where a handler sets it.
+   */
+  assign(r: R, index: number, value: VarValue): void {
     const ix = this.list[index];
-    if (ix.def.set) ix.def.set(r, value, ix.name);
+    if (ix.def.set) ix.def.set(r, value ?? '', ix.name);
     else r.varCache[index] = value;
   }
 
   /** Reads a variable by name at run time (Lua's ngx.var, SSI); undefined when unknown. */
   valueByName(r: R, name: string): VarValue {
+    name = name.toLowerCase();
     if (!this.indexed.has(name) && !this.lookup(name)) return undefined;
     return this.value(r, this.index(name));
   }

@@ -52,7 +52,7 @@ export async function same(pair: Pair, path: string, extra = '', body = ''): Pro
 export async function logged(srv: RunningServer, re: RegExp): Promise<string[]> {
   await srv.waitForLog('error.log', re, 10_000);
   return srv.readFile('error.log').split('\n').filter((l) => re.test(l))
-    .map((l) => l.replace(/^\S+ \S+ (\[\w+\]) \d+#\d+: (\*\d+ )?/, '$1 ').replace(/(server: [\d.]+):\d+/, '$1:PORT'));
+    .map((l) => l.replace(/^\S+ \S+ (\[\w*\]) \d+#\d+: (\*\d+ )?/, '$1 ').replace(/(server: [\d.]+):\d+/, '$1:PORT'));
 }
 
 /** Gatehouse's lines for `re` equal nginx's. Returns Gatehouse's. */

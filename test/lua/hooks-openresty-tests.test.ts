@@ -2,7 +2,9 @@
 // that Gatehouse got wrong when they were first run against it: ngx.send_headers and
 // ngx.headers_sent, the warning for a hook that writes a global, a *_by_lua_file path with
 // variables, `$prefix` in lua_package_path, set_by_lua's refusals and its "unknown reason", and
-// ngx.log's "file:line: func(): " prefix with the file's base name.
+// ngx.log's "file:line: func(): " prefix with the file's base name; from t/045-ngx-var.t and
+// t/009-log.t: caseless variable names, nil, bad and unchangeable names in ngx.var; log argument
+// errors, the STDERR level, a long message.
 // Reference: Debian's nginx 1.22 + libnginx-mod-http-lua 0.10.23 on the same config.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -51,6 +53,20 @@ const pair = await luaPair({ after }, `
             set_by_lua $v 'error(nil)';
             return 200 $v;
         }
+        location /var-case {
+            set $Mixed 32;
+            content_by_lua_block { ngx.say(ngx.var.MIXED, " ", ngx.var.mixed) }
+        }
+        location /var-nil {
+            set $v 32;
+            content_by_lua_block { ngx.say(ngx.var.v) ngx.var.v = nil ngx.say(ngx.var.v) }
+        }
+        location /var-bad { content_by_lua_block { ngx.say(ngx.var[true]) } }
+        location /var-bad-set { content_by_lua_block { ngx.var[true] = 1 } }
+        location /var-fixed { content_by_lua_block { ngx.var.query_string = 56 } }
+        location /log-table { content_by_lua_block { ngx.log(ngx.ERR, {}) } }
+        location /log-stderr { content_by_lua_block { ngx.log(ngx.STDERR, "to stderr level") ngx.say("ok") } }
+        location /log-long { content_by_lua_block { ngx.log(ngx.ERR, "a" .. string.rep("h", 1970) .. "b") ngx.say("ok") } }
         location /set-headers {
             set_by_lua $v 'ngx.send_headers()';
             return 200 $v;
@@ -96,4 +112,26 @@ test('set_by_lua refuses ngx.exit and ngx.send_headers; error(nil) is an unknown
   const refused = await sameLog(pair, /API disabled in the context of set_by_lua\*/);
   assert.equal(refused.length, 2);
   assert.deepEqual(await sameLog(pair, /unknown reason/), ['[error] failed to run set_by_lua*: unknown reason, client: 127.0.0.1, server: , request: "GET /set-nil HTTP/1.1", host: "localhost"']);
+});
+
+test('ngx.var: caseless names, nil makes a variable not found, bad and unchangeable names', async () => {
+  assert.equal((await same(pair, '/var-case')).body, '32 32\n');
+  assert.equal((await same(pair, '/var-nil')).body, '32\nnil\n');
+  for (const path of ['/var-bad', '/var-bad-set', '/var-fixed']) assert.equal((await same(pair, path)).status, 500);
+  assert.equal((await sameLog(pair, /bad variable name/)).length, 2);
+  await sameLog(pair, /variable "query_string" not changeable/);
+});
+
+test('ngx.log: a table without __tostring is argument #1, the STDERR level prints as [], a long line is cut as nginx cuts it', async () => {
+  assert.equal((await same(pair, '/log-table')).status, 500);
+  await sameLog(pair, /bad argument #1 to 'log'/);
+  assert.equal((await same(pair, '/log-stderr')).body, 'ok\n');
+  assert.match((await sameLog(pair, /to stderr level/))[0], /^\[\] \[lua\]/);
+  assert.equal((await same(pair, '/log-long')).body, 'ok\n');
+  // cut at nginx's 2048 bytes a line, newline included (where the cut falls differs by the
+  // length of "pid#tid", so only Gatehouse's own line is checked)
+  await logged(pair.gh, /ahhhh/);
+  const raw = pair.gh.readFile('error.log').split('\n').find((l) => l.includes('ahhhh'))!;
+  assert.equal(Buffer.byteLength(raw) + 1, 2048);
+  assert.match(raw, /\[lua\] content_by_lua\(nginx\.conf:\d+\):1: ah+$/);
 });

@@ -143,7 +143,9 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     },
     var_get(L: number) {
       const { r } = requestContext(rt);
-      const key = bridge.type(L, 1) === T.NUMBER ? bridge.toInteger(L, 1) : undefined;
+      const type = bridge.type(L, 1);
+      if (type !== T.NUMBER && type !== T.STRING) throw new LuaError('bad variable name', 2);
+      const key = type === T.NUMBER ? bridge.toInteger(L, 1) : undefined;
       const v = key !== undefined ? r.captures?.[key] : r.main.variables.valueByName(r, (bridge.toString(L, 1) ?? '').toLowerCase());
       if (v === undefined) bridge.pushNil(L);
       else bridge.pushString(L, v);
@@ -151,13 +153,17 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     },
     var_set(L: number) {
       const { r } = requestContext(rt);
-      const name = (bridge.toString(L, 1) ?? '').toLowerCase();
+      if (bridge.type(L, 1) !== T.STRING) throw new LuaError('bad variable name', 2);
+      const name = bridge.toString(L, 1)!.toLowerCase();
       const vars = r.main.variables;
       const def = vars.lookup(name);
-      if (!def || (!def.changeable && !def.set)) {
+      if (!def || def.prefix) {
         throw new LuaError(`variable "${name}" not found for writing; maybe it is a built-in variable that is not changeable or you forgot to use "set $${name} '';" in the config file to define it first`, 2);
       }
-      vars.assign(r, vars.index(name), bridge.toString(L, 2) ?? '');
+      if (!def.changeable && !def.set) throw new LuaError(`variable "${name}" not changeable`, 2);
+      // nil makes the variable "not found" (read back as nil), as OpenResty sets not_found
+      const value = bridge.type(L, 2) === T.NIL ? undefined : bridge.toString(L, 2) ?? '';
+      vars.assign(r, vars.index(name), value);
       return 0;
     },
     header_get(L: number) {

@@ -45,7 +45,7 @@ function ngx.redirect(uri, status)
 end
 
 -- ---- logging: "[lua] content_by_lua(nginx.conf:40):3: msg" with the caller's place ----
-local function text_of(v, i)
+local function text_of(v, i, fname)
   local t = type(v)
   if t == 'string' or t == 'number' then return tostring(v) end
   if v == nil then return 'nil' end
@@ -53,12 +53,13 @@ local function text_of(v, i)
   if v == ngx.null then return 'null' end
   local mt = getmetatable(v)
   if mt and mt.__tostring then return tostring(v) end
-  error('bad argument #' .. i .. " to 'log' (expected table to have __tostring metamethod)", 3)
+  error('bad argument #' .. i .. " to '" .. fname .. "' (expected table to have __tostring metamethod)", 4)
 end
-local function log_at(level, first, ...)
+-- (the message's pieces count from #1 for ngx.log too: OpenResty drops the level first)
+local function log_at(level, fname, ...)
   local n = select('#', ...)
   local parts = {}
-  for i = 1, n do parts[i] = text_of((select(i, ...)), i + first) end
+  for i = 1, n do parts[i] = text_of((select(i, ...)), i, fname) end
   local info = getinfo(3, 'Sln')
   -- the file's base name, as OpenResty's log wrapper cuts short_src
   local where = info and (gsub(info.short_src, '^.*/', '') .. ':' .. (info.currentline or 0) .. ': ') or ''
@@ -71,9 +72,9 @@ local function log_at(level, first, ...)
 end
 function ngx.log(level, ...)
   if type(level) ~= 'number' then error("bad argument #1 to 'log' (number expected, got " .. type(level) .. ')', 2) end
-  log_at(level, 1, ...)
+  log_at(level, 'log', ...)
 end
-_G.print = function(...) log_at(ngx.NOTICE, 0, ...) end
+_G.print = function(...) log_at(ngx.NOTICE, 'print', ...) end
 
 -- ---- output ----
 local write = host.write
