@@ -37,6 +37,12 @@ export interface SubrequestOptions {
   onFinalize?(sr: HttpRequest, rc: number): boolean | Promise<boolean>;
   /** The body is captured in memory (nginx's NGX_HTTP_SUBREQUEST_IN_MEMORY): no subrequest may nest in it. */
   inMemory?: boolean;
+  /**
+   * Called once, as the body ends (before the sink hears of it) or when the
+   * subrequest is cut short: nginx finalizes (and logs) a subrequest before
+   * its parent goes on with what follows.
+   */
+  onBodyEnd?(sr: HttpRequest): void;
 }
 
 interface SubState {
@@ -85,6 +91,7 @@ export class Subrequest {
   /** Resolves when the subrequest is over: true when its body ended, false when it was cut short. */
   readonly done: Promise<boolean>;
   readonly onFinalize: SubrequestOptions['onFinalize'];
+  private onBodyEnd: SubrequestOptions['onBodyEnd'];
   private resolve!: (ok: boolean) => void;
   private over = false;
   private readonly res: SubrequestResponse;
@@ -94,6 +101,7 @@ export class Subrequest {
   constructor(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions) {
     this.main = mainRequest(parent);
     this.onFinalize = opts.onFinalize;
+    this.onBodyEnd = opts.onBodyEnd;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
     this.res = new SubrequestResponse(this, opts.sink, this.socket);
     // the parent's request head, headers and body
@@ -111,6 +119,13 @@ export class Subrequest {
     this.r = sr;
     opts.sink.once('finish', () => this.complete());
     opts.sink.once('close', () => this.abort());
+  }
+
+  /** The body ended or was cut short: the creator's onBodyEnd, once. */
+  bodyEnded(): void {
+    const fn = this.onBodyEnd;
+    this.onBodyEnd = undefined;
+    fn?.(this.r);
   }
 
   /** Runs the subrequest's phases (from server rewrite, as any internal request). */
@@ -149,6 +164,7 @@ export class Subrequest {
       res.fireClose();
     }
     this.socket.emit('close');
+    this.bodyEnded();
     this.resolve(false);
   }
 
@@ -229,6 +245,7 @@ class SubrequestResponse extends SinkListeners implements ResponseSink {
 
   end(chunk?: Buffer): void {
     if (this.target.writableEnded) return;
+    this.sub.bodyEnded();
     if (chunk !== undefined) this.target.end(chunk);
     else this.target.end();
   }

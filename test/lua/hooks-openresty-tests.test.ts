@@ -67,6 +67,19 @@ const pair = await luaPair({ after }, `
         location /log-table { content_by_lua_block { ngx.log(ngx.ERR, {}) } }
         location /log-stderr { content_by_lua_block { ngx.log(ngx.STDERR, "to stderr level") ngx.say("ok") } }
         location /log-long { content_by_lua_block { ngx.log(ngx.ERR, "a" .. string.rep("h", 1970) .. "b") ngx.say("ok") } }
+        location /ctx-other { content_by_lua_block { ngx.say("dog = ", ngx.ctx.dog) ngx.ctx.seen = true } }
+        location /ctx-capture {
+            content_by_lua_block {
+                local given = { dog = "hello" }
+                local a, b = ngx.location.capture_multi{ { "/ctx-other", { ctx = given } }, { "/ctx-other", { ctx = { dog = "hiya" } } } }
+                ngx.print(a.body, b.body)
+                ngx.say("parent: ", ngx.ctx.dog, " seen: ", tostring(given.seen))
+            }
+        }
+        location /ctx-jump {
+            rewrite_by_lua_block { ngx.ctx.foo = 32 ngx.req.set_uri("/ctx-after", true) }
+        }
+        location /ctx-after { content_by_lua_block { ngx.say(ngx.ctx.foo) } }
         location /set-headers {
             set_by_lua $v 'ngx.send_headers()';
             return 200 $v;
@@ -134,4 +147,9 @@ test('ngx.log: a table without __tostring is argument #1, the STDERR level print
   const raw = pair.gh.readFile('error.log').split('\n').find((l) => l.includes('ahhhh'))!;
   assert.equal(Buffer.byteLength(raw) + 1, 2048);
   assert.match(raw, /\[lua\] content_by_lua\(nginx\.conf:\d+\):1: ah+$/);
+});
+
+test('the ctx option of a capture is the subrequest\'s ngx.ctx; a set_uri jump starts a new ngx.ctx (t/033-ctx.t)', async () => {
+  assert.equal((await same(pair, '/ctx-capture')).body, 'dog = hello\ndog = hiya\nparent: nil seen: true\n');
+  assert.equal((await same(pair, '/ctx-jump')).body, 'nil\n');
 });

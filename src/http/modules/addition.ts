@@ -92,13 +92,12 @@ class AdditionOutput {
   /** A subrequest for `uri` whose body goes in the output's current place. */
   private add(uri: string): void {
     const place = this.output.place();
-    const sub = createSubrequest(this.r, uri, '', { sink: place });
+    // logged as its body ends, before the page goes on
+    const sub = createSubrequest(this.r, uri, '', { sink: place, onBodyEnd: logSubrequest });
     if (!sub) {
       place.end();
       return;
     }
-    const sr = sub.r;
-    void sub.done.then(() => logSubrequest(sr));
     sub.start();
   }
 }

@@ -1,7 +1,8 @@
 /**
  * ngx.location.capture and capture_multi: subrequests (src/http/subrequest.ts)
- * whose bodies are kept in memory. `start` creates and runs one at once and
- * gives its id; `wait` suspends the hook until every id given is done and
+ * whose bodies are kept in memory. `start` creates one and gives its id (and
+ * the id of its ngx.ctx, which ngx.lua fills from the `ctx` option); `run`
+ * runs it; `wait` suspends the hook until every id given is done and
  * returns, for each, its status, body, headers (name, value in turn) and
  * whether the body was cut short. ngx.lua builds OpenResty's result tables.
  */
@@ -16,6 +17,8 @@ import type { LuaRuntime } from './runtime.ts';
 
 interface Capture {
   sr: HttpRequest | undefined;
+  /** Runs the subrequest (not yet run when undefined). */
+  run?: () => void;
   chunks: Buffer[];
   done: Promise<boolean>;
 }
@@ -53,14 +56,24 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
       const id = nextId++;
       if (!sub) {
         captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });
-      } else {
-        sub.r.method = method;
-        const sr = sub.r;
-        captures.set(id, { sr, chunks, done: sub.done.then((ok) => { logSubrequest(sr); return ok; }) });
-        sub.start();
+        bridge.pushInteger(L, id);
+        return 1;
       }
+      sub.r.method = method;
+      const sr = sub.r;
+      captures.set(id, { sr, chunks, done: sub.done.then((ok) => { logSubrequest(sr); return ok; }), run: () => sub.start() });
       bridge.pushInteger(L, id);
-      return 1;
+      // the `ctx` option: the subrequest's ngx.ctx is the caller's table
+      if (!bridge.toBoolean(L, 4)) return 1;
+      bridge.pushInteger(L, rt.ctxId(sr));
+      return 2;
+    },
+    run(L: number) {
+      const c = captures.get(bridge.toInteger(L, 1) ?? 0);
+      const run = c?.run;
+      if (c) c.run = undefined;
+      run?.();
+      return 0;
     },
     wait(L: number) {
       const n = api.lua_gettop(L);

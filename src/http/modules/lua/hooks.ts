@@ -49,7 +49,10 @@ function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): HandlerRe
     const { uri, args } = ctx.exec;
     return uri.startsWith('@') ? namedLocation(r, uri) : internalRedirect(r, uri, args);
   }
-  if (ctx.jumped) return DECLINED;
+  if (ctx.jumped) {
+    ctx.runtime.newCtx(r);
+    return DECLINED;
+  }
   const code = ctx.exit;
   if (code === undefined || code === OK) {
     if (ctx.phase === 'content' || headStarted(r)) return finishResponse(ctx);

@@ -222,27 +222,29 @@ ngx.worker = host.worker
 ngx.config = host.config
 ngx.location = {}
 do
-  local start, wait, unpack = host.location.start, host.location.wait, table.unpack
-  local function options(opts)
-    if not opts then return nil, nil end
-    local args = opts.args
-    if type(args) == 'table' then args = ngx.encode_args(args) end
-    return args, opts.method
+  local start, run, wait, unpack = host.location.start, host.location.run, host.location.wait, table.unpack
+  -- creates the subrequest, gives it the `ctx` option's table as its ngx.ctx, then runs it
+  local function begin(uri, opts)
+    local args, method, ctx
+    if opts then
+      args, method, ctx = opts.args, opts.method, opts.ctx
+      if type(args) == 'table' then args = ngx.encode_args(args) end
+    end
+    local id, ctx_id = start(uri, args, method, ctx ~= nil)
+    if ctx_id then ctxs[ctx_id] = ctx end
+    run(id)
+    return id
   end
   local function result(list, i)
     return { status = list[i * 4 + 1], body = list[i * 4 + 2], header = headers_table(list[i * 4 + 3], true),
       truncated = list[i * 4 + 4] }
   end
   function ngx.location.capture(uri, opts)
-    local args, method = options(opts)
-    return result(wait(start(uri, args, method)), 0)
+    return result(wait(begin(uri, opts)), 0)
   end
   function ngx.location.capture_multi(reqs)
     local ids = {}
-    for i, req in ipairs(reqs) do
-      local args, method = options(req[2])
-      ids[i] = start(req[1], args, method)
-    end
+    for i, req in ipairs(reqs) do ids[i] = begin(req[1], req[2]) end
     local list = wait(unpack(ids))
     local out = {}
     for i = 1, #ids do out[i] = result(list, i - 1) end

@@ -163,6 +163,11 @@ export class LuaRuntime {
     return id;
   }
 
+  /** ngx.req.set_uri(uri, true) jumped: the request gets a new ngx.ctx, as OpenResty starts its Lua context again. */
+  newCtx(r: HttpRequest): void {
+    r.ctx.delete(CTX_ID);
+  }
+
   /** The request is done: its ngx.ctx tables can go. */
   release(r: HttpRequest): void {
     const ids = ctxIds.get(r);

@@ -72,13 +72,14 @@ export function include(f: SsiRun, p: SsiParams): number | Promise<number> {
     sink,
     inMemory: memory !== undefined,
     onFinalize: block ? (sr) => stubOutput(sr, block) : undefined,
+    // logged as its body ends, before the page goes on
+    onBodyEnd: logSubrequest,
   });
   if (!sub) {
     place?.end();
     return SSI_ERROR;
   }
   if (memory) memory.sub = sub;
-  void sub.done.then(() => logSubrequest(sub.r));
   f.post(sub);
   if (wait === undefined && set === undefined) return SSI_OK;
   return f.wait(sub).then((alive) => {
