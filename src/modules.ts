@@ -53,6 +53,7 @@ import { streamGeoModule } from './stream/modules/geo.ts';
 import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
 import { streamSslPrereadModule } from './stream/modules/ssl-preread.ts';
+import { streamSslModule } from './stream/modules/ssl.ts';
 import { streamGatewayModule } from './stream/modules/gateway.ts';
 import { streamRealipModule } from './stream/modules/realip.ts';
 import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
@@ -117,6 +118,7 @@ export const modules: CycleModule[] = [
   streamUpstreamLeastConnModule,
   streamUpstreamRandomModule,
   streamUpstreamZoneModule,
+  streamSslModule,
   streamSslPrereadModule,
   streamGatewayModule,
 ];

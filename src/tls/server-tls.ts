@@ -42,6 +42,23 @@ export interface ServerTlsConfig {
   ocsp?: OcspClientOptions;
 }
 
+/**
+ * A server block's ServerTls from its merged ssl_* settings (both
+ * subsystems' ssl modules): stapling and OCSP use the server's resolver.
+ */
+export function compileServerTls(id: string, conf: SslSrvConf, resolver: string[] | undefined, resolverTimeout: number | undefined): ServerTls {
+  const c = conf as ServerTlsConfig['conf'];
+  const cfg: ServerTlsConfig = { id, conf: c };
+  if (c.stapling) {
+    cfg.stapling = { file: c.staplingFile, responder: c.staplingResponder, verify: c.staplingVerify ?? false, resolver, resolverTimeout, warn: c.warn };
+  }
+  if (c.ocsp && c.ocsp !== 'off') {
+    if (c.verify === 'optional_no_ca') throw new ConfError('"ssl_ocsp" is incompatible with "ssl_verify_client optional_no_ca"');
+    cfg.ocsp = { mode: c.ocsp, responder: c.ocspResponder, cache: c.ocspCache || undefined, resolver, resolverTimeout };
+  }
+  return new ServerTls(cfg);
+}
+
 export class ServerTls {
   readonly id: string;
   readonly conf: ServerTlsConfig['conf'];

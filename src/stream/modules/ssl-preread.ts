@@ -19,6 +19,7 @@ import { DECLINED, OK, Status } from '../conf.ts';
 import type { StreamModule } from '../conf.ts';
 import type { StreamSession } from '../session.ts';
 import { streamCoreSrv } from './core.ts';
+import { chooseServer } from '../virtual-server.ts';
 
 const prereadSrv = defineSlot<{ enabled?: boolean }, { enabled: false }>('stream_ssl_preread_srv', () => ({}), inheritUnset, { enabled: false });
 
@@ -154,6 +155,8 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
       }
       if (r !== AGAIN) {
         hellos.set(s, r);
+        // nginx ≥ 1.25.5: the SNI chooses the server (ngx_stream_ssl_preread_servername)
+        if (r.host) chooseServer(s, r.host);
         return finish(OK);
       }
       if (buf.length >= core.prereadBufferSize) {
