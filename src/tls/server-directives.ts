@@ -107,7 +107,18 @@ export function serverTlsDirectives(slot: ConfSlot<SslSrvConf, unknown>, context
         c.certificateCache = spec;
       }),
     },
-    single('ssl_password_file', 'passwordFile', confPathArg),
+    {
+      name: 'ssl_password_file', contexts, args: 1,
+      handler: unique(slot, 'passwordFile', (cf, node, c) => {
+        c.passwordFile = confPathArg(cf, node.args[0]);
+        // read once, by the master (a FIFO gives its text once); a failure is reported when the key is loaded
+        try {
+          c.passwordText = Cycle.of(cf).readAuxiliary(c.passwordFile);
+        } catch {
+          c.passwordText = undefined;
+        }
+      }),
+    },
     single('ssl_dhparam', 'dhparam', confPathArg),
     single('ssl_ecdh_curve', 'ecdhCurve', stringArg),
     {

@@ -95,7 +95,7 @@ export class ServerTls {
     }
     this.hasCertificates = certs.length > 0;
     this.variableCertificates = certs.some((v) => v.complex) || keys.some((v) => v.complex);
-    this.passwords = c.passwordFile ? wrap(() => readPasswords(c.passwordFile!)) : undefined;
+    this.passwords = c.passwordFile ? wrap(() => readPasswords(c.passwordFile!, c.passwordText)) : undefined;
     this.dhparam = c.dhparam ? wrap(() => readPem(c.dhparam!, 'DH parameters')) : undefined;
     if (c.verify !== 'off' && c.verify !== 'optional_no_ca' && !c.clientCertificate && !c.trustedCertificate) {
       throw new ConfError('no ssl_client_certificate or ssl_trusted_certificate for ssl_verify_client');
