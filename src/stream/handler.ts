@@ -123,7 +123,11 @@ async function start(s: StreamSession, settings: SessionSettings): Promise<void>
     }
     s.action = undefined;
     if (s.listen.spec.path === undefined) s.socket.setNoDelay(settings.tcpNodelay);
-    s.server.handler!(s);
+    if (!s.server.handler) {
+      s.finalize(Status.INTERNAL_SERVER_ERROR);
+      return;
+    }
+    s.server.handler(s);
   } catch (e) {
     s.log.alert(`stream session failed: ${(e as Error).stack ?? e}`);
     s.finalize(Status.INTERNAL_SERVER_ERROR);

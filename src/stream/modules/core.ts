@@ -56,10 +56,8 @@ function readStream(cf: ConfContext, node: ConfNode, slot: { conf?: StreamMainCo
   for (const m of modules) for (const v of m.variables ?? []) stream.variables.define(v);
   cf.block(node.children ?? [], Ctx.STREAM, level, 'stream', { stream });
   level.applyDefaults();
-  for (const srv of stream.servers) {
-    srv.level.mergeFrom(level);
-    if (!srv.handler) throw new ConfError(`no handler for server in ${srv.file}:${srv.line}`);
-  }
+  // a server without a handler is allowed since nginx 1.25.5 (its sessions end with 500)
+  for (const srv of stream.servers) srv.level.mergeFrom(level);
   for (const m of modules) m.postconfiguration?.(stream);
   // as nginx, variables may be used before a map defines them
   const unknown = stream.variables.unresolved();
