@@ -35,6 +35,12 @@ export const SSL_DEFAULTS = {
   rejectHandshake: false,
 } as const satisfies SslSrvConf;
 
+/** A conf command's name and value; the files `Certificate` and `PrivateKey` name resolve against the conf dir. */
+export function confCommandArgs(cf: ConfContext, args: readonly string[]): [string, string] {
+  const file = /^(certificate|privatekey)$/i.test(args[0]);
+  return [args[0], file ? cf.confPath(args[1]) : args[1]];
+}
+
 const PROTOCOLS = ['SSLv2', 'SSLv3', 'TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
 
 function invalid(cf: ConfContext, v: string): Error {
@@ -179,7 +185,7 @@ export function serverTlsDirectives(slot: ConfSlot<SslSrvConf, unknown>, context
     single('ssl_stapling_verify', 'staplingVerify', flagArg, 'flag'),
     {
       name: 'ssl_conf_command', contexts, args: 2,
-      handler: listOf(slot, 'confCommands', (_cf, node): [string, string] => [node.args[0], node.args[1]]),
+      handler: listOf(slot, 'confCommands', (cf, node): [string, string] => confCommandArgs(cf, node.args)),
     },
     single('ssl_reject_handshake', 'rejectHandshake', flagArg, 'flag'),
   ];

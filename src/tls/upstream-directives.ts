@@ -6,12 +6,13 @@
 import type { ConfContext } from '../conf/context.ts';
 import type { Directive } from '../conf/directive.ts';
 import { confPathArg, countArg, flagArg, stringArg } from '../conf/values.ts';
-import { setting, unique } from '../conf/setters.ts';
+import { listOf, setting, unique } from '../conf/setters.ts';
 import type { Parse } from '../conf/setters.ts';
 import { compileComplex } from '../core/variables.ts';
 import type { VariableRegistry } from '../core/variables.ts';
 import { parseCertCache } from './upstream-cert-cache.ts';
 import type { UpstreamSslConf } from './upstream-tls.ts';
+import { confCommandArgs } from './server-directives.ts';
 
 export function upstreamTlsDirectives(prefix: string, contexts: number, sslConf: (cf: ConfContext) => UpstreamSslConf, variables: (cf: ConfContext) => VariableRegistry<never>): Directive[] {
   const ssl = <K extends keyof UpstreamSslConf>(name: string, field: K, parse: Parse<UpstreamSslConf[K]>, args: Directive['args'] = 1): Directive =>
@@ -40,7 +41,7 @@ export function upstreamTlsDirectives(prefix: string, contexts: number, sslConf:
         s.certificateCache = v;
       }),
     },
-    // accepted for compatibility, without effect (listed in docs/directives.md)
-    { name: prefix + 'ssl_conf_command', contexts, args: 2, handler: () => undefined },
+    // Certificate, PrivateKey and Options take effect (src/tls/conf-commands.ts); others are kept without effect
+    { name: prefix + 'ssl_conf_command', contexts, args: 2, handler: listOf(sslConf, 'confCommands', (cf, node) => confCommandArgs(cf, node.args)) },
   ];
 }

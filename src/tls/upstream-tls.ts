@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { ComplexValue, VariableHost } from '../core/variables.ts';
 import { CertCache, loadCertificate, loadKey } from './upstream-cert-cache.ts';
+import { applyOptions, overridePair } from './conf-commands.ts';
 import type { CertCacheConf, LoadedKey } from './upstream-cert-cache.ts';
 
 /** A level's `*_ssl_*` settings (values with variables are evaluated for each request or session `H`). */
@@ -29,8 +30,10 @@ export interface UpstreamSslConf<H extends VariableHost = VariableHost> {
   crl?: string;
   /** *_ssl_certificate_cache (false: off). */
   certificateCache?: CertCacheConf | false;
-  /** `proxy_ssl_alpn` (stream): the protocols offered. */
-  alpn?: string[];
+  /** `proxy_ssl_alpn` (stream): the protocols offered (empty values are left out). */
+  alpn?: Array<ComplexValue<H>>;
+  /** `*_ssl_conf_command`s. */
+  confCommands?: Array<[string, string]>;
   /** Where relative certificate paths (possibly built from variables) are resolved. */
   confPrefix?: string;
 }
@@ -157,7 +160,19 @@ export function upstreamTls<H extends VariableHost>(r: H, s: UpstreamSslConf<H>,
     }
   }
   if (s.ciphers && s.ciphers !== 'DEFAULT') options.ciphers = s.ciphers;
-  if (s.alpn) options.ALPNProtocols = s.alpn;
+  if (s.confCommands) {
+    try {
+      const override = overridePair(s.confCommands);
+      if (override.cert) options.cert = override.cert;
+      if (override.key) options.key = override.key;
+      options.secureOptions = applyOptions(s.confCommands, 0);
+    } catch (err) {
+      logError((err as Error).message);
+      return undefined;
+    }
+  }
+  const alpn = s.alpn?.map((v) => v.evaluate(r)).filter((p) => p.length > 0 && p.length <= 255);
+  if (alpn?.length) options.ALPNProtocols = alpn;
   const sessionKey = s.sessionReuse === false ? undefined : name;
   return { options, name, verify: s.verify === true, sessionKey };
 }

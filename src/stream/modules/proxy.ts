@@ -156,10 +156,7 @@ const directives: Directive[] = [
   ...upstreamTlsDirectives('proxy_', Ctx.STREAM | Ctx.STREAM_SERVER, proxySslConf, (cf) => streamMainOf(cf).variables),
   {
     name: 'proxy_ssl_alpn', contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: [1, Infinity],
-    handler: setting(proxySslSrv, 'alpn', (cf, _v, args) => {
-      for (const p of args) if (p.length > 255) throw cf.error('protocol too long');
-      return [...args];
-    }),
+    handler: setting(proxySslSrv, 'alpn', (cf, _v, args) => args.map((a) => compileComplex(cf, streamMainOf(cf).variables, a))),
   },
   accepted('proxy_socket_rcvbuf', sizeArg),
   accepted('proxy_socket_sndbuf', sizeArg),

@@ -205,6 +205,9 @@ async function sslHandler(s: StreamSession): Promise<number> {
   tlsSocket.on('error', (err: NodeJS.ErrnoException) => { if (!s.finalized) s.onClientError(err); });
   tlsSocket.on('close', () => { if (!s.finalized) s.terminate(); });
   tlsSocket.pause();
+  // TLS 1.3 session tickets go out right after 'secure': what the session writes must follow them
+  await new Promise(setImmediate);
+  if (s.finalized) return OK;
   if (verify === 'off') return OK;
   info.verify = await verifyClient(settings, tlsSocket).catch(() => ({ code: 1, reason: 'unspecified certificate verification error' }));
   if (s.finalized) return OK;
