@@ -54,6 +54,7 @@ import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
 import { streamSslPrereadModule } from './stream/modules/ssl-preread.ts';
 import { streamSslModule } from './stream/modules/ssl.ts';
+import { streamPassModule } from './stream/modules/pass.ts';
 import { streamGatewayModule } from './stream/modules/gateway.ts';
 import { streamRealipModule } from './stream/modules/realip.ts';
 import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
@@ -119,6 +120,7 @@ export const modules: CycleModule[] = [
   streamUpstreamRandomModule,
   streamUpstreamZoneModule,
   streamSslModule,
+  streamPassModule,
   streamSslPrereadModule,
   streamGatewayModule,
 ];

@@ -16,5 +16,4 @@ export const WITHOUT: string[] = [
   'http_browser_module',
   'http_tunnel_module',
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
-  'stream_pass_module',
 ];

@@ -52,6 +52,8 @@ export interface CycleModule extends ModuleBase {
 export interface WorkerRuntime {
   /** Serve connections accepted on `key` with `handler`. */
   onConnection(key: string, handler: ConnectionHandler): void;
+  /** Who serves connections accepted on `key` (stream's `pass` hands a connection over). */
+  connectionHandler(key: string): ConnectionHandler | undefined;
   /** Serve datagrams read on the UDP listener `key` with `handler`. */
   onDatagram(key: string, handler: DatagramHandler): void;
   /** Called when this cycle stops serving: graceful (reload, QUIT) or not. */

@@ -142,6 +142,15 @@ export class StreamSession implements VariableHost {
     (this.cleanups ??= []).push(fn);
   }
 
+  /** The connection now belongs to another listener (`pass`): the session ends without its log phase, the socket stays open. */
+  handOver(): void {
+    if (this.finalized) return;
+    this.finalized = true;
+    this.action = undefined;
+    for (const fn of this.cleanups ?? []) fn();
+    this.onDone(this);
+  }
+
   /** Ends the session (ngx_stream_finalize_session): `$status`, the log phase, then the client socket closes. */
   finalize(status: number): void {
     if (this.finalized) return;

@@ -168,6 +168,8 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
     const timer = setTimeout(() => finish(Status.OK), core.prereadTimeout);
     socket.on('data', onData);
     socket.on('end', onEnd);
+    // an earlier phase (the TLS handshake) may have paused it
+    socket.resume();
   });
 }
 
