@@ -63,6 +63,8 @@ export class StreamSession implements VariableHost {
   logContext: (() => string) | undefined;
   /** What the PROXY protocol header said (`listen … proxy_protocol`). */
   proxyProtocol: ProxyProtocolInfo | undefined;
+  /** The preread phase read client bytes (and put them back): nginx's c->buffer. */
+  prereadData = false;
   /** The TLS the ssl module terminated (`listen … ssl`), once the handshake is done. */
   tls: TlsConnection | undefined;
   /** The SNI of a handshake still running (`$ssl_server_name` in `ssl_certificate`). */

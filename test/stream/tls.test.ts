@@ -12,6 +12,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startPair } from '../kit/pair.ts';
@@ -102,7 +103,6 @@ async function read(srv: RunningServer, port: number, opts: TlsClientOptions = {
 
 /** A plain TCP client's read of `port` (the proxy_ssl servers listen in the clear). */
 async function readPlain(srv: RunningServer, port: number): Promise<string> {
-  const net = await import('node:net');
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     const s = net.connect({ host: '127.0.0.1', port: srv.port(port) });
@@ -193,4 +193,72 @@ stream {
   assert.deepEqual(await get('other.test'), { text: 'other other.test other.test\n', cn: 'CN=other.test' });
   assert.deepEqual(await get('a.wild.test'), { text: 'other other.test a.wild.test\n', cn: 'CN=other.test' });
   assert.deepEqual(await get('abc.re.test'), { text: 'regex abc\n', cn: 'CN=server.test' });
+});
+
+test('pass: the connection goes on to an http listener, by SNI or decrypted (nginx ≥ 1.25.5)', async (t) => {
+  const gh = await startGatehouse({
+    files: { ...files, 'html/index.html': 'index\n' },
+    conf: `
+events {}
+stream {
+    log_format s $status;
+    access_log %%PREFIX%%/stream.log s;
+    ssl_certificate server.test.crt;
+    ssl_certificate_key server.test.key;
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        ssl_preread on;
+        pass 127.0.0.1:%%PORT_8092%%;
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        server_name tls.test;
+        pass 127.0.0.1:%%PORT_8091%%;
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8443%% ssl;
+        pass 127.0.0.1:%%PORT_8092%%;
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8444%% ssl;
+        ssl_preread on;
+        pass 127.0.0.1:%%PORT_8092%%;
+    }
+}
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:%%PORT_8091%% ssl;
+        listen 127.0.0.1:%%PORT_8092%%;
+        ssl_certificate other.test.crt;
+        ssl_certificate_key other.test.key;
+        location / { return 200 "http $scheme $ssl_server_name\\n"; }
+    }
+}
+`,
+  });
+  t.after(() => gh.stop());
+  const request = 'GET / HTTP/1.0\r\n\r\n';
+  const body = (data: Buffer) => data.toString('latin1').split('\r\n\r\n')[1];
+  const plain = await new Promise<Buffer>((resolve) => {
+    const chunks: Buffer[] = [];
+    const s = net.connect({ host: '127.0.0.1', port: gh.port(8080) }, () => s.write(request));
+    s.on('data', (d: Buffer) => chunks.push(d));
+    s.on('close', () => resolve(Buffer.concat(chunks)));
+  });
+  assert.equal(body(plain), 'http http \n');
+  // ssl_preread chose the server by SNI; the TLS connection reached the https listener untouched
+  const bySni = await tlsExchange(gh.port(8080), { request, servername: 'tls.test' });
+  assert.equal(bySni.peer?.subject, 'CN=other.test');
+  assert.equal(body(bySni.data), 'http https tls.test\n');
+  // TLS terminated in stream: the decrypted connection reaches the plain listener
+  const decrypted = await tlsExchange(gh.port(8443), { request });
+  assert.equal(decrypted.peer?.subject, 'CN=server.test');
+  assert.equal(body(decrypted.data), 'http http \n');
+  // terminated, then read by ssl_preread: nginx refuses to pass it
+  const refused = await tlsExchange(gh.port(8444), { request });
+  assert.equal(refused.data.length, 0);
+  const lines = await gh.waitForLog('error.log', /cannot pass connection with preread data/, 10_000);
+  assert.ok(lines);
+  assert.equal(gh.readFile('stream.log'), '500\n');
 });

@@ -34,7 +34,7 @@ function passHandler(s: StreamSession): void {
     s.finalize(Status.INTERNAL_SERVER_ERROR);
     return;
   }
-  if (s.tls && s.socket.readableLength > 0) {
+  if (s.tls && s.prereadData) {
     s.error(LogLevel.error, 'cannot pass connection with preread data');
     s.finalize(Status.INTERNAL_SERVER_ERROR);
     return;

@@ -146,6 +146,7 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
     };
     const onData = (chunk: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      s.prereadData = true;
       // as nginx's context: once bytes came, the variables are empty rather than not found, until they are no hello
       if (!hellos.has(s)) hellos.set(s, { version: [0, 0], host: '', alpn: '' });
       const r = parseRecords(buf.subarray(0, core.prereadBufferSize));
