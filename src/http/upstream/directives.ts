@@ -10,7 +10,7 @@ import type { ConfContext, ConfSlot } from '../../conf/context.ts';
 import { HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
-import { confPathArg, countArg, flagArg, msecArg, parseSize, sizeArg, stringArg, tempPathArg } from '../../conf/values.ts';
+import { countArg, flagArg, msecArg, parseSize, sizeArg, tempPathArg } from '../../conf/values.ts';
 import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Parse } from '../../conf/setters.ts';
 import { compileComplex } from '../../core/variables.ts';

@@ -131,7 +131,6 @@ function readServerNames(cf: ConfContext, node: ConfNode): void {
 }
 
 function readListen(cf: ConfContext, node: ConfNode): void {
-  const stream = streamMainOf(cf);
   const srv = streamServerOf(cf);
   for (const listen of parseStreamListen(cf, node.args)) {
     // servers may share an address (virtual servers, nginx ≥ 1.25.5); one server may not list it twice
