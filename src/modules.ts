@@ -65,6 +65,8 @@ import { streamGeoModule } from './stream/modules/geo.ts';
 import { streamSplitClientsModule } from './stream/modules/split-clients.ts';
 import { streamSetModule } from './stream/modules/set.ts';
 import { streamSslPrereadModule } from './stream/modules/ssl-preread.ts';
+import { streamSslModule } from './stream/modules/ssl.ts';
+import { streamPassModule } from './stream/modules/pass.ts';
 import { streamGatewayModule } from './stream/modules/gateway.ts';
 import { streamRealipModule } from './stream/modules/realip.ts';
 import { streamLimitConnModule } from './stream/modules/limit-conn.ts';
@@ -141,6 +143,8 @@ export const modules: CycleModule[] = [
   streamUpstreamLeastConnModule,
   streamUpstreamRandomModule,
   streamUpstreamZoneModule,
+  streamSslModule,
+  streamPassModule,
   streamSslPrereadModule,
   streamGatewayModule,
 ];

@@ -4,6 +4,7 @@
  * listen on. The master loads one to check a configuration; each worker
  * loads its own from the same file snapshot to serve it.
  */
+import fs from 'node:fs';
 import type { RemoteInfo, Socket as DgramSocket } from 'node:dgram';
 import { ConfContext, Level } from '../conf/context.ts';
 import type { ConfPaths, ConfWarningSink } from '../conf/context.ts';
@@ -51,6 +52,8 @@ export interface CycleModule extends ModuleBase {
 export interface WorkerRuntime {
   /** Serve connections accepted on `key` with `handler`. */
   onConnection(key: string, handler: ConnectionHandler): void;
+  /** Who serves connections accepted on `key` (stream's `pass` hands a connection over). */
+  connectionHandler(key: string): ConnectionHandler | undefined;
   /** Serve datagrams read on the UDP listener `key` with `handler`. */
   onDatagram(key: string, handler: DatagramHandler): void;
   /** Called when this cycle stops serving: graceful (reload, QUIT) or not. */
@@ -130,10 +133,27 @@ export class Cycle {
     return cf.data.cycle as Cycle;
   }
 
+  /** Files besides the configuration that directives read (not printed by -T). */
+  private readonly auxiliary = new Map<string, string>();
+
+  /**
+   * Reads a file a directive names (ssl_password_file) once for every
+   * worker: it goes into the snapshot, so a FIFO is read by the master only.
+   */
+  readAuxiliary(file: string): string {
+    let text = this.auxiliary.get(file);
+    if (text === undefined) {
+      text = this.options.readFile ? this.options.readFile(file) : fs.readFileSync(file, 'latin1');
+      this.auxiliary.set(file, text);
+    }
+    return text;
+  }
+
   /** The file contents read, to hand to workers so they load exactly what the master checked. */
   snapshot(): Record<string, string> {
     const out: Record<string, string> = {};
     for (const f of this.files) out[f.name] = f.text;
+    for (const [name, text] of this.auxiliary) out[name] = text;
     return out;
   }
 }

@@ -1,108 +1,20 @@
 /**
  * Choosing the virtual server for a request (ngx_http_find_virtual_server):
- * the exact name, then the longest leading wildcard (`*.example.com`,
- * `.example.com`), then the longest trailing wildcard (`www.example.*`),
- * then regexes in the order written; otherwise the address's default
- * server. The table is built once per address and configuration.
+ * the name table both subsystems share (src/core/server-names.ts), typed
+ * for http's addresses and servers.
  */
+import { conflictingNames as namesInConflict, selectServer as select } from '../core/server-names.ts';
+import type { ServerMatch as Match } from '../core/server-names.ts';
 import type { AddressConf, ServerConf } from './http-conf.ts';
-import type { NamedIndexes } from './regex.ts';
 
-interface NameTable {
-  exact: Map<string, ServerConf>;
-  /** `*.x` and `.x` as the suffix `.x`, longest first. */
-  leading: Array<{ suffix: string; server: ServerConf }>;
-  /** `x.*` as the prefix `x.`, longest first. */
-  trailing: Array<{ prefix: string; server: ServerConf }>;
-  regex: Array<{ regex: RegExp; named: NamedIndexes | undefined; server: ServerConf }>;
-  /** One server with one plain name: every host gets the default server. */
-  trivial: boolean;
-}
-
-export interface ServerMatch {
-  server: ServerConf;
-  /** The server_name regex match ($1.., named captures become variables). */
-  match?: RegExpExecArray;
-  named?: NamedIndexes;
-  /** $0..$9 of that match. */
-  captures?: string[];
-}
-
-const tables = new WeakMap<AddressConf, NameTable>();
-
-/** Builds the lookup table of `addr` (the first server to claim a name keeps it, as in nginx). */
-export function nameTable(addr: AddressConf): NameTable {
-  let t = tables.get(addr);
-  if (t) return t;
-  t = { exact: new Map(), leading: [], trailing: [], regex: [], trivial: false };
-  const leadingSeen = new Set<string>();
-  const trailingSeen = new Set<string>();
-  for (const srv of addr.servers) {
-    for (const n of srv.names) {
-      if (n.regex) {
-        t.regex.push({ regex: n.regex, named: n.httpRegex?.namedIndexes, server: srv });
-        continue;
-      }
-      const name = n.name;
-      if (name.startsWith('.')) {
-        if (!t.exact.has(name.slice(1))) t.exact.set(name.slice(1), srv);
-        if (!leadingSeen.has(name)) { leadingSeen.add(name); t.leading.push({ suffix: name, server: srv }); }
-      } else if (name.startsWith('*.')) {
-        const suffix = name.slice(1);
-        if (!leadingSeen.has(suffix)) { leadingSeen.add(suffix); t.leading.push({ suffix, server: srv }); }
-      } else if (name.endsWith('.*')) {
-        const prefix = name.slice(0, -1);
-        if (!trailingSeen.has(prefix)) { trailingSeen.add(prefix); t.trailing.push({ prefix, server: srv }); }
-      } else if (!t.exact.has(name)) {
-        t.exact.set(name, srv);
-      }
-    }
-  }
-  // the most specific wildcard wins; sort keeps the first written among equals
-  t.leading.sort((a, b) => b.suffix.length - a.suffix.length);
-  t.trailing.sort((a, b) => b.prefix.length - a.prefix.length);
-  t.trivial = addr.servers.length === 1 && t.regex.length === 0;
-  tables.set(addr, t);
-  return t;
-}
+export type ServerMatch = Match<ServerConf>;
 
 /** The server for `host` (validated: lowercase, no port; '' when the request named none) on `addr`. */
 export function selectServer(addr: AddressConf, host: string): ServerMatch {
-  const t = nameTable(addr);
-  if (t.trivial) return { server: addr.defaultServer };
-  const exact = t.exact.get(host);
-  if (exact) return { server: exact };
-  if (host === '') return { server: addr.defaultServer };
-  for (const w of t.leading) {
-    if (host.endsWith(w.suffix) && host.length > w.suffix.length) return { server: w.server };
-  }
-  for (const w of t.trailing) {
-    if (host.startsWith(w.prefix) && host.length > w.prefix.length) return { server: w.server };
-  }
-  for (const re of t.regex) {
-    const m = re.regex.exec(host);
-    if (m) return { server: re.server, match: m, named: re.named, captures: Array.from(m, (s) => s ?? '') };
-  }
-  return { server: addr.defaultServer };
+  return select(addr, host);
 }
 
 /** Names a later server of `addr` claims after an earlier one did (nginx warns and ignores them). */
 export function conflictingNames(addr: AddressConf): string[] {
-  const seen = new Map<string, ServerConf>();
-  const out: string[] = [];
-  for (const srv of addr.servers) {
-    for (const n of srv.names) {
-      if (n.regex) continue;
-      // ".x" is "x" and "*.x" at once
-      const keys = n.name.startsWith('.') ? [n.name.slice(1), `*${n.name}`] : [n.name];
-      let conflict = false;
-      for (const key of keys) {
-        const owner = seen.get(key);
-        if (owner !== undefined && owner !== srv) conflict = true;
-        else if (owner === undefined) seen.set(key, srv);
-      }
-      if (conflict) out.push(n.name);
-    }
-  }
-  return out;
+  return namesInConflict(addr);
 }

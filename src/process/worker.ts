@@ -44,6 +44,10 @@ class Generation implements WorkerRuntime {
     this.handlers.set(key, handler);
   }
 
+  connectionHandler(key: string): ConnectionHandler | undefined {
+    return this.handlers.get(key);
+  }
+
   onDatagram(key: string, handler: DatagramHandler): void {
     this.datagramHandlers.set(key, handler);
   }

@@ -10,6 +10,7 @@ import type { Cycle, CycleModule, ListenSpec } from '../core/cycle.ts';
 import { VariableRegistry } from '../core/variables.ts';
 import type { VariableDef } from '../core/variables.ts';
 import type { StreamSession } from './session.ts';
+import type { ServerName } from '../core/server-names.ts';
 
 /** Phase handler results besides a status code (nginx's NGX_OK, NGX_DECLINED, NGX_DONE). */
 export const OK = 0;
@@ -67,20 +68,31 @@ export interface StreamListen {
   udp: boolean;
   ssl: boolean;
   proxyProtocol: boolean;
+  /** `default_server`: this server serves the address when no name chooses another. */
+  defaultServer: boolean;
 }
 
 export interface StreamServerConf {
   listens: StreamListen[];
+  /** `server_name` (nginx ≥ 1.25.5): chosen by the TLS SNI or the preread one. */
+  names: ServerName[];
+  /** `$server_name`: the first name. */
+  primaryName: string;
   level: Level;
   handler?: StreamContentHandler;
   file: string;
   line: number;
 }
 
-/** A listening address and the one server behind it (stream has no virtual servers in nginx 1.22). */
+/**
+ * A listening address and the servers behind it: the default one serves
+ * until a name (TLS SNI, ssl_preread) chooses another (nginx ≥ 1.25.5).
+ */
 export interface StreamAddress {
+  /** The address's listen (its parameters joined over every server that lists it). */
   listen: StreamListen;
-  server: StreamServerConf;
+  defaultServer: StreamServerConf;
+  servers: StreamServerConf[];
 }
 
 export class StreamMainConf {

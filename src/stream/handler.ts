@@ -33,7 +33,7 @@ export class StreamSessions {
   accept(address: StreamAddress, socket: Socket): StreamSession {
     // the proxy passes half-closes on itself (proxy_half_close), so Node must not end the socket on FIN
     socket.allowHalfOpen = true;
-    const s = new StreamSession(this.main, address.server, address.listen, socket, this.logOf(address) ?? mainErrorLog(), this.remove);
+    const s = new StreamSession(this.main, address, socket, this.logOf(address) ?? mainErrorLog(), this.remove);
     this.live.add(s);
     socket.on('error', (err) => { if (!s.finalized) s.onClientError(err); });
     // closed under us (after an error or by the worker): the session ends with what it has
@@ -123,7 +123,11 @@ async function start(s: StreamSession, settings: SessionSettings): Promise<void>
     }
     s.action = undefined;
     if (s.listen.spec.path === undefined) s.socket.setNoDelay(settings.tcpNodelay);
-    s.server.handler!(s);
+    if (!s.server.handler) {
+      s.finalize(Status.INTERNAL_SERVER_ERROR);
+      return;
+    }
+    s.server.handler(s);
   } catch (e) {
     s.log.alert(`stream session failed: ${(e as Error).stack ?? e}`);
     s.finalize(Status.INTERNAL_SERVER_ERROR);

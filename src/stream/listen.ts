@@ -56,13 +56,14 @@ function listenAddresses(cf: ConfContext, text: string): Array<{ host?: string; 
 
 /** Parses `listen address [parameters]` into one StreamListen per address. */
 export function parseStreamListen(cf: ConfContext, args: string[]): StreamListen[] {
-  const base: Omit<StreamListen, 'spec' | 'addrText'> = { udp: false, ssl: false, proxyProtocol: false };
+  const base: Omit<StreamListen, 'spec' | 'addrText'> = { udp: false, ssl: false, proxyProtocol: false, defaultServer: false };
   const spec: Partial<ListenSpec> = {};
   let backlog = false;
   let keepalive = false;
   const invalid = (what: string, v: string) => cf.error(`invalid ${what} "${v}"`);
   for (const p of args.slice(1)) {
     if (p === 'udp') base.udp = true;
+    else if (p === 'default_server') base.defaultServer = true;
     else if (p === 'bind' || p === 'reuseport') { /* every address is bound on its own, with SO_REUSEPORT */ }
     else if (p.startsWith('fastopen=')) {
       if (Number.isNaN(parseNumber(p.slice(9)))) throw invalid('fastopen', p);
@@ -98,7 +99,6 @@ export function parseStreamListen(cf: ConfContext, args: string[]): StreamListen
     const clash = backlog ? 'backlog' : base.ssl ? 'ssl' : keepalive ? 'so_keepalive' : base.proxyProtocol ? 'proxy_protocol' : undefined;
     if (clash) throw cf.error(`"listen" directive "${clash}" parameter is incompatible with "udp"`);
   }
-  if (base.ssl) throw cf.error('the "ssl" parameter requires ngx_stream_ssl_module');
   return listenAddresses(cf, args[0]).map((a) => {
     const addrText = a.path !== undefined ? `unix:${a.path}` : addressName(a.host!, a.port!);
     if (base.udp && a.path !== undefined) throw cf.error('"listen" directive "udp" parameter on a unix socket is not supported by gatehouse yet');

@@ -8,6 +8,7 @@
  * the FIN is passed on and the other direction goes on until it ends too.
  */
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { sysErrorText } from '../conf/errors.ts';
 import { parseSize } from '../conf/values.ts';
 import { LogLevel } from '../core/error-log.ts';
@@ -26,6 +27,9 @@ import type { LocalAddress } from './listen.ts';
 import { proxyProtocolHeader } from '../core/proxy-protocol.ts';
 import { newTry } from './session.ts';
 import type { StreamSession, UpstreamTry } from './session.ts';
+import { keepSessions, peerOptions, upstreamTls, verifyPeer } from '../tls/upstream-tls.ts';
+import type { UpstreamSslConf, UpstreamTls } from '../tls/upstream-tls.ts';
+import { handshakeErrorText } from '../tls/handshake-errors.ts';
 
 /** The merged proxy settings of a server (every field set). */
 export interface ProxySettings {
@@ -45,6 +49,8 @@ export interface ProxySettings {
   /** UDP: datagrams from the client per session, answers expected per datagram (proxy_requests, proxy_responses). */
   requests: number;
   responses: number;
+  /** proxy_ssl on: TLS to the upstream with these settings. */
+  tls?: UpstreamSslConf<StreamSession>;
 }
 
 export class StreamProxy implements ConnectionUser, PeersUser {
@@ -72,6 +78,8 @@ export class StreamProxy implements ConnectionUser, PeersUser {
   /** When proxying started, in whole seconds (nginx's u->start_sec, for the rates). */
   private readonly startSec = Math.floor(Date.now() / 1000);
   private local: LocalAddress | undefined;
+  /** proxy_ssl: this session's TLS client settings (SNI, certificate), made for its first try. */
+  private tls: UpstreamTls | undefined;
   done = false;
   /** Bytes sent to the upstream when the session ended (for the log lines written after). */
   private finalSent = 0;
@@ -118,10 +126,20 @@ export class StreamProxy implements ConnectionUser, PeersUser {
     }
     // nginx numbers upstream connections from the same counter: keep `*N` and $connection in step
     nextConnectionNumber();
+    if (this.conf.tls && !this.tls) {
+      this.tls = upstreamTls(this.s, this.conf.tls, this.listName, (message) => this.s.error(LogLevel.error, message));
+      if (!this.tls) {
+        this.finish(Status.INTERNAL_SERVER_ERROR);
+        return;
+      }
+    }
     const conn = UpstreamConnection.open(peer, {
       timeoutMs: this.conf.connectTimeout, noDelay: this.conf.tcpNodelay, keepAlive: this.conf.socketKeepalive,
       localAddress: this.local?.address, localPort: this.local?.port,
+      tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
+      plainPrefix: this.tls && this.conf.proxyProtocol ? Buffer.from(proxyProtocolHeader(this.s), 'latin1') : undefined,
     }, this);
+    if (this.tls) keepSessions(this.tls, peer.name, conn.socket as TLSSocket);
     // a FIN from the peer must not end our side (proxy_half_close passes it on itself)
     conn.socket.allowHalfOpen = true;
     this.conn = conn;
@@ -130,6 +148,15 @@ export class StreamProxy implements ConnectionUser, PeersUser {
   onConnect(conn: UpstreamConnection): void {
     if (conn !== this.conn || this.done) return;
     const s = this.s;
+    if (this.tls) {
+      const bad = verifyPeer(this.tls, conn.socket as TLSSocket, this.conf.tls!.verifyDepth ?? 1);
+      if (bad) {
+        s.action = 'SSL handshaking to upstream';
+        s.error(LogLevel.error, bad);
+        this.nextUpstream();
+        return;
+      }
+    }
     const state = this.state!;
     state.connectTime = performance.now() - this.tryStart;
     // ngx_stream_upstream_notify_round_robin_peer: a peer that accepts is alive again
@@ -146,7 +173,7 @@ export class StreamProxy implements ConnectionUser, PeersUser {
     this.down = new Pump(sock, this.client, this, rate(this.conf.downloadRate, s), this.startSec);
     conn.setTimeout(this.conf.timeout);
     this.client.setTimeout(this.conf.timeout);
-    if (this.conf.proxyProtocol) sock.write(proxyProtocolHeader(s), 'latin1');
+    if (this.conf.proxyProtocol && !this.tls) sock.write(proxyProtocolHeader(s), 'latin1');
     s.action = 'proxying connection';
     sock.once('finish', this.onUpstreamFlushed);
     const c = this.client;
@@ -233,7 +260,13 @@ export class StreamProxy implements ConnectionUser, PeersUser {
   onError(conn: UpstreamConnection, err: NodeJS.ErrnoException): void {
     if (conn !== this.conn || this.done) return;
     if (!this.connected) {
-      this.s.error(LogLevel.error, `connect() failed ${sysErrorText(err)}`);
+      if (this.tls && conn.tcpConnected) {
+        this.s.action = 'SSL handshaking to upstream';
+        this.s.error(LogLevel.error, err.code?.startsWith('ERR_SSL') || /SSL routines/.test(err.message)
+          ? `SSL_do_handshake() failed (SSL: ${handshakeErrorText(err)})` : `peer closed connection in SSL handshake ${sysErrorText(err)}`);
+      } else {
+        this.s.error(LogLevel.error, `connect() failed ${sysErrorText(err)}`);
+      }
       this.nextUpstream();
       return;
     }

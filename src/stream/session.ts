@@ -11,8 +11,9 @@ import { LogLevel } from '../core/error-log.ts';
 import type { ErrorLog } from '../core/error-log.ts';
 import { nextConnectionNumber } from '../core/shared.ts';
 import type { VariableHost, VarValue } from '../core/variables.ts';
-import type { StreamListen, StreamMainConf, StreamServerConf } from './conf.ts';
+import type { StreamAddress, StreamListen, StreamMainConf, StreamServerConf } from './conf.ts';
 import type { ProxyProtocolInfo } from '../core/proxy-protocol.ts';
+import type { TlsConnection } from '../tls/connection-info.ts';
 
 /** One try of one upstream peer (ngx_stream_upstream_state_t); times in ms, -1 when not reached. */
 export interface UpstreamTry {
@@ -40,10 +41,12 @@ export class StreamSession implements VariableHost {
   /** The client's socket; a module that terminates TLS before content replaces it with the TLS socket. */
   socket: Socket;
   readonly main: StreamMainConf;
-  readonly server: StreamServerConf;
+  /** The server serving the session: the address's default one until a name chooses another (virtual-server.ts). */
+  server: StreamServerConf;
+  readonly address: StreamAddress;
   readonly listen: StreamListen;
   /** The server's configuration level (stream has no locations). */
-  readonly level: Level;
+  level: Level;
   readonly log: ErrorLog;
   varCache: VarValue[] = [];
   captures: string[] | undefined;
@@ -60,6 +63,12 @@ export class StreamSession implements VariableHost {
   logContext: (() => string) | undefined;
   /** What the PROXY protocol header said (`listen … proxy_protocol`). */
   proxyProtocol: ProxyProtocolInfo | undefined;
+  /** The preread phase read client bytes (and put them back): nginx's c->buffer. */
+  prereadData = false;
+  /** The TLS the ssl module terminated (`listen … ssl`), once the handshake is done. */
+  tls: TlsConnection | undefined;
+  /** The SNI of a handshake still running (`$ssl_server_name` in `ssl_certificate`). */
+  handshakeServerName: string | undefined;
   /** Upstream tries (`$upstream_*`), when the session was proxied. */
   upstreamStates: UpstreamTry[] | undefined;
   /**
@@ -81,12 +90,14 @@ export class StreamSession implements VariableHost {
   private cleanups: Array<() => void> | undefined;
   private readonly onDone: (s: StreamSession) => void;
 
-  constructor(main: StreamMainConf, server: StreamServerConf, listen: StreamListen, socket: Socket, log: ErrorLog, onDone: (s: StreamSession) => void) {
+  constructor(main: StreamMainConf, address: StreamAddress, socket: Socket, log: ErrorLog, onDone: (s: StreamSession) => void) {
     this.number = nextConnectionNumber();
     this.main = main;
-    this.server = server;
+    this.address = address;
+    this.server = address.defaultServer;
+    const listen = address.listen;
     this.listen = listen;
-    this.level = server.level;
+    this.level = this.server.level;
     this.socket = socket;
     this.log = log;
     this.onDone = onDone;
@@ -131,6 +142,15 @@ export class StreamSession implements VariableHost {
   /** Runs `fn` when the session ends, after its access log lines. */
   onEnd(fn: () => void): void {
     (this.cleanups ??= []).push(fn);
+  }
+
+  /** The connection now belongs to another listener (`pass`): the session ends without its log phase, the socket stays open. */
+  handOver(): void {
+    if (this.finalized) return;
+    this.finalized = true;
+    this.action = undefined;
+    for (const fn of this.cleanups ?? []) fn();
+    this.onDone(this);
   }
 
   /** Ends the session (ngx_stream_finalize_session): `$status`, the log phase, then the client socket closes. */

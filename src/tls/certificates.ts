@@ -49,10 +49,10 @@ export function pemCertificates(pem: string): string[] {
 }
 
 /** The password file's lines (nginx's ssl_password_file: one password per line). */
-export function readPasswords(path: string): string[] {
+export function readPasswords(path: string, known?: string): string[] {
   let text: string;
   try {
-    text = fs.readFileSync(path, 'latin1');
+    text = known ?? fs.readFileSync(path, 'latin1');
   } catch (err) {
     throw new CertLoadError(`open() "${path}" failed (${(err as NodeJS.ErrnoException).code === 'EACCES' ? '13: Permission denied' : '2: No such file or directory'})`);
   }

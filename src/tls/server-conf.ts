@@ -33,6 +33,8 @@ export interface SslSrvConf {
   certificateKeys?: PathValue[];
   certificateCache?: { max: number; inactive: number; valid: number } | false;
   passwordFile?: string;
+  /** The password file's text, read with the configuration. */
+  passwordText?: string;
   dhparam?: string;
   ecdhCurve?: string;
   protocols?: string[];

@@ -22,6 +22,8 @@ import type { Crl } from './verify.ts';
 import { Stapler } from './stapling.ts';
 import type { StaplingOptions } from './stapling.ts';
 import { OcspVerifier } from './ocsp.ts';
+import { applyConfCommands, applyOptions, overridePair } from './conf-commands.ts';
+import type { NativeContext } from './conf-commands.ts';
 import type { OcspClientOptions } from './ocsp.ts';
 
 const C = crypto.constants;
@@ -40,6 +42,23 @@ export interface ServerTlsConfig {
   };
   stapling?: StaplingOptions;
   ocsp?: OcspClientOptions;
+}
+
+/**
+ * A server block's ServerTls from its merged ssl_* settings (both
+ * subsystems' ssl modules): stapling and OCSP use the server's resolver.
+ */
+export function compileServerTls(id: string, conf: SslSrvConf, resolver: string[] | undefined, resolverTimeout: number | undefined): ServerTls {
+  const c = conf as ServerTlsConfig['conf'];
+  const cfg: ServerTlsConfig = { id, conf: c };
+  if (c.stapling) {
+    cfg.stapling = { file: c.staplingFile, responder: c.staplingResponder, verify: c.staplingVerify ?? false, resolver, resolverTimeout, warn: c.warn };
+  }
+  if (c.ocsp && c.ocsp !== 'off') {
+    if (c.verify === 'optional_no_ca') throw new ConfError('"ssl_ocsp" is incompatible with "ssl_verify_client optional_no_ca"');
+    cfg.ocsp = { mode: c.ocsp, responder: c.ocspResponder, cache: c.ocspCache || undefined, resolver, resolverTimeout };
+  }
+  return new ServerTls(cfg);
 }
 
 export class ServerTls {
@@ -78,7 +97,7 @@ export class ServerTls {
     }
     this.hasCertificates = certs.length > 0;
     this.variableCertificates = certs.some((v) => v.complex) || keys.some((v) => v.complex);
-    this.passwords = c.passwordFile ? wrap(() => readPasswords(c.passwordFile!)) : undefined;
+    this.passwords = c.passwordFile ? wrap(() => readPasswords(c.passwordFile!, c.passwordText)) : undefined;
     this.dhparam = c.dhparam ? wrap(() => readPem(c.dhparam!, 'DH parameters')) : undefined;
     if (c.verify !== 'off' && c.verify !== 'optional_no_ca' && !c.clientCertificate && !c.trustedCertificate) {
       throw new ConfError('no ssl_client_certificate or ssl_trusted_certificate for ssl_verify_client');
@@ -156,16 +175,17 @@ export class ServerTls {
     for (const v of VERSIONS) {
       if (VERSIONS.indexOf(v) > VERSIONS.indexOf(min) && VERSIONS.indexOf(v) < VERSIONS.indexOf(max) && !enabled.includes(v)) secureOptions |= NO_VERSION[v];
     }
+    const override = overridePair(c.confCommands);
     let ctx: tls.SecureContext;
     try {
       ctx = tls.createSecureContext({
-        cert: pairs.map((p) => p.certPem),
-        key: pairs.map((p) => p.keyPem),
+        cert: override.cert ?? pairs.map((p) => p.certPem),
+        key: override.key ?? pairs.map((p) => p.keyPem),
         ca: this.clientCaPem.length ? this.clientCaPem : undefined,
         crl: this.crlPem.length ? this.crlPem : undefined,
         minVersion: min,
         maxVersion: max,
-        secureOptions,
+        secureOptions: applyOptions(c.confCommands, secureOptions),
         ecdhCurve: c.ecdhCurve,
         dhparam: this.dhparam,
         sessionTimeout: c.sessionTimeout,
@@ -183,57 +203,14 @@ export class ServerTls {
       throw new ConfError(`SSL_CTX_set_cipher_list("${c.ciphers}") failed (SSL: error:0A0000B9:SSL routines::no cipher match)`);
     }
     native.setSessionIdContext(this.sessionIdContext);
-    for (const [name, value] of c.confCommands ?? []) confCommand(native, name, value);
+    applyConfCommands(native, c.confCommands);
     if (this.ticketKeys) installTicketKeys(ctx, this.ticketKeys);
     return ctx;
   }
 }
 
-interface NativeContext {
-  setCiphers(list: string): void;
-  setCipherSuites(list: string): void;
-  setSessionIdContext(id: string): void;
-  setECDHCurve(list: string): void;
-  setSigalgs(list: string): void;
-  setMinProto(v: number): void;
-  setMaxProto(v: number): void;
-  setOptions(o: number): void;
-}
-
 /** Contexts built for certificates named by variables, per loaded pair list. */
 const contextsByPairs = new WeakMap<CertKeyPair[], tls.SecureContext>();
-
-/**
- * `ssl_conf_command`: OpenSSL's SSL_CONF_cmd is not reachable from Node, so
- * the commands that map onto Node's context setters are supported.
- */
-function confCommand(native: NativeContext, name: string, value: string): void {
-  const protoNumber: Record<string, number> = { 'TLSv1': 0x301, 'TLSv1.1': 0x302, 'TLSv1.2': 0x303, 'TLSv1.3': 0x304 };
-  try {
-    switch (name.toLowerCase()) {
-      case 'ciphersuites': native.setCipherSuites(value); return;
-      case 'cipherstring': native.setCiphers(value); return;
-      case 'groups': case 'curves': native.setECDHCurve(value); return;
-      case 'signaturealgorithms': native.setSigalgs(value); return;
-      case 'minprotocol': native.setMinProto(protoNumber[value] ?? 0); return;
-      case 'maxprotocol': native.setMaxProto(protoNumber[value] ?? 0); return;
-      case 'options': {
-        let opts = 0;
-        for (const o of value.split(',')) {
-          const k = `SSL_OP_${o.trim().replace(/^-/, '').replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}`;
-          const bit = (C as unknown as Record<string, number>)[k];
-          if (bit === undefined) throw new Error(o);
-          if (!o.trim().startsWith('-')) opts |= bit;
-        }
-        native.setOptions(opts);
-        return;
-      }
-    }
-  } catch {
-    throw new ConfError(`SSL_CONF_cmd("${name}", "${value}") failed (SSL: error:0A000180:SSL routines::bad value)`);
-  }
-  throw new ConfError(`SSL_CONF_cmd("${name}", "${value}") failed (SSL: error:0A000181:SSL routines::unknown cmd name:cmd=${name})`);
-}
 
 function resolvePath(v: PathValue, evaluate: (cv: ComplexValue) => string): string {
   if (!v.complex) return v.path;

@@ -26,12 +26,19 @@ export interface ConnectOptions {
   timeoutMs: number;
   /** TLS client options; the handshake is part of connecting. */
   tls?: tls.ConnectionOptions;
+  /** Bytes sent in the clear before the TLS handshake (stream's PROXY protocol header with proxy_ssl). */
+  plainPrefix?: Buffer;
   noDelay?: boolean;
   /** SO_KEEPALIVE on the socket. */
   keepAlive?: boolean;
   /** The local address (and port) to connect from (proxy_bind). */
   localAddress?: string;
   localPort?: number;
+}
+
+/** node:tls passes these on to net.connect, though its types do not list them (proxy_bind). */
+function bindTo(opts: ConnectOptions): tls.ConnectionOptions {
+  return (opts.localAddress === undefined ? {} : { localAddress: opts.localAddress, localPort: opts.localPort }) as tls.ConnectionOptions;
 }
 
 /** Where reads of plain upstream connections land (one worker thread reads one at a time). */
@@ -70,10 +77,18 @@ export class UpstreamConnection {
   static open(peer: ChosenPeer, opts: ConnectOptions, user: ConnectionUser): UpstreamConnection {
     const a = peer.addr;
     let socket: net.Socket;
-    if (opts.tls) {
+    if (opts.tls && opts.plainPrefix) {
+      const raw = a.path !== undefined ? net.connect({ path: a.path })
+        : net.connect({ host: a.host!, port: a.port!, localAddress: opts.localAddress, localPort: opts.localPort });
+      const prefix = opts.plainPrefix;
+      // listening first: the prefix is written before the TLS layer starts its handshake on 'connect'
+      raw.once('connect', () => raw.write(prefix));
+      socket = tls.connect({ ...opts.tls, socket: raw });
+      raw.once('connect', () => socket.emit('connect'));
+    } else if (opts.tls) {
       socket = tls.connect(a.path !== undefined
         ? { path: a.path, ...opts.tls }
-        : { host: a.host, port: a.port, ...opts.tls });
+        : { host: a.host, port: a.port, ...opts.tls, ...bindTo(opts) });
     } else {
       // reads land in one buffer per worker and are copied out (see handleRead)
       const onread = { buffer: READ_BUFFER, callback: (n: number, buf: Buffer) => conn.handleRead(n, buf) };

@@ -12,13 +12,19 @@ import { normalize, runCli, tempDir } from '../cli/run-cli.ts';
 /** Every case loads the stream module, as a Debian nginx.conf does; Gatehouse has it built in. */
 const head = `load_module ${nginxModulesDir}/ngx_stream_module.so;\nevents {}\n`;
 
-const cases: Array<{ name: string; stream: string; expect: string }> = [
+/** `newer`: nginx ≥ 1.25.5 accepts what 1.22 refuses (virtual servers); Gatehouse follows the newer one, so 1.22 is not asked. */
+const cases: Array<{ name: string; stream: string; expect: string; newer?: boolean }> = [
   { name: 'a server without listen', stream: 'server { proxy_pass 127.0.0.1:1; }', expect: 'no "listen" is defined for server in DIR/nginx.conf:4' },
-  { name: 'a server without a handler', stream: 'server { listen 127.0.0.1:1; }', expect: 'no handler for server in DIR/nginx.conf:4' },
+  { name: 'a server without a handler (nginx ≥ 1.25.5)', stream: 'server { listen 127.0.0.1:1; }', expect: 'syntax is ok', newer: true },
   {
-    name: 'two servers on one address',
-    stream: 'server { listen 127.0.0.1:1; return x; }\nserver { listen 127.0.0.1:1; return y; }',
-    expect: 'duplicate "127.0.0.1:1" address and port pair in DIR/nginx.conf:5',
+    name: 'two servers on one address (nginx ≥ 1.25.5: virtual servers)',
+    stream: 'server { listen 127.0.0.1:1; return x; }\nserver { listen 127.0.0.1:1; server_name y; return y; }',
+    expect: 'syntax is ok', newer: true,
+  },
+  {
+    name: 'one server listing an address twice',
+    stream: 'server { listen 127.0.0.1:1; listen 127.0.0.1:1; return x; }',
+    expect: 'duplicate "127.0.0.1:1" address and port pair in DIR/nginx.conf:4',
   },
   { name: 'an unknown listen parameter', stream: 'server { listen 127.0.0.1:1 foo; return x; }', expect: 'the invalid "foo" parameter in DIR/nginx.conf:4' },
   { name: 'a listen port out of range', stream: 'server { listen 127.0.0.1:70000; return x; }', expect: 'invalid port in "127.0.0.1:70000" of the "listen" directive in DIR/nginx.conf:4' },
@@ -71,7 +77,7 @@ for (const c of cases) {
     const g = await check(gatehouseBinary, conf);
     assert.ok(g.output.includes(c.expect), g.output);
     assert.equal(g.code, c.expect === 'syntax is ok' ? 0 : 1);
-    if (nginxSkip) return;
+    if (nginxSkip || c.newer) return;
     const n = await check(nginxBinary, conf);
     assert.deepEqual(g, n);
   });

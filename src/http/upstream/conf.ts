@@ -7,7 +7,7 @@
  */
 import type { Complete } from '../../conf/context.ts';
 import type { ComplexValue } from '../../core/variables.ts';
-import type { CertCacheConf } from './cert-cache.ts';
+import type { UpstreamSslConf } from '../../tls/upstream-tls.ts';
 
 /** *_next_upstream conditions (NGX_HTTP_UPSTREAM_FT_*). */
 export const FT = {
@@ -39,24 +39,8 @@ export const IGN = {
   Vary: 0x200,
 } as const;
 
-export interface SslConf {
-  serverName?: boolean;
-  name?: ComplexValue;
-  verify?: boolean;
-  verifyDepth?: number;
-  trustedCertificate?: string;
-  certificate?: ComplexValue;
-  certificateKey?: ComplexValue;
-  passwordFile?: string;
-  sessionReuse?: boolean;
-  protocols?: string[];
-  ciphers?: string;
-  crl?: string;
-  /** *_ssl_certificate_cache (false: off). */
-  certificateCache?: CertCacheConf | false;
-  /** Where relative certificate paths (possibly built from variables) are resolved. */
-  confPrefix?: string;
-}
+/** A location's `*_ssl_*` settings (src/tls/upstream-tls.ts reads them). */
+export type SslConf = UpstreamSslConf;
 
 /** The fields the engine reads; a protocol's location configuration extends this. */
 export interface UpstreamConf {

@@ -10,7 +10,7 @@ import type { ConfContext, ConfSlot } from '../../conf/context.ts';
 import { HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
-import { confPathArg, countArg, flagArg, msecArg, parseSize, sizeArg, stringArg, tempPathArg } from '../../conf/values.ts';
+import { countArg, flagArg, msecArg, parseSize, sizeArg, tempPathArg } from '../../conf/values.ts';
 import { listOf, setting, unique } from '../../conf/setters.ts';
 import type { Parse } from '../../conf/setters.ts';
 import { compileComplex } from '../../core/variables.ts';
@@ -19,7 +19,7 @@ import type { HttpMainConf, LocationConf } from '../http-conf.ts';
 import { defaultTempPath } from '../request-body.ts';
 import { FT, IGN } from './conf.ts';
 import type { SslConf, UpstreamConf, UpstreamDerived } from './conf.ts';
-import { parseCertCache } from './cert-cache.ts';
+import { upstreamTlsDirectives } from '../../tls/upstream-directives.ts';
 import { parseAccess, parseStore } from './store.ts';
 
 /** What a protocol module's location configuration has beyond the engine's fields, read by these directives. */
@@ -127,39 +127,11 @@ export function upstreamSslDirectives<R extends UpstreamModuleConf>(prefix: stri
     s.confPrefix = cf.paths.confPrefix;
     return s;
   };
-  const ssl = <K extends keyof SslConf>(name: string, field: K, parse: Parse<SslConf[K]>, args: Directive['args'] = 1): Directive =>
-    ({ name: prefix + name, contexts: HTTP_ANY, args, handler: setting(sslConf, field, parse) });
-  const cv = (cf: ConfContext, v: string) => compileComplex(cf, httpMainOf(cf).variables, v);
-  // as the arguments joined by spaces (a quoted "TLSv1.2 TLSv1.3" is two protocols)
-  const protocols = (_cf: ConfContext, _v: string, args: readonly string[]) => args.join(' ').split(' ');
-  return [
-    ssl('ssl_server_name', 'serverName', flagArg, 'flag'),
-    ssl('ssl_name', 'name', cv),
-    ssl('ssl_verify', 'verify', flagArg, 'flag'),
-    ssl('ssl_verify_depth', 'verifyDepth', countArg),
-    ssl('ssl_trusted_certificate', 'trustedCertificate', confPathArg),
-    ssl('ssl_crl', 'crl', confPathArg),
-    ssl('ssl_certificate', 'certificate', cv),
-    ssl('ssl_certificate_key', 'certificateKey', cv),
-    ssl('ssl_password_file', 'passwordFile', confPathArg),
-    ssl('ssl_session_reuse', 'sessionReuse', flagArg, 'flag'),
-    ssl('ssl_protocols', 'protocols', protocols, [1, Infinity]),
-    ssl('ssl_ciphers', 'ciphers', stringArg),
-    {
-      name: prefix + 'ssl_certificate_cache', contexts: HTTP_ANY, args: [1, 3],
-      handler: unique((cf) => (cf.get(target).ssl ??= {}), 'certificateCache', (_cf, node, s) => {
-        const v = parseCertCache(node.args);
-        if (typeof v === 'string') return v;
-        s.certificateCache = v;
-      }),
-    },
-    // accepted for compatibility, without effect (listed in docs/directives.md)
-    { name: prefix + 'ssl_conf_command', contexts: HTTP_ANY, args: 2, handler: () => undefined },
-  ];
+  return upstreamTlsDirectives(prefix, HTTP_ANY, sslConf, (cf) => httpMainOf(cf).variables);
 }
 
 const SSL_FIELDS = ['serverName', 'name', 'verify', 'verifyDepth', 'trustedCertificate', 'certificate',
-  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'certificateCache', 'confPrefix'] as const;
+  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'certificateCache', 'confCommands', 'confPrefix'] as const;
 
 /** The *_ssl_* settings merge field by field (a level may set one and inherit the rest). */
 export function mergeSsl(parent: UpstreamConf, child: UpstreamConf): void {

@@ -30,6 +30,8 @@ import type { StreamAddress, StreamModule, StreamServerConf, StreamVariable } fr
 import { StreamSessions } from '../handler.ts';
 import { parseStreamListen } from '../listen.ts';
 import { udpDispatcher } from '../udp.ts';
+import { compileHttpRegex } from '../../core/regex.ts';
+import { conflictingNames } from '../../core/server-names.ts';
 
 export interface StreamCoreSrvConf {
   errorLogs?: ErrorLogSpec[];
@@ -54,34 +56,85 @@ function readStream(cf: ConfContext, node: ConfNode, slot: { conf?: StreamMainCo
   for (const m of modules) for (const v of m.variables ?? []) stream.variables.define(v);
   cf.block(node.children ?? [], Ctx.STREAM, level, 'stream', { stream });
   level.applyDefaults();
-  for (const srv of stream.servers) {
-    srv.level.mergeFrom(level);
-    if (!srv.handler) throw new ConfError(`no handler for server in ${srv.file}:${srv.line}`);
-  }
+  // a server without a handler is allowed since nginx 1.25.5 (its sessions end with 500)
+  for (const srv of stream.servers) srv.level.mergeFrom(level);
   for (const m of modules) m.postconfiguration?.(stream);
   // as nginx, variables may be used before a map defines them
   const unknown = stream.variables.unresolved();
   if (unknown !== undefined) throw new ConfError(`unknown "${unknown}" variable`);
-  for (const srv of stream.servers) {
-    for (const listen of srv.listens) stream.addresses.set(listen.spec.key, { listen, server: srv });
+  for (const addr of groupAddresses(stream.servers)) stream.addresses.set(addr.listen.spec.key, addr);
+  for (const addr of stream.addresses.values()) {
+    for (const name of conflictingNames(addr)) cf.warn(`conflicting server name "${name}" on ${addr.listen.addrText}, ignored`, false);
   }
   slot.conf = stream;
 }
 
+/**
+ * ngx_stream_add_addresses: servers listening on one address share it; the
+ * first (or the `default_server`) serves when no name chooses another, and
+ * `ssl` or `proxy_protocol` on any of its listens holds for the address.
+ */
+function groupAddresses(servers: StreamServerConf[]): StreamAddress[] {
+  const byKey = new Map<string, StreamAddress>();
+  for (const srv of servers) {
+    for (const listen of srv.listens) {
+      const a = byKey.get(listen.spec.key);
+      if (!a) {
+        byKey.set(listen.spec.key, { listen: { ...listen }, defaultServer: srv, servers: [srv] });
+        continue;
+      }
+      if (listen.defaultServer) {
+        if (a.listen.defaultServer) throw new ConfError(`a duplicate default server for ${listen.addrText}`, srv.file, srv.line);
+        a.defaultServer = srv;
+      }
+      a.listen = { ...a.listen, ssl: a.listen.ssl || listen.ssl, proxyProtocol: a.listen.proxyProtocol || listen.proxyProtocol, defaultServer: a.listen.defaultServer || listen.defaultServer };
+      a.servers.push(srv);
+    }
+  }
+  return [...byKey.values()];
+}
+
 function readServer(cf: ConfContext, node: ConfNode): void {
   const stream = streamMainOf(cf);
-  const srv: StreamServerConf = { listens: [], level: new Level(cf.level), file: node.file, line: node.line };
+  const srv: StreamServerConf = { listens: [], names: [], primaryName: '', level: new Level(cf.level), file: node.file, line: node.line };
   stream.servers.push(srv);
   cf.block(node.children ?? [], Ctx.STREAM_SERVER, srv.level, 'server', { streamServer: srv });
   if (srv.listens.length === 0) throw new ConfError(`no "listen" is defined for server in ${srv.file}:${srv.line}`);
+  if (srv.names.length === 0) srv.names.push({ name: '' });
+  // $server_name: the first name, a regex with its "~", a ".x" name without its dot
+  const first = srv.names[0];
+  srv.primaryName = first.regex ? `~${first.name}` : first.name.startsWith('.') ? first.name.slice(1) : first.name;
+}
+
+/** `server_name` (ngx_stream_core_server_name): exact names, wildcards and `~` regexes, as http's. */
+function readServerNames(cf: ConfContext, node: ConfNode): void {
+  const srv = streamServerOf(cf);
+  for (const raw of node.args) {
+    if ((raw[0] === '*' && (raw.length < 3 || raw[1] !== '.')) || (raw[0] === '.' && raw.length < 2)) {
+      throw cf.error(`server name "${raw}" is invalid`);
+    }
+    if (raw.startsWith('~')) {
+      if (raw.length === 1) throw cf.error(`empty regex in server name "${raw}"`);
+      const pattern = raw.slice(1);
+      // nginx matches caselessly only a pattern that has capitals (names are lowercased)
+      const re = compileHttpRegex(cf, streamMainOf(cf).variables, pattern, /[A-Z]/.test(pattern));
+      srv.names.push({ name: pattern, regex: re.regex, httpRegex: re });
+      continue;
+    }
+    if (raw.includes('/')) cf.warn(`server name "${raw}" has suspicious symbols`);
+    const name = raw.toLowerCase() === '$hostname' ? os.hostname().toLowerCase() : raw.toLowerCase();
+    if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
+      throw cf.error(`invalid server name or wildcard "${raw}" on ${srv.listens[0]?.addrText ?? '0.0.0.0:80'}`);
+    }
+    srv.names.push({ name });
+  }
 }
 
 function readListen(cf: ConfContext, node: ConfNode): void {
-  const stream = streamMainOf(cf);
   const srv = streamServerOf(cf);
   for (const listen of parseStreamListen(cf, node.args)) {
-    const taken = stream.servers.some((s) => s.listens.some((l) => l.spec.key === listen.spec.key && l.udp === listen.udp));
-    if (taken) throw cf.error(`duplicate "${listen.addrText}" address and port pair`);
+    // servers may share an address (virtual servers, nginx ≥ 1.25.5); one server may not list it twice
+    if (srv.listens.some((l) => l.spec.key === listen.spec.key)) throw cf.error(`duplicate "${listen.addrText}" address and port pair`);
     srv.listens.push(listen);
   }
 }
@@ -92,6 +145,9 @@ const directives: Directive[] = [
   { name: 'stream', contexts: Ctx.MAIN, args: 0, block: true, handler: unique(streamSlot, 'conf', readStream) },
   { name: 'server', contexts: Ctx.STREAM, args: 0, block: true, handler: readServer },
   { name: 'listen', contexts: Ctx.STREAM_SERVER, args: [1, Infinity], handler: readListen },
+  { name: 'server_name', contexts: Ctx.STREAM_SERVER, args: [1, Infinity], handler: readServerNames },
+  { name: 'server_names_hash_max_size', contexts: Ctx.STREAM, args: 1, handler: (cf, n) => { numberArg(cf, n.args[0]); } },
+  { name: 'server_names_hash_bucket_size', contexts: Ctx.STREAM, args: 1, handler: (cf, n) => { numberArg(cf, n.args[0]); } },
   {
     name: 'error_log', contexts: ANY, args: [1, Infinity],
     handler: listOf(streamCoreSrv, 'errorLogs', (cf, node) => parseErrorLog(cf, node.args)),
@@ -136,6 +192,7 @@ const variables: StreamVariable[] = [
   { name: 'session_time', noCache: true, get: (s) => msText(performance.now() - s.startHr) },
   { name: 'status', noCache: true, get: (s) => String(s.status).padStart(3, '0') },
   { name: 'connection', get: (s) => String(s.number) },
+  { name: 'server_name', get: (s) => s.server.primaryName },
   { name: 'nginx_version', get: () => NGINX_VERSION },
   { name: 'hostname', get: () => hostname },
   { name: 'pid', get: () => String(process.pid) },
@@ -189,11 +246,11 @@ export const streamCoreModule: StreamModule = {
       }
     }
     const logOf = (a: StreamAddress) => {
-      const specs = a.server.level.get(streamCoreSrv).errorLogs;
+      const specs = a.defaultServer.level.get(streamCoreSrv).errorLogs;
       return (specs && logs.get(specs)) || mainErrorLog();
     };
     const sessions = new StreamSessions(stream, logOf, (a) => {
-      const c = a.server.level.get(streamCoreSrv);
+      const c = a.defaultServer.level.get(streamCoreSrv);
       return { tcpNodelay: c.tcpNodelay!, proxyProtocolTimeout: c.proxyProtocolTimeout! };
     });
     for (const address of stream.addresses.values()) {

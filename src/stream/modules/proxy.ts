@@ -26,6 +26,8 @@ import type { LocalAddress } from '../listen.ts';
 import type { StreamSession } from '../session.ts';
 import { streamCoreSrv } from './core.ts';
 import { findStreamUpstream, streamUpstreamAdd, streamUpstreams } from './upstream.ts';
+import { upstreamTlsDirectives } from '../../tls/upstream-directives.ts';
+import type { UpstreamSslConf } from '../../tls/upstream-tls.ts';
 
 interface ProxyConf {
   /** proxy_pass without variables: the group's index in the block's list. */
@@ -58,6 +60,24 @@ const PROXY_DEFAULTS = {
 } as const satisfies ProxyConf;
 
 const proxySrv = defineSlot<ProxyConf, typeof PROXY_DEFAULTS>('stream_proxy_srv', () => ({}), inheritUnset, PROXY_DEFAULTS);
+
+/** `proxy_ssl` and the proxy_ssl_* settings (TLS to the upstream), merged field by field. */
+interface ProxySslConf extends UpstreamSslConf<StreamSession> {
+  enable?: boolean;
+}
+
+/** ngx_stream_proxy_merge_srv_conf's defaults for TLS to upstreams. */
+const PROXY_SSL_DEFAULTS = {
+  enable: false, sessionReuse: true, serverName: false, verify: false, verifyDepth: 1, protocols: ['TLSv1.2', 'TLSv1.3'], ciphers: 'DEFAULT',
+} as const satisfies ProxySslConf;
+
+const proxySslSrv = defineSlot<ProxySslConf, typeof PROXY_SSL_DEFAULTS>('stream_proxy_ssl_srv', () => ({}), inheritUnset, PROXY_SSL_DEFAULTS);
+
+function proxySslConf(cf: ConfContext): ProxySslConf {
+  const c = cf.get(proxySslSrv);
+  c.confPrefix = cf.paths.confPrefix;
+  return c;
+}
 
 function proxyPass(cf: ConfContext, node: ConfNode): string | void {
   const conf = cf.get(proxySrv);
@@ -132,6 +152,12 @@ const directives: Directive[] = [
   row('proxy_socket_keepalive', 'socketKeepalive', flagArg, 'flag'),
   rateSetting('proxy_upload_rate', 'uploadRate'),
   rateSetting('proxy_download_rate', 'downloadRate'),
+  { name: 'proxy_ssl', contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: 'flag', handler: setting(proxySslSrv, 'enable', flagArg) },
+  ...upstreamTlsDirectives('proxy_', Ctx.STREAM | Ctx.STREAM_SERVER, proxySslConf, (cf) => streamMainOf(cf).variables),
+  {
+    name: 'proxy_ssl_alpn', contexts: Ctx.STREAM | Ctx.STREAM_SERVER, args: [1, Infinity],
+    handler: setting(proxySslSrv, 'alpn', (cf, _v, args) => args.map((a) => compileComplex(cf, streamMainOf(cf).variables, a))),
+  },
   accepted('proxy_socket_rcvbuf', sizeArg),
   accepted('proxy_socket_sndbuf', sizeArg),
 ];
@@ -163,6 +189,8 @@ function prepareServers(stream: StreamMainConf): void {
       uploadRate: c.uploadRate, downloadRate: c.downloadRate, bind: c.bind ?? undefined,
       requests: c.requests, responses: c.responses,
     };
+    const ssl = srv.level.get(proxySslSrv);
+    if (ssl.enable) c.settings.tls = ssl;
     if (c.upstreamValue) {
       const resolver = core.resolver;
       const timeout = core.resolverTimeout;

@@ -19,6 +19,7 @@ import { DECLINED, OK, Status } from '../conf.ts';
 import type { StreamModule } from '../conf.ts';
 import type { StreamSession } from '../session.ts';
 import { streamCoreSrv } from './core.ts';
+import { chooseServer } from '../virtual-server.ts';
 
 const prereadSrv = defineSlot<{ enabled?: boolean }, { enabled: false }>('stream_ssl_preread_srv', () => ({}), inheritUnset, { enabled: false });
 
@@ -145,6 +146,7 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
     };
     const onData = (chunk: Buffer) => {
       buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      s.prereadData = true;
       // as nginx's context: once bytes came, the variables are empty rather than not found, until they are no hello
       if (!hellos.has(s)) hellos.set(s, { version: [0, 0], host: '', alpn: '' });
       const r = parseRecords(buf.subarray(0, core.prereadBufferSize));
@@ -154,6 +156,8 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
       }
       if (r !== AGAIN) {
         hellos.set(s, r);
+        // nginx ≥ 1.25.5: the SNI chooses the server (ngx_stream_ssl_preread_servername)
+        if (r.host) chooseServer(s, r.host);
         return finish(OK);
       }
       if (buf.length >= core.prereadBufferSize) {
@@ -165,6 +169,8 @@ function prereadHandler(s: StreamSession): number | Promise<number> {
     const timer = setTimeout(() => finish(Status.OK), core.prereadTimeout);
     socket.on('data', onData);
     socket.on('end', onEnd);
+    // an earlier phase (the TLS handshake) may have paused it
+    socket.resume();
   });
 }
 

@@ -11,7 +11,7 @@ import type { UpstreamDerived } from '../../upstream/conf.ts';
 import type { UpstreamModuleConf } from '../../upstream/directives.ts';
 import { mergeSsl } from '../../upstream/directives.ts';
 import type { MergedConf } from '../../../conf/context.ts';
-import type { CertCacheConf } from '../../upstream/cert-cache.ts';
+import type { CertCacheConf } from '../../../tls/upstream-cert-cache.ts';
 import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 import type { HeaderPlan } from './request-head.ts';
 import type { RedirectRule } from './redirect.ts';

@@ -1,87 +1,23 @@
 /**
  * ngx_http_ssl_module's configuration: the per-server slot and the
- * directive table. Values are kept as written (their types are
- * src/tls/server-conf.ts); src/tls turns them into TLS contexts once the
- * http block is read (postconfiguration).
+ * directive table. The ssl_* rows stream shares are src/tls/server-directives.ts;
+ * the ones only http has (`ssl`, `ssl_buffer_size`, `ssl_early_data`) are
+ * here. Values are kept as written (their types are src/tls/server-conf.ts);
+ * src/tls turns them into TLS contexts once the http block is read
+ * (postconfiguration).
  */
 import { defineSlot, inheritUnset } from '../../../conf/context.ts';
-import type { ConfContext } from '../../../conf/context.ts';
 import { Ctx } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
-import { confPathArg, flagArg, parseSize, parseTime, sizeArg, stringArg } from '../../../conf/values.ts';
-import { listOf, setting, unique } from '../../../conf/setters.ts';
-import { ConfError } from '../../../conf/errors.ts';
-import { Cycle } from '../../../core/cycle.ts';
-import { compileComplex } from '../../../core/variables.ts';
+import { flagArg, sizeArg } from '../../../conf/values.ts';
+import { setting, unique } from '../../../conf/setters.ts';
 import { httpMainOf } from '../../http-conf.ts';
-import type { PathValue, SessionCacheConf, SslSrvConf, VerifyMode } from '../../../tls/server-conf.ts';
-
-/** nginx's defaults (ngx_http_ssl_merge_srv_conf, current nginx). */
-export const SSL_DEFAULTS = {
-  protocols: ['TLSv1.2', 'TLSv1.3'],
-  ciphers: 'HIGH:!aNULL:!MD5',
-  ecdhCurve: 'auto',
-  preferServerCiphers: false,
-  bufferSize: 16 * 1024,
-  verify: 'off',
-  verifyDepth: 1,
-  sessionCache: { off: false },
-  sessionTickets: true,
-  sessionTimeout: 300,
-  ocsp: 'off',
-  stapling: false,
-  staplingVerify: false,
-  earlyData: false,
-  rejectHandshake: false,
-} as const satisfies SslSrvConf;
+import type { SslSrvConf } from '../../../tls/server-conf.ts';
+import { serverTlsDirectives, SSL_DEFAULTS } from '../../../tls/server-directives.ts';
 
 export const sslSrv = defineSlot<SslSrvConf, typeof SSL_DEFAULTS>('http_ssl_srv', () => ({}), inheritUnset, SSL_DEFAULTS);
 
 const SRV = Ctx.HTTP | Ctx.SERVER;
-const PROTOCOLS = ['SSLv2', 'SSLv3', 'TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'];
-
-function pathValue(cf: ConfContext, raw: string): PathValue {
-  if (raw.includes('$')) {
-    return { path: raw, complex: compileComplex(cf, httpMainOf(cf).variables, raw), confPrefix: cf.paths.confPrefix };
-  }
-  return { path: raw.startsWith('data:') ? raw : cf.confPath(raw) };
-}
-
-function single<K extends keyof SslSrvConf>(name: string, field: K, parse: (cf: ConfContext, v: string) => SslSrvConf[K], args: 1 | 'flag' = 1): Directive {
-  return { name, contexts: SRV, args, handler: setting(sslSrv, field, parse) };
-}
-
-function invalid(cf: ConfContext, v: string): Error {
-  return cf.error(`invalid value "${v}" in "${cf.node?.name}" directive`);
-}
-
-function zoneSpec(cf: ConfContext, v: string, what: string): { name: string; size: number } {
-  const m = /^shared:([^:]+):(.+)$/.exec(v);
-  if (!m) throw cf.error(`invalid ${what} "${v}"`);
-  const size = parseSize(m[2]);
-  if (Number.isNaN(size)) throw cf.error(`invalid zone size "${m[2]}"`);
-  if (size < 8 * 4096) throw cf.error(`zone "${m[1]}" is too small`);
-  return { name: m[1], size };
-}
-
-function parseSessionCache(cf: ConfContext, args: string[]): SessionCacheConf {
-  const conf: SessionCacheConf = { off: false };
-  for (const a of args) {
-    if (a === 'off') { conf.off = true; continue; }
-    if (a === 'none') continue;
-    if (a === 'builtin') { conf.builtin = 20480; continue; }
-    if (a.startsWith('builtin:')) {
-      const n = Number(a.slice(8));
-      if (!/^\d+$/.test(a.slice(8)) || n === 0) throw cf.error(`invalid session cache "${a}"`);
-      conf.builtin = n;
-      continue;
-    }
-    if (a.startsWith('shared:')) { conf.shared = zoneSpec(cf, a, 'session cache'); continue; }
-    throw cf.error(`invalid session cache "${a}"`);
-  }
-  if (conf.off && args.length > 1) throw cf.error(`invalid session cache "${args.join(' ')}"`);
-  return conf;
-}
 
 export const sslDirectives: Directive[] = [
   {
@@ -91,93 +27,7 @@ export const sslDirectives: Directive[] = [
       cf.warn('the "ssl" directive is deprecated, use the "listen ... ssl" directive instead');
     }),
   },
-  {
-    name: 'ssl_certificate', contexts: SRV, args: 1,
-    handler: listOf(sslSrv, 'certificates', (cf, node) => pathValue(cf, node.args[0])),
-  },
-  {
-    name: 'ssl_certificate_key', contexts: SRV, args: 1,
-    handler: listOf(sslSrv, 'certificateKeys', (cf, node) => pathValue(cf, node.args[0])),
-  },
-  {
-    name: 'ssl_certificate_cache', contexts: SRV, args: [1, 3],
-    handler: unique(sslSrv, 'certificateCache', (cf, node, c) => {
-      if (node.args[0] === 'off') { c.certificateCache = false; return; }
-      const spec = { max: 0, inactive: 10_000, valid: 60_000 };
-      for (const a of node.args) {
-        const [k, v] = a.split('=', 2);
-        const n = k === 'max' ? Number(v) : parseTime(v ?? '');
-        if (!['max', 'inactive', 'valid'].includes(k) || !(n > 0)) throw invalid(cf, a);
-        spec[k as keyof typeof spec] = n;
-      }
-      if (!spec.max) throw cf.error('"ssl_certificate_cache" must have the "max" parameter');
-      c.certificateCache = spec;
-    }),
-  },
-  single('ssl_password_file', 'passwordFile', confPathArg),
-  single('ssl_dhparam', 'dhparam', confPathArg),
-  single('ssl_ecdh_curve', 'ecdhCurve', stringArg),
-  {
-    name: 'ssl_protocols', contexts: SRV, args: [1, Infinity],
-    handler: setting(sslSrv, 'protocols', (cf, _v, args) => {
-      for (const p of args) if (!PROTOCOLS.includes(p)) throw cf.error(`invalid value "${p}"`);
-      return args as string[];
-    }),
-  },
-  single('ssl_ciphers', 'ciphers', stringArg),
-  single('ssl_prefer_server_ciphers', 'preferServerCiphers', flagArg, 'flag'),
-  single('ssl_buffer_size', 'bufferSize', sizeArg),
-  single('ssl_verify_client', 'verify', (cf, v) => {
-    if (!['off', 'on', 'optional', 'optional_no_ca'].includes(v)) throw cf.error(`invalid value "${v}" in "ssl_verify_client" directive, it must be "on", "off", "optional" or "optional_no_ca"`);
-    return v as VerifyMode;
-  }),
-  single('ssl_verify_depth', 'verifyDepth', (cf, v) => {
-    if (!/^\d+$/.test(v)) throw cf.error(`invalid number "${v}"`);
-    return Number(v);
-  }),
-  single('ssl_client_certificate', 'clientCertificate', confPathArg),
-  single('ssl_trusted_certificate', 'trustedCertificate', confPathArg),
-  single('ssl_crl', 'crl', confPathArg),
-  {
-    name: 'ssl_session_cache', contexts: SRV, args: [1, 2],
-    handler: setting(sslSrv, 'sessionCache', (cf, _v, args) => parseSessionCache(cf, args as string[])),
-  },
-  single('ssl_session_tickets', 'sessionTickets', flagArg, 'flag'),
-  {
-    name: 'ssl_session_ticket_key', contexts: SRV, args: 1,
-    handler: listOf(sslSrv, 'sessionTicketKeys', (cf, node) => cf.confPath(node.args[0])),
-  },
-  single('ssl_session_timeout', 'sessionTimeout', (cf, v) => {
-    const ms = parseTime(v);
-    if (Number.isNaN(ms)) throw cf.error(`"${cf.node?.name}" directive invalid value`);
-    return Math.floor(ms / 1000);
-  }),
-  single('ssl_ocsp', 'ocsp', (cf, v) => {
-    if (!['off', 'on', 'leaf'].includes(v)) throw cf.error(`invalid value "${v}" in "ssl_ocsp" directive, it must be "off", "on" or "leaf"`);
-    return v as 'off' | 'on' | 'leaf';
-  }),
-  single('ssl_ocsp_responder', 'ocspResponder', stringArg),
-  single('ssl_ocsp_cache', 'ocspCache', (cf, v) => (v === 'off' ? false : zoneSpec(cf, v, 'ocsp cache'))),
-  {
-    name: 'ssl_stapling', contexts: SRV, args: 'flag',
-    handler: unique(sslSrv, 'stapling', (cf, node, c) => {
-      c.stapling = flagArg(cf, node.args[0]);
-      // nginx warns about certificates it cannot staple for without a location: keep the reader's sink
-      const sink = Cycle.of(cf).options.onWarning;
-      c.warn = (message) => {
-        const w = new ConfError(message);
-        w.level = 'warn';
-        sink?.(w);
-      };
-    }),
-  },
-  single('ssl_stapling_file', 'staplingFile', confPathArg),
-  single('ssl_stapling_responder', 'staplingResponder', stringArg),
-  single('ssl_stapling_verify', 'staplingVerify', flagArg, 'flag'),
-  single('ssl_early_data', 'earlyData', flagArg, 'flag'),
-  {
-    name: 'ssl_conf_command', contexts: SRV, args: 2,
-    handler: listOf(sslSrv, 'confCommands', (_cf, node): [string, string] => [node.args[0], node.args[1]]),
-  },
-  single('ssl_reject_handshake', 'rejectHandshake', flagArg, 'flag'),
+  ...serverTlsDirectives(sslSrv, SRV, (cf) => httpMainOf(cf).variables),
+  { name: 'ssl_buffer_size', contexts: SRV, args: 1, handler: setting(sslSrv, 'bufferSize', sizeArg) },
+  { name: 'ssl_early_data', contexts: SRV, args: 'flag', handler: setting(sslSrv, 'earlyData', flagArg) },
 ];

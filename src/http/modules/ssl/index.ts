@@ -14,8 +14,8 @@ import { DECLINED } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, ServerConf } from '../../http-conf.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { ServerTls } from '../../../tls/server-tls.ts';
-import type { ServerTlsConfig } from '../../../tls/server-tls.ts';
+import { compileServerTls } from '../../../tls/server-tls.ts';
+import type { ServerTls } from '../../../tls/server-tls.ts';
 import { sessionIdOf } from '../../../tls/der.ts';
 import { isOptionalVerifyError } from '../../../tls/verify.ts';
 import { coreLoc } from '../../core/settings.ts';
@@ -28,18 +28,7 @@ function compileServer(srv: ServerConf): ServerTls | undefined {
   const c = srv.level.get(sslSrv);
   if (!c.certificates?.length && !c.rejectHandshake && !certificateChoosers.has(srv)) return undefined;
   const core = srv.level.get(coreLoc);
-  const cfg: ServerTlsConfig = {
-    id: `${srv.file}:${srv.line}`,
-    conf: c as ServerTlsConfig['conf'],
-  };
-  if (c.stapling) {
-    cfg.stapling = { file: c.staplingFile, responder: c.staplingResponder, verify: c.staplingVerify, resolver: core.resolver, resolverTimeout: core.resolverTimeout, warn: c.warn };
-  }
-  if (c.ocsp && c.ocsp !== 'off') {
-    if (c.verify === 'optional_no_ca') throw new ConfError('"ssl_ocsp" is incompatible with "ssl_verify_client optional_no_ca"');
-    cfg.ocsp = { mode: c.ocsp, responder: c.ocspResponder, cache: c.ocspCache || undefined, resolver: core.resolver, resolverTimeout: core.resolverTimeout };
-  }
-  return new ServerTls(cfg);
+  return compileServerTls(`${srv.file}:${srv.line}`, c, core.resolver, core.resolverTimeout);
 }
 
 function postconfiguration(http: HttpMainConf): void {

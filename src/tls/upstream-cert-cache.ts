@@ -10,7 +10,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { parseTime } from '../../conf/values.ts';
+import { parseTime } from '../conf/values.ts';
 
 export interface CertCacheConf {
   max: number;
