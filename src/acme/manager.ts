@@ -1,0 +1,134 @@
+/**
+ * The certificates' lifecycle, run by one worker (worker 0, as nginx-acme
+ * runs its task in one worker): each order is issued when it has no usable
+ * certificate, and renewed at ⅔ of its lifetime (½ for certificates of 10
+ * days or less) ± 2 % of the lifetime, as nginx-acme schedules it. A failed
+ * order is retried after 1 min, 10 min, 100 min, then daily (± 2 %), or
+ * later when the CA's Retry-After says so. What it obtains goes to the
+ * state path and to the run-time certificate registry, from which every
+ * worker serves it at its next handshake. A reload stops this manager and
+ * starts the next one, which finds the valid certificates and only
+ * schedules their renewal.
+ */
+import fs from 'node:fs';
+import type { ErrorLog } from '../core/error-log.ts';
+import type { SharedDocument } from '../core/shared-document.ts';
+import { runtimeCertificate, setRuntimeCertificate } from '../tls/certificate-registry.ts';
+import { AcmeClient, AcmeError } from './client.ts';
+import { generateKey } from './jws.ts';
+import { orderCertificate } from './order.ts';
+import { http01Solver } from './solvers/http-01.ts';
+import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
+import { accountKey, certificateFits, storeCertificate } from './state.ts';
+import type { IssuerConf, OrderConf } from './state.ts';
+
+const RETRY_MS = [60_000, 600_000, 6_000_000, 86_400_000];
+const DAY = 86_400_000;
+/** setTimeout's limit; longer waits are taken in steps. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function jitter(ms: number, span: number): number {
+  return ms + (Math.random() * 2 - 1) * span;
+}
+
+/** When a certificate valid from `from` to `to` is renewed (nginx-acme's renewal window). */
+export function renewalTime(from: number, to: number): number {
+  const lifetime = to - from;
+  const ratio = lifetime > 10 * DAY ? 2 / 3 : 1 / 2;
+  return jitter(from + lifetime * ratio, lifetime * 0.02);
+}
+
+export class AcmeManager {
+  private readonly orders: OrderConf[];
+  private readonly doc: SharedDocument;
+  private readonly log: ErrorLog;
+  private readonly abort = new AbortController();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly clients = new Map<IssuerConf, AcmeClient>();
+  private readonly failures = new Map<OrderConf, number>();
+
+  constructor(orders: OrderConf[], doc: SharedDocument, log: ErrorLog) {
+    this.orders = orders;
+    this.doc = doc;
+    this.log = log;
+  }
+
+  start(): void {
+    for (const order of this.orders) {
+      const current = runtimeCertificate(order.id);
+      const leaf = current && certificateFits(current, order.names);
+      if (leaf && Date.parse(leaf.validTo) > Date.now()) {
+        this.schedule(order, renewalTime(Date.parse(leaf.validFrom), Date.parse(leaf.validTo)) - Date.now());
+      } else {
+        this.log.error(`acme: no certificate for "${order.names.join(' ')}" from issuer "${order.issuer.name}" yet, serving a self-signed placeholder until it is issued`);
+        this.schedule(order, 0);
+      }
+    }
+  }
+
+  stop(): void {
+    this.abort.abort(new Error('stopped'));
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+
+  private schedule(order: OrderConf, delay: number): void {
+    if (this.abort.signal.aborted) return;
+    const at = Date.now() + Math.max(0, delay);
+    const arm = () => {
+      const left = at - Date.now();
+      const t = setTimeout(() => {
+        this.timers.delete(t);
+        if (left > MAX_TIMER_MS) arm();
+        else void this.run(order);
+      }, Math.min(Math.max(0, left), MAX_TIMER_MS));
+      t.unref();
+      this.timers.add(t);
+    };
+    arm();
+  }
+
+  private client(issuer: IssuerConf): AcmeClient {
+    let c = this.clients.get(issuer);
+    if (!c) {
+      const trusted = issuer.trustedCertificate ? fs.readFileSync(issuer.trustedCertificate, 'latin1') : undefined;
+      c = new AcmeClient({
+        uri: issuer.uri, trusted, verify: issuer.verify, contacts: issuer.contacts,
+        eab: issuer.eab, acceptTos: issuer.acceptTos, profile: issuer.profile,
+      }, accountKey(issuer));
+      this.clients.set(issuer, c);
+    }
+    return c;
+  }
+
+  private async run(order: OrderConf): Promise<void> {
+    const issuer = order.issuer;
+    const signal = this.abort.signal;
+    try {
+      const client = this.client(issuer);
+      const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
+      const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, signal);
+      if (signal.aborted) return;
+      const leaf = certificateFits(cert, order.names);
+      if (!leaf) throw new AcmeError('the issued certificate does not cover the names or match the key');
+      try {
+        storeCertificate(order, cert);
+      } catch (err) {
+        this.log.error(`acme: cannot save certificate "${order.id}" in "${issuer.statePath}": ${(err as Error).message}`);
+      }
+      setRuntimeCertificate(order.id, cert);
+      this.failures.delete(order);
+      const renew = renewalTime(Date.parse(leaf.validFrom), Date.parse(leaf.validTo));
+      this.log.notice(`acme: certificate "${order.id}" issued by "${issuer.name}", valid until ${new Date(leaf.validTo).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
+      this.schedule(order, renew - Date.now());
+    } catch (err) {
+      if (signal.aborted) return;
+      const n = this.failures.get(order) ?? 0;
+      this.failures.set(order, n + 1);
+      const base = RETRY_MS[Math.min(n, RETRY_MS.length - 1)];
+      const delay = Math.max(jitter(base, base * 0.02), (err as AcmeError).retryAfter ?? 0);
+      this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuer.name}": ${(err as Error).message}; next attempt in ${Math.round(delay / 1000)}s`);
+      this.schedule(order, delay);
+    }
+  }
+}

@@ -1,0 +1,8 @@
+/** What an order asks of a challenge type: publish the answer before it is validated, remove it once the authorization is final. */
+import type { Identifier } from '../order.ts';
+
+export interface Solver {
+  type: 'http-01' | 'tls-alpn-01';
+  publish(identifier: Identifier, token: string, keyAuthorization: string): void;
+  remove(identifier: Identifier, token: string): void;
+}

@@ -1,0 +1,110 @@
+/**
+ * What the configuration asks for (issuers and certificate orders, filled
+ * by src/http/modules/acme.ts) and what is kept in an issuer's state_path,
+ * as nginx-acme keeps it: `account.key`, and `<order>.crt` / `<order>.key`
+ * per certificate, reused at start when the key matches the certificate —
+ * so a restart while the CA is down keeps serving.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { RuntimeCertificate } from '../tls/certificate-registry.ts';
+import { generateKey, keyPem } from './jws.ts';
+import type { KeySpec } from './jws.ts';
+
+export interface IssuerConf {
+  name: string;
+  uri: string;
+  accountKey: KeySpec;
+  challenge: 'http-01' | 'tls-alpn-01';
+  contacts: string[];
+  eab?: { kid: string; key: Buffer };
+  preferredChain?: string;
+  profile?: { name: string; require: boolean };
+  trustedCertificate?: string;
+  verify: boolean;
+  /** undefined: `state_path off` (kept in memory only). */
+  statePath: string | undefined;
+  acceptTos: boolean;
+}
+
+export interface OrderConf {
+  issuer: IssuerConf;
+  names: string[];
+  key: KeySpec;
+  /** File name and registry name: the first name and a hash of the names and key type. */
+  id: string;
+}
+
+export function orderId(names: string[], key: KeySpec): string {
+  const hash = crypto.createHash('sha256').update(JSON.stringify([names, key])).digest('hex').slice(0, 16);
+  return `${names[0]}-${hash}`;
+}
+
+/** Whether `cert` (PEM chain) is a usable certificate for `names` with `keyPem`. */
+export function certificateFits(cert: RuntimeCertificate, names: string[]): crypto.X509Certificate | undefined {
+  try {
+    const leaf = new crypto.X509Certificate(cert.certPem);
+    if (!leaf.checkPrivateKey(crypto.createPrivateKey(cert.keyPem))) return undefined;
+    const san = (leaf.subjectAltName ?? '').split(', ').map((s) => s.replace(/^(DNS|IP Address):/, '').toLowerCase());
+    if (!names.every((n) => san.includes(n.toLowerCase()))) return undefined;
+    return leaf;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The stored certificate of an order, if its key matches and it covers the names. */
+export function storedCertificate(order: OrderConf): RuntimeCertificate | undefined {
+  const dir = order.issuer.statePath;
+  if (!dir) return undefined;
+  try {
+    const cert = { certPem: fs.readFileSync(path.join(dir, `${order.id}.crt`), 'latin1'), keyPem: fs.readFileSync(path.join(dir, `${order.id}.key`), 'latin1') };
+    return certificateFits(cert, order.names) ? cert : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function ensureDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+}
+
+export function storeCertificate(order: OrderConf, cert: RuntimeCertificate): void {
+  const dir = order.issuer.statePath;
+  if (!dir) return;
+  ensureDir(dir);
+  fs.writeFileSync(path.join(dir, `${order.id}.key`), cert.keyPem, { mode: 0o600 });
+  fs.writeFileSync(path.join(dir, `${order.id}.crt`), cert.certPem, { mode: 0o644 });
+}
+
+/** Account keys made in this process, for `state_path off` (kept across reloads, lost at exit). */
+const generated = new Map<string, crypto.KeyObject>();
+
+/** The account key: the configured file, the one in state_path, or a new one (stored there). */
+export function accountKey(issuer: IssuerConf): crypto.KeyObject {
+  const spec = issuer.accountKey;
+  if (spec.type === 'file') return crypto.createPrivateKey(fs.readFileSync(spec.path, 'latin1'));
+  const memoKey = `${issuer.name}\0${issuer.uri}\0${JSON.stringify(spec)}`;
+  const dir = issuer.statePath;
+  if (dir) {
+    const file = path.join(dir, 'account.key');
+    try {
+      const key = crypto.createPrivateKey(fs.readFileSync(file, 'latin1'));
+      if (keyMatches(key, spec)) return key;
+    } catch { /* none yet */ }
+    const key = generateKey(spec);
+    ensureDir(dir);
+    fs.writeFileSync(file, keyPem(key), { mode: 0o600 });
+    return key;
+  }
+  let key = generated.get(memoKey);
+  if (!key) generated.set(memoKey, (key = generateKey(spec)));
+  return key;
+}
+
+function keyMatches(key: crypto.KeyObject, spec: KeySpec): boolean {
+  if (spec.type === 'rsa') return key.asymmetricKeyType === 'rsa' && key.asymmetricKeyDetails?.modulusLength === spec.bits;
+  if (spec.type === 'ecdsa') return key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === ({ 256: 'prime256v1', 384: 'secp384r1', 521: 'secp521r1' } as const)[spec.bits];
+  return true;
+}

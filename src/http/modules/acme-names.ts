@@ -1,0 +1,20 @@
+/**
+ * nginx-acme's check of a DNS identifier (its validate_dns_identifier):
+ * printable ASCII that nginx accepts as a Host, an optional leading dot or
+ * one leading `*.` label, ending with a label. Returns nginx-acme's words
+ * for what is wrong, or undefined.
+ */
+export function dnsIdentifierError(name: string): string | undefined {
+  let state: 'start' | 'label' | 'dot' | 'wildcard' = 'start';
+  for (let i = 0; i < name.length; i++) {
+    const ch = name.charCodeAt(i);
+    const c = name[i];
+    if (ch <= 0x20 || ch >= 0x7f) return `invalid character ${ch.toString(16)} at position ${i}`;
+    if (c === '*' && state === 'start') state = 'wildcard';
+    else if (c === '.' && state !== 'dot') state = 'dot';
+    else if (state === 'wildcard') return `unexpected character '${c}' at position ${i}`;
+    else if (/[A-Za-z0-9\-_~%!$&'()+,;=]/.test(c)) state = 'label';
+    else return `unexpected character '${c}' at position ${i}`;
+  }
+  return state === 'label' ? undefined : 'does not end with a label';
+}
