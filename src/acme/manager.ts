@@ -58,7 +58,9 @@ export class AcmeManager {
       const current = runtimeCertificate(order.id);
       const leaf = current && certificateFits(current, order.names);
       if (leaf && Date.parse(leaf.validTo) > Date.now()) {
-        this.schedule(order, renewalTime(Date.parse(leaf.validFrom), Date.parse(leaf.validTo)) - Date.now());
+        const renew = renewalTime(Date.parse(leaf.validFrom), Date.parse(leaf.validTo));
+        this.log.notice(`acme: certificate "${order.id}" is valid until ${new Date(leaf.validTo).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
+        this.schedule(order, renew - Date.now());
       } else {
         this.log.error(`acme: no certificate for "${order.names.join(' ')}" from issuer "${order.issuer.name}" yet, serving a self-signed placeholder until it is issued`);
         this.schedule(order, 0);
