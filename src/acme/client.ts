@@ -137,9 +137,17 @@ export class AcmeClient {
     }
   }
 
-  /** Finds or creates the account for the key (newAccount), with the external account binding when configured. */
-  async account(): Promise<string> {
-    if (this.kid) return this.kid;
+  private accountLookup: Promise<string> | undefined;
+
+  /** Finds or creates the account for the key (newAccount), with the external account binding when configured; orders running side by side share one lookup. */
+  account(): Promise<string> {
+    this.accountLookup ??= this.newAccount();
+    // a failed lookup is tried again by the next order
+    this.accountLookup.catch(() => { this.accountLookup = undefined; });
+    return this.accountLookup;
+  }
+
+  private async newAccount(): Promise<string> {
     const dir = await this.directory();
     const payload: Record<string, unknown> = { termsOfServiceAgreed: this.opts.acceptTos };
     if (this.opts.contacts.length) payload.contact = this.opts.contacts;

@@ -35,6 +35,8 @@ export interface PebbleOptions {
   tlsPort: number;
   /** externalAccountBindingRequired with these MAC keys (kid → base64url key). */
   eab?: Record<string, string>;
+  /** Lifetime of the certificates pebble issues (its default is 5 years). */
+  validitySeconds?: number;
 }
 
 function get(url: string, ca: string): Promise<{ status: number; body: string }> {
@@ -80,6 +82,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
       listenAddress: `127.0.0.1:${acmePort}`, managementListenAddress: `127.0.0.1:${mgmtPort}`,
       certificate: cert, privateKey: key, httpPort: opts.httpPort, tlsPort: opts.tlsPort, ocspResponderURL: '',
       externalAccountBindingRequired: opts.eab !== undefined, externalAccountMACKeys: opts.eab ?? {},
+      ...(opts.validitySeconds ? { certificateValidityPeriod: opts.validitySeconds } : {}),
     },
   }));
   let output = '';
