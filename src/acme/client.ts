@@ -32,6 +32,8 @@ export interface AcmeResponse {
   status: number;
   location: string | undefined;
   retryAfter: number | undefined;
+  /** Link URLs by relation (`alternate` certificate chains, `up`, `index`). */
+  links: Array<{ url: string; rel: string[] }>;
   body: Record<string, unknown>;
   text: string;
 }
@@ -57,6 +59,21 @@ export function parseRetryAfter(v: string | undefined): number | undefined {
   if (/^\d+$/.test(v.trim())) return Number(v) * 1000;
   const t = Date.parse(v);
   return Number.isNaN(t) ? undefined : Math.max(0, t - Date.now());
+}
+
+/** RFC 8288 Link header values (Node joins repeated headers with `, `). */
+export function parseLinks(value: string | string[] | undefined, base: string): Array<{ url: string; rel: string[] }> {
+  const out: Array<{ url: string; rel: string[] }> = [];
+  for (const v of [value ?? []].flat()) {
+    for (const m of v.matchAll(/<([^>]*)>([^<]*)/g)) {
+      const rel = /;\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))/i.exec(m[2]);
+      if (!rel) continue;
+      try {
+        out.push({ url: new URL(m[1], base).href, rel: (rel[1] ?? rel[2]).split(/\s+/) });
+      } catch { /* not a URL */ }
+    }
+  }
+  return out;
 }
 
 export class AcmeClient {
@@ -94,6 +111,7 @@ export class AcmeClient {
             status: res.statusCode ?? 0,
             location: typeof res.headers.location === 'string' ? new URL(res.headers.location, url).href : undefined,
             retryAfter: parseRetryAfter(res.headers['retry-after'] as string | undefined),
+            links: parseLinks(res.headers.link, url),
             body: parsed,
             text,
           });

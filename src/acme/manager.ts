@@ -109,7 +109,8 @@ export class AcmeManager {
     try {
       const client = this.client(issuer);
       const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
-      const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, signal);
+      const options = { commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain };
+      const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, signal, options);
       if (signal.aborted) return;
       const leaf = certificateFits(cert, order.names);
       if (!leaf) throw new AcmeError('the issued certificate does not cover the names or match the key');

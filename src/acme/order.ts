@@ -64,8 +64,16 @@ export interface OrderResult {
 }
 
 /** Orders a certificate for `names` with a new key made by `makeKey`. */
+export interface OrderOptions {
+  /** The CSR's subject CN is the first name (`common_name_in_csr on`). */
+  commonName: boolean;
+  /** `preferred_chain`: the issuer CN of the topmost certificate wanted. */
+  preferredChain: string | undefined;
+}
+
 export async function orderCertificate(
   client: AcmeClient, names: string[], makeKey: () => crypto.KeyObject, solver: Solver, signal: AbortSignal,
+  { commonName, preferredChain }: OrderOptions,
 ): Promise<OrderResult> {
   const dir = await client.directory();
   await client.account();
@@ -96,11 +104,31 @@ export async function orderCertificate(
   let state = await poll(client, orderUrl, signal);
   const key = makeKey();
   if (state.status === 'ready') {
-    const csr = createCsr(key, names);
+    const csr = createCsr(key, names, commonName);
     state = await poll(client, orderUrl, signal, await client.post(order.finalize, { csr: b64u(csr) }));
   }
   if (state.status !== 'valid' || typeof state.certificate !== 'string') throw new AcmeError(`order failed: ${problem(state)}`);
-  const cert = await client.post(state.certificate, undefined, 'application/pem-certificate-chain');
-  if (!cert.text.includes('-----BEGIN CERTIFICATE-----')) throw new AcmeError('the certificate download is not PEM');
-  return { certPem: cert.text, keyPem: key.export({ type: 'pkcs8', format: 'pem' }) as string };
+  const certPem = await downloadChain(client, state.certificate, preferredChain);
+  return { certPem, keyPem: key.export({ type: 'pkcs8', format: 'pem' }) as string };
+}
+
+/** nginx-acme's preferred_chain: the chain whose topmost certificate was issued by that CN, else the default one. */
+function issuedBy(pem: string, cn: string): boolean {
+  const certs = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (!certs.length) return false;
+  const top = new crypto.X509Certificate(certs[certs.length - 1]);
+  return top.issuer.split('\n').some((line) => line === `CN=${cn}`);
+}
+
+async function downloadChain(client: AcmeClient, url: string, preferred: string | undefined): Promise<string> {
+  const accept = 'application/pem-certificate-chain';
+  const first = await client.post(url, undefined, accept);
+  if (!first.text.includes('-----BEGIN CERTIFICATE-----')) throw new AcmeError('the certificate download is not PEM');
+  if (preferred === undefined || issuedBy(first.text, preferred)) return first.text;
+  for (const link of first.links) {
+    if (!link.rel.includes('alternate')) continue;
+    const alt = await client.post(link.url, undefined, accept);
+    if (issuedBy(alt.text, preferred)) return alt.text;
+  }
+  return first.text;
 }

@@ -18,6 +18,7 @@ export interface IssuerConf {
   accountKey: KeySpec;
   challenge: 'http-01' | 'tls-alpn-01';
   contacts: string[];
+  commonNameInCsr: boolean;
   eab?: { kid: string; key: Buffer };
   preferredChain?: string;
   profile?: { name: string; require: boolean };

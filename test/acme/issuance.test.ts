@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import https from 'node:https';
 import { startGatehouse, freePorts } from '../kit/server.ts';
@@ -121,4 +122,27 @@ http {
   assert.notEqual(peer.serialNumber, placeholder.serialNumber);
   assert.doesNotMatch(s.pebble.log(), /validate w\/ HTTP/);
   assert.equal(await httpsGet(s.tlsPort, 'alpn.test', root), 'secure alpn.test\n');
+});
+
+test('preferred_chain: the alternate chain whose top is issued by that CN', { skip: pebbleSkip, timeout: 120_000 }, async (t) => {
+  const [httpPort, tlsPort] = await freePorts(2);
+  const pebble = await startPebble({ httpPort, tlsPort, alternateRoots: 1 });
+  t.after(() => pebble.stop());
+  const alternate = await pebble.root(1);
+  const cn = /^CN=(.*)$/m.exec(new crypto.X509Certificate(alternate).subject)![1];
+  const s: Setup = { pebble, httpPort, tlsPort };
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    ${issuer(s, 'pebble', `preferred_chain "${cn}"; common_name_in_csr on;`)}
+    server { listen 127.0.0.1:${httpPort}; }
+    ${SECURE_SERVER(s, 'chain.test')}
+}
+`,
+  });
+  t.after(() => srv.stop());
+  const peer = await waitFor('the certificate on the alternate chain', () => verifiedPeer(tlsPort, 'chain.test', alternate), 60_000);
+  assert.equal(peer.subject.CN, 'chain.test', 'common_name_in_csr on');
+  assert.equal(await verifiedPeer(tlsPort, 'chain.test', await pebble.root(0)), undefined, 'not the default chain');
 });

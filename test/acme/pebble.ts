@@ -23,8 +23,8 @@ export interface Pebble {
   /** PEM file of pebble's own TLS certificate (for `ssl_trusted_certificate`). */
   trusted: string;
   dir: string;
-  /** The root that signs what pebble issues (management port /roots/0). */
-  root(): Promise<string>;
+  /** The root that signs what pebble issues (management port /roots/0), or an alternate one. */
+  root(index?: number): Promise<string>;
   /** Lines pebble logged so far. */
   log(): string;
   stop(): Promise<void>;
@@ -37,6 +37,8 @@ export interface PebbleOptions {
   eab?: Record<string, string>;
   /** Lifetime of the certificates pebble issues (its default is 5 years). */
   validitySeconds?: number;
+  /** Extra root chains pebble offers as `Link: rel="alternate"` (PEBBLE_ALTERNATE_ROOTS). */
+  alternateRoots?: number;
 }
 
 function get(url: string, ca: string): Promise<{ status: number; body: string }> {
@@ -94,7 +96,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
     '-management', `127.0.0.1:${ctsMgmtPort}`, '-defaultIPv4', '127.0.0.1', '-defaultIPv6', ''], { stdio: ['ignore', 'pipe', 'pipe'] });
   collect(dns);
   const pebble = spawn('pebble', ['-config', path.join(dir, 'pebble.json'), '-dnsserver', `127.0.0.1:${dnsPort}`],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PEBBLE_VA_NOSLEEP: '1' } });
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', PEBBLE_ALTERNATE_ROOTS: String(opts.alternateRoots ?? 0) } });
   collect(pebble);
   const procs = [pebble, dns];
   const stop = async () => {
@@ -112,7 +114,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
   }
   return {
     url, trusted: cert, dir, stop, log: () => output,
-    root: async () => (await get(`https://127.0.0.1:${mgmtPort}/roots/0`, ca)).body,
+    root: async (index = 0) => (await get(`https://127.0.0.1:${mgmtPort}/roots/${index}`, ca)).body,
   };
 }
 

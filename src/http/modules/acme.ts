@@ -106,7 +106,7 @@ function issuerDirective(cf: ConfContext, d: IssuerDraft, node: ConfNode, seen: 
       else throw cf.error(`unsupported challenge: ${a}`);
       return undefined;
     }
-    case 'common_name_in_csr': return once('common_name_in_csr') ?? void flagArg(cf, a);
+    case 'common_name_in_csr': return once('common_name_in_csr') ?? void (d.commonNameInCsr = flagArg(cf, a));
     case 'contact':
       if (!a) return 'invalid value';
       d.contacts.push(/^[a-z][a-z0-9+.-]*:/i.test(a) ? a : `mailto:${a}`);
@@ -169,7 +169,7 @@ function acmeIssuer(cf: ConfContext, node: ConfNode): string | void {
   if (!d.uri || !new URL(d.uri).host) throw cf.error('acme_issuer: "uri" is missing');
   const issuer: IssuerConf = {
     name, uri: d.uri, accountKey: d.accountKey ?? { type: 'ecdsa', bits: 256 }, challenge: d.challenge ?? 'http-01',
-    contacts: d.contacts, eab: d.eab, preferredChain: d.preferredChain, profile: d.profile,
+    contacts: d.contacts, commonNameInCsr: d.commonNameInCsr ?? false, eab: d.eab, preferredChain: d.preferredChain, profile: d.profile,
     trustedCertificate: d.trustedCertificate, verify: d.verify ?? true,
     statePath: d.statePathSet ? d.statePath : cf.prefixPath(`acme_${name}`), acceptTos: d.acceptTos ?? false,
   };
@@ -264,9 +264,9 @@ function postconfiguration(http: HttpMainConf): void {
   http.addPhaseHandler('POST_READ', 200, answerHttp01);
 }
 
-/** http-01: the key authorization, on plain HTTP, before anything else runs (nginx-acme's POST_READ handler). */
+/** http-01: the key authorization for a GET, before anything else runs (nginx-acme's POST_READ handler). */
 function answerHttp01(r: HttpRequest): number | Promise<number> {
-  if (r.conn.tls || !r.uri.startsWith(HTTP01_PREFIX)) return DECLINED;
+  if (r.method !== 'GET' || !r.uri.startsWith(HTTP01_PREFIX)) return DECLINED;
   const doc = mains.get(r.main)?.doc;
   const answer = doc && http01Answer(doc, r.uri.slice(HTTP01_PREFIX.length));
   if (answer === undefined) return DECLINED;
