@@ -8,6 +8,7 @@
 import type crypto from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
 import { externalAccountBinding, signRequest } from './jws.ts';
 
 export interface IssuerOptions {
@@ -19,6 +20,8 @@ export interface IssuerOptions {
   eab?: { kid: string; key: Buffer };
   acceptTos: boolean;
   profile?: { name: string; require: boolean };
+  /** Resolves the ACME server's name (the http block's `resolver`); undefined: the system resolver. */
+  resolve?: (host: string) => Promise<string[]>;
 }
 
 export interface Directory {
@@ -61,6 +64,20 @@ export function parseRetryAfter(v: string | undefined): number | undefined {
   return Number.isNaN(t) ? undefined : Math.max(0, t - Date.now());
 }
 
+type LookupCallback = (err: Error | null, address: string | Array<{ address: string; family: number }>, family?: number) => void;
+
+/** A node:net `lookup` answering from `resolve` (the first address, or all of them when asked). */
+function lookupWith(resolve: (host: string) => Promise<string[]>): NonNullable<https.RequestOptions['lookup']> {
+  return ((host: string, options: { all?: boolean }, cb: LookupCallback) => {
+    resolve(host).then((addrs) => {
+      if (!addrs.length) throw new Error(`${host} could not be resolved`);
+      const list = addrs.map((address) => ({ address, family: net.isIP(address) }));
+      if (options.all) cb(null, list);
+      else cb(null, list[0].address, list[0].family);
+    }).catch((err: Error) => cb(err, ''));
+  }) as unknown as NonNullable<https.RequestOptions['lookup']>;
+}
+
 /** RFC 8288 Link header values (Node joins repeated headers with `, `). */
 export function parseLinks(value: string | string[] | undefined, base: string): Array<{ url: string; rel: string[] }> {
   const out: Array<{ url: string; rel: string[] }> = [];
@@ -95,6 +112,8 @@ export class AcmeClient {
       const headers: Record<string, string> = { 'user-agent': 'gatehouse-acme', accept };
       if (body !== undefined) headers['content-type'] = 'application/jose+json';
       const options: https.RequestOptions = { method, headers, timeout: TIMEOUT_MS, ca: this.opts.trusted, rejectUnauthorized: this.opts.verify };
+      const names = this.opts.resolve;
+      if (names && net.isIP(u.hostname.replace(/^\[|\]$/g, '')) === 0) options.lookup = lookupWith(names);
       const req = (u.protocol === 'http:' ? http : https).request(u, options, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

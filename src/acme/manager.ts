@@ -96,7 +96,7 @@ export class AcmeManager {
       const trusted = issuer.trustedCertificate ? fs.readFileSync(issuer.trustedCertificate, 'latin1') : undefined;
       c = new AcmeClient({
         uri: issuer.uri, trusted, verify: issuer.verify, contacts: issuer.contacts,
-        eab: issuer.eab, acceptTos: issuer.acceptTos, profile: issuer.profile,
+        eab: issuer.eab, acceptTos: issuer.acceptTos, profile: issuer.profile, resolve: issuer.resolve,
       }, accountKey(issuer));
       this.clients.set(issuer, c);
     }

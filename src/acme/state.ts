@@ -27,6 +27,8 @@ export interface IssuerConf {
   /** undefined: `state_path off` (kept in memory only). */
   statePath: string | undefined;
   acceptTos: boolean;
+  /** The http block's `resolver`, for the ACME server's name. */
+  resolve?: (host: string) => Promise<string[]>;
 }
 
 export interface OrderConf {

@@ -146,3 +146,26 @@ http {
   assert.equal(peer.subject.CN, 'chain.test', 'common_name_in_csr on');
   assert.equal(await verifiedPeer(tlsPort, 'chain.test', await pebble.root(0)), undefined, 'not the default chain');
 });
+
+test('the ACME server\'s name is looked up with the http block\'s resolver, as in nginx-acme', { skip: pebbleSkip, timeout: 120_000 }, async (t) => {
+  const [httpPort, tlsPort] = await freePorts(2);
+  const pebble = await startPebble({ httpPort, tlsPort });
+  t.after(() => pebble.stop());
+  // acme.test exists only in pebble-challtestsrv's DNS, not for the system resolver
+  const url = pebble.url.replace('127.0.0.1', 'acme.test');
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    resolver 127.0.0.1:${pebble.dnsPort} ipv6=off;
+    acme_issuer pebble { uri ${url}; ssl_trusted_certificate ${pebble.trusted}; accept_terms_of_service; state_path off; }
+    server { listen 127.0.0.1:${httpPort}; }
+    ${SECURE_SERVER({ pebble, httpPort, tlsPort }, 'resolved.test')}
+}
+`,
+  });
+  t.after(() => srv.stop());
+  const root = await pebble.root();
+  const peer = await waitFor('the issued certificate', () => verifiedPeer(tlsPort, 'resolved.test', root), 60_000);
+  assert.equal(peer.subjectaltname, 'DNS:resolved.test');
+});

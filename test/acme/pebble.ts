@@ -23,6 +23,8 @@ export interface Pebble {
   /** PEM file of pebble's own TLS certificate (for `ssl_trusted_certificate`). */
   trusted: string;
   dir: string;
+  /** pebble-challtestsrv's DNS port (every name is 127.0.0.1; pebble's own name there is acme.test). */
+  dnsPort: number;
   /** The root that signs what pebble issues (management port /roots/0), or an alternate one. */
   root(index?: number): Promise<string>;
   /** Lines pebble logged so far. */
@@ -78,7 +80,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-    '-keyout', key, '-out', cert, '-days', '30', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+    '-keyout', key, '-out', cert, '-days', '30', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:acme.test'], { stdio: 'ignore' });
   fs.writeFileSync(path.join(dir, 'pebble.json'), JSON.stringify({
     pebble: {
       listenAddress: `127.0.0.1:${acmePort}`, managementListenAddress: `127.0.0.1:${mgmtPort}`,
@@ -113,7 +115,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
     throw new Error(`${(err as Error).message}\n${output}`);
   }
   return {
-    url, trusted: cert, dir, stop, log: () => output,
+    url, trusted: cert, dir, dnsPort, stop, log: () => output,
     root: async (index = 0) => (await get(`https://127.0.0.1:${mgmtPort}/roots/${index}`, ca)).body,
   };
 }

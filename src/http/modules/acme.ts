@@ -14,7 +14,9 @@ import { Ctx } from '../../conf/directive.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { flagArg, parseSize } from '../../conf/values.ts';
+import { flagArg, parseSize, parseTime } from '../../conf/values.ts';
+import { resolverForArgs } from '../../upstream/resolver.ts';
+import { coreLoc } from '../core/settings.ts';
 import type { Cycle, WorkerRuntime } from '../../core/cycle.ts';
 import { sharedZone } from '../../core/shared.ts';
 import type { SharedDocument } from '../../core/shared-document.ts';
@@ -252,6 +254,10 @@ function postconfiguration(http: HttpMainConf): void {
     m.orders.set(server, { issuer, names, key: req.key, id: orderId(names, req.key) });
   }
   if (!m.issuers.size) return;
+  // as in nginx-acme, the ACME server's name is looked up with the http block's resolver (else the system's)
+  const core = http.level.get(coreLoc);
+  const resolver = core.resolverArgs && resolverForArgs(core.resolverArgs, parseTime, core.resolverTimeout);
+  if (resolver) for (const issuer of m.issuers.values()) issuer.resolve = (host) => resolver.resolve(host);
   const zone = m.zone ?? DEFAULT_ZONE;
   m.doc = useCertificateZone(sharedZone(`acme_shared_zone:${zone.name}`, zone.size));
   // a certificate kept in state_path is served at once, even while the CA is unreachable
