@@ -11,12 +11,8 @@ import { AcmeError } from './client.ts';
 import type { AcmeClient, AcmeResponse } from './client.ts';
 import { b64u, thumbprint } from './jws.ts';
 import type { Solver } from './solvers/solver.ts';
-
-export interface Identifier { type: 'dns' | 'ip'; value: string }
-
-export function identifierOf(name: string): Identifier {
-  return { type: /^[\d.]+$|:/.test(name) ? 'ip' : 'dns', value: name };
-}
+import { identifierOf } from './identifiers.ts';
+import type { Identifier } from './identifiers.ts';
 
 const POLL_LIMIT_MS = 60_000;
 /** A Retry-After longer than this is a rate limit: the order fails and is retried later. */

@@ -1,5 +1,5 @@
 /** What an order asks of a challenge type: publish the answer before it is validated, remove it once the authorization is final. */
-import type { Identifier } from '../order.ts';
+import type { Identifier } from '../identifiers.ts';
 
 export interface Solver {
   type: 'http-01' | 'tls-alpn-01';

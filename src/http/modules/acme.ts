@@ -23,6 +23,7 @@ import type { SharedDocument } from '../../core/shared-document.ts';
 import { runtimeCertificate, setRuntimeCertificate, useCertificateZone } from '../../tls/certificate-registry.ts';
 import type { RuntimeCertificate } from '../../tls/certificate-registry.ts';
 import { createSelfSigned } from '../../tls/x509-builder.ts';
+import { addIdentifier } from '../../acme/identifiers.ts';
 import type { KeySpec } from '../../acme/jws.ts';
 import { AcmeManager } from '../../acme/manager.ts';
 import { http01Answer, HTTP01_PREFIX } from '../../acme/solvers/http-01.ts';
@@ -32,7 +33,6 @@ import { DECLINED, DONE, httpConf } from '../http-conf.ts';
 import type { HttpMainConf, HttpModule, ServerConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { sendSimple } from '../response.ts';
-import { dnsIdentifierError } from './acme-names.ts';
 
 /** What one configuration's http block asks of the module. */
 interface AcmeMain {
@@ -221,19 +221,6 @@ function acmeCertificate(cf: ConfContext, node: ConfNode): string | void {
     if (err) throw cf.error(`acme_certificate: invalid server name: ${err}`);
   }
   m.requests.set(server, { issuer, names, key, file: node.file, line: node.line });
-}
-
-/** nginx-acme's identifier rules: an IP, or a DNS name (lowercased); `.example.com` is it and `www.`. */
-function addIdentifier(names: string[], value: string): string | undefined {
-  const err = dnsIdentifierError(value);
-  if (err && !/^[\d.]+$|:/.test(value)) return err;
-  const v = value.toLowerCase();
-  const add = (n: string) => { if (!names.includes(n)) names.push(n); };
-  if (v.startsWith('.')) {
-    add(`www${v}`);
-    add(v.slice(1));
-  } else add(v);
-  return undefined;
 }
 
 function postconfiguration(http: HttpMainConf): void {
