@@ -10,6 +10,7 @@
  * starts the next one, which finds the valid certificates and only
  * schedules their renewal.
  */
+import type crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { ErrorLog } from '../core/error-log.ts';
 import type { SharedDocument } from '../core/shared-document.ts';
@@ -20,12 +21,16 @@ import { orderCertificate } from './order.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
 import { accountKey, certificateFits, storeCertificate } from './state.ts';
+import { setCertificateStatus } from './status.ts';
+import type { CertificateStatus } from './status.ts';
 import type { IssuerConf, OrderConf } from './state.ts';
 
 const RETRY_MS = [60_000, 600_000, 6_000_000, 86_400_000];
 const DAY = 86_400_000;
 /** setTimeout's limit; longer waits are taken in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+
+const iso = (ms: number): string => new Date(ms).toISOString();
 
 function jitter(ms: number, span: number): number {
   return ms + (Math.random() * 2 - 1) * span;
@@ -58,13 +63,31 @@ export class AcmeManager {
       const current = runtimeCertificate(order.id);
       const leaf = current && certificateFits(current, order.names);
       if (leaf && Date.parse(leaf.validTo) > Date.now()) {
-        const renew = renewalTime(Date.parse(leaf.validFrom), Date.parse(leaf.validTo));
-        this.log.notice(`acme: certificate "${order.id}" is valid until ${new Date(leaf.validTo).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
-        this.schedule(order, renew - Date.now());
+        this.serving(order, leaf, 'is');
       } else {
         this.log.error(`acme: no certificate for "${order.names.join(' ')}" from issuer "${order.issuer.name}" yet, serving a self-signed placeholder until it is issued`);
+        this.status(order, { state: 'pending' });
         this.schedule(order, 0);
       }
+    }
+  }
+
+  /** A valid certificate is served: log it, publish its status, schedule its renewal. */
+  private serving(order: OrderConf, leaf: crypto.X509Certificate, verb: string): void {
+    const from = Date.parse(leaf.validFrom);
+    const to = Date.parse(leaf.validTo);
+    const renew = renewalTime(from, to);
+    const what = verb === 'is' ? 'is valid' : `issued by "${order.issuer.name}", valid`;
+    this.log.notice(`acme: certificate "${order.id}" ${what} until ${new Date(to).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
+    this.status(order, { state: 'valid', notBefore: iso(from), notAfter: iso(to), renewAt: iso(renew) });
+    this.schedule(order, renew - Date.now());
+  }
+
+  private status(order: OrderConf, s: Omit<CertificateStatus, 'issuer' | 'identifiers'>): void {
+    try {
+      setCertificateStatus(this.doc, order.id, { issuer: order.issuer.name, identifiers: order.names, ...s });
+    } catch (err) {
+      this.log.error(`acme: cannot record the status of "${order.id}": ${(err as Error).message}`);
     }
   }
 
@@ -121,16 +144,20 @@ export class AcmeManager {
       }
       setRuntimeCertificate(order.id, cert);
       this.failures.delete(order);
-      const renew = renewalTime(Date.parse(leaf.validFrom), Date.parse(leaf.validTo));
-      this.log.notice(`acme: certificate "${order.id}" issued by "${issuer.name}", valid until ${new Date(leaf.validTo).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
-      this.schedule(order, renew - Date.now());
+      this.serving(order, leaf, 'issued');
     } catch (err) {
       if (signal.aborted) return;
       const n = this.failures.get(order) ?? 0;
       this.failures.set(order, n + 1);
       const base = RETRY_MS[Math.min(n, RETRY_MS.length - 1)];
       const delay = Math.max(jitter(base, base * 0.02), (err as AcmeError).retryAfter ?? 0);
-      this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuer.name}": ${(err as Error).message}; next attempt in ${Math.round(delay / 1000)}s`);
+      const message = (err as Error).message;
+      this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuer.name}": ${message}; next attempt in ${Math.round(delay / 1000)}s`);
+      // a certificate still valid keeps being served while its renewal fails
+      const current = runtimeCertificate(order.id);
+      const leaf = current && certificateFits(current, order.names);
+      const validity = leaf ? { notBefore: iso(Date.parse(leaf.validFrom)), notAfter: iso(Date.parse(leaf.validTo)) } : {};
+      this.status(order, { state: 'failing', ...validity, nextAttempt: iso(Date.now() + delay), lastError: message, lastErrorAt: iso(Date.now()) });
       this.schedule(order, delay);
     }
   }

@@ -58,6 +58,7 @@ http {
     server {
         listen 127.0.0.1:${s.httpPort};
         location / { return 404; }
+        location = /acme-status { acme_status; }
     }
     ${SECURE_SERVER(s, 'example.test www.example.test')}
 }
@@ -92,6 +93,22 @@ http {
   // a challenge token nobody asked for falls through to the server's own handling
   const miss = await httpGet(s.httpPort, '/.well-known/acme-challenge/nope', { Host: 'example.test' });
   assert.equal(miss.status, 404);
+
+  // the status: the certificate, its validity and when it renews
+  const status = await waitFor('the valid status', async () => {
+    const res = await httpGet(s.httpPort, '/acme-status', { Host: 'localhost' });
+    const body = JSON.parse(res.body.toString()) as { certificates: Array<Record<string, unknown>> };
+    return body.certificates[0]?.state === 'valid' ? { res, cert: body.certificates[0] } : undefined;
+  }, 15_000);
+  assert.equal(status.res.header('content-type'), 'application/json');
+  assert.match(String(status.cert.name), /^example\.test-[0-9a-f]{16}$/);
+  assert.equal(status.cert.issuer, 'pebble');
+  assert.deepEqual(status.cert.identifiers, ['example.test', 'www.example.test']);
+  assert.equal(Date.parse(String(status.cert.not_after)), Date.parse(peer.valid_to));
+  const lifetime = Date.parse(peer.valid_to) - Date.parse(peer.valid_from);
+  const renewAt = Date.parse(String(status.cert.renew_at));
+  assert.ok(Math.abs(renewAt - (Date.parse(peer.valid_from) + lifetime * 2 / 3)) <= lifetime * 0.02 + 1000, `renewal at ⅔ of the lifetime: ${String(status.cert.renew_at)}`);
+  assert.equal(status.cert.last_error, undefined);
 
   // a reload keeps the valid certificate and orders nothing
   const issuedBefore = s.pebble.log().match(/Issued certificate serial/g)?.length;

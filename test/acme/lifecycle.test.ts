@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startGatehouse, freePorts } from '../kit/server.ts';
+import { httpGet } from '../kit/client.ts';
 import { pebbleSkip, servedCertificate, startPebble, verifiedPeer, waitFor } from './pebble.ts';
 
 // pebble's example EAB keys (/usr/share/doc/pebble/examples/pebble-config-external-account-bindings.json)
@@ -151,7 +152,7 @@ test('a failed order is retried later, and a Retry-After from the CA is honoured
   await new Promise<void>((r) => ca.listen(0, '127.0.0.1', r));
   t.after(() => ca.close());
   const port = (ca.address() as AddressInfo).port;
-  const [tlsPort] = await freePorts(1);
+  const [tlsPort, httpPort] = await freePorts(2);
   const server = (name: string, issuer: string) => `
     server {
         listen 127.0.0.1:${tlsPort} ssl;
@@ -168,6 +169,7 @@ http {
     acme_issuer limited { uri http://127.0.0.1:${port}/limited/directory; state_path off; }
     ${server('retry.test', 'down')}
     ${server('limited.test', 'limited')}
+    server { listen 127.0.0.1:${httpPort}; location = /status { acme_status; } }
 }
 `,
   });
@@ -183,4 +185,13 @@ http {
   assert.equal(placeholder.subjectaltname, 'DNS:retry.test');
   assert.equal(placeholder.issuer.CN, 'retry.test');
   assert.deepEqual(asked.sort(), ['/down/directory', '/limited/directory']);
+  // the status endpoint says the same, from any worker
+  const res = await httpGet(httpPort, '/status', { Host: 'localhost' });
+  const certs = (JSON.parse(res.body.toString()) as { certificates: Array<Record<string, string>> }).certificates;
+  const limitedStatus = certs.find((c) => c.issuer === 'limited')!;
+  assert.equal(limitedStatus.state, 'failing');
+  assert.match(limitedStatus.last_error, /HTTP 503/);
+  const wait = Date.parse(limitedStatus.next_attempt) - Date.parse(limitedStatus.last_error_at);
+  assert.ok(Math.abs(wait - 7_200_000) < 5000, `next attempt after the Retry-After (${wait} ms)`);
+  assert.equal(limitedStatus.not_after, undefined);
 });

@@ -1,7 +1,8 @@
 /**
  * ngx_http_acme_module (nginx-acme): `acme_issuer name { … }`,
  * `acme_shared_zone`, `acme_certificate` in a server, and
- * `$acme_certificate` / `$acme_certificate_key` for `ssl_certificate`.
+ * `$acme_certificate` / `$acme_certificate_key` for `ssl_certificate`;
+ * plus Gatehouse's `acme_status` in a location.
  * The protocol client is src/acme/; what it obtains is shared by every
  * worker through the run-time certificate registry (src/tls). Directives
  * and their errors are nginx-acme's; what differs (no `resolver` needed,
@@ -28,9 +29,10 @@ import type { KeySpec } from '../../acme/jws.ts';
 import { AcmeManager } from '../../acme/manager.ts';
 import { http01Answer, HTTP01_PREFIX } from '../../acme/solvers/http-01.ts';
 import { certificateFits, orderId, storedCertificate } from '../../acme/state.ts';
+import { certificateStatuses } from '../../acme/status.ts';
 import type { IssuerConf, OrderConf } from '../../acme/state.ts';
 import { DECLINED, DONE, httpConf } from '../http-conf.ts';
-import type { HttpMainConf, HttpModule, ServerConf } from '../http-conf.ts';
+import type { HttpMainConf, HttpModule, LocationConf, ServerConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { sendSimple } from '../response.ts';
 
@@ -283,6 +285,28 @@ function certificateOf(r: HttpRequest): RuntimeCertificate | undefined {
   return p;
 }
 
+/**
+ * `acme_status` (a Gatehouse addition; nginx-acme has no status yet): every
+ * certificate the configuration asks for, its validity, renewal time and
+ * last error, as JSON.
+ */
+async function statusHandler(r: HttpRequest): Promise<number> {
+  if (r.method !== 'GET' && r.method !== 'HEAD') return 405;
+  const m = mains.get(r.main);
+  const all = m?.doc ? certificateStatuses(m.doc) : {};
+  const ids = [...new Set([...(m?.orders.values() ?? [])].map((o) => o.id))].sort();
+  const certificates = ids.map((id) => {
+    const st = all[id];
+    return {
+      name: id, issuer: st?.issuer, identifiers: st?.identifiers, state: st?.state ?? 'pending',
+      not_before: st?.notBefore, not_after: st?.notAfter, renew_at: st?.renewAt,
+      next_attempt: st?.nextAttempt, last_error: st?.lastError, last_error_at: st?.lastErrorAt,
+    };
+  });
+  await sendSimple(r, 200, `${JSON.stringify({ certificates }, null, 2)}\n`, 'application/json');
+  return DONE;
+}
+
 function initWorker(cycle: Cycle, worker: WorkerRuntime): void {
   const http = httpConf(cycle);
   const m = http && mains.get(http);
@@ -301,6 +325,7 @@ export const acmeModule: HttpModule = {
     { name: 'acme_issuer', contexts: Ctx.HTTP, args: 1, block: true, handler: acmeIssuer },
     { name: 'acme_shared_zone', contexts: Ctx.HTTP, args: 1, handler: acmeSharedZone },
     { name: 'acme_certificate', contexts: Ctx.SERVER, args: [1, Infinity], handler: acmeCertificate },
+    { name: 'acme_status', contexts: Ctx.LOCATION, args: 0, handler: (cf) => { (cf.data.location as LocationConf).contentHandler = statusHandler; } },
   ],
   variables: [
     { name: 'acme_certificate', noCache: true, get: (r) => { const c = certificateOf(r); return c && `data:${c.certPem}`; } },
