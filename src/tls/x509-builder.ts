@@ -65,7 +65,8 @@ function altNames(names: string[]): Buffer {
   }));
 }
 
-function ipv6Bytes(a: string): Buffer {
+/** The 16 bytes of an IPv6 address in text. */
+export function ipv6Bytes(a: string): Buffer {
   const [head, tail] = a.split('::');
   const h = head ? head.split(':') : [];
   const t = tail !== undefined && tail ? tail.split(':') : [];

@@ -186,3 +186,48 @@ http {
   const peer = await waitFor('the issued certificate', () => verifiedPeer(tlsPort, 'resolved.test', root), 60_000);
   assert.equal(peer.subjectaltname, 'DNS:resolved.test');
 });
+
+test('an IP identifier (RFC 8738) by http-01, served to a client without SNI', { skip: pebbleSkip, timeout: 120_000 }, async (t) => {
+  const s = await setup(t);
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    ${issuer(s, 'pebble')}
+    server { listen 127.0.0.1:${s.httpPort}; }
+    server {
+        listen 127.0.0.1:${s.tlsPort} ssl;
+        acme_certificate pebble 127.0.0.1;
+        ssl_certificate $acme_certificate;
+        ssl_certificate_key $acme_certificate_key;
+    }
+}
+`,
+  });
+  t.after(() => srv.stop());
+  const root = await s.pebble.root();
+  const peer = await waitFor('the certificate for 127.0.0.1', () => verifiedPeer(s.tlsPort, undefined, root), 60_000);
+  assert.equal(peer.subjectaltname, 'IP Address:127.0.0.1');
+});
+
+test('tls-alpn-01 for an IP identifier: the validator\'s reverse name (RFC 8738)', { skip: pebbleSkip, timeout: 120_000 }, async (t) => {
+  const s = await setup(t);
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    ${issuer(s, 'pebble', 'challenge tls-alpn-01;')}
+    server {
+        listen 127.0.0.1:${s.tlsPort} ssl;
+        acme_certificate pebble 127.0.0.1;
+        ssl_certificate $acme_certificate;
+        ssl_certificate_key $acme_certificate_key;
+    }
+}
+`,
+  });
+  t.after(() => srv.stop());
+  const root = await s.pebble.root();
+  const peer = await waitFor('the certificate for 127.0.0.1', () => verifiedPeer(s.tlsPort, undefined, root), 60_000);
+  assert.equal(peer.subjectaltname, 'IP Address:127.0.0.1');
+});

@@ -121,7 +121,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
 }
 
 /** The certificate a TLS client verifying against `ca` sees for `servername`, or undefined when it does not verify. */
-export function verifiedPeer(port: number, servername: string, ca: string): Promise<tls.PeerCertificate | undefined> {
+export function verifiedPeer(port: number, servername: string | undefined, ca: string): Promise<tls.PeerCertificate | undefined> {
   return new Promise((resolve) => {
     const s = tls.connect({ host: '127.0.0.1', port, servername, ca, rejectUnauthorized: false, ALPNProtocols: ['http/1.1'] }, () => {
       const peer = s.authorized ? s.getPeerCertificate() : undefined;
