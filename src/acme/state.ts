@@ -73,12 +73,19 @@ function ensureDir(dir: string): void {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
 }
 
+/** Writes a file whole or not at all (a crash never leaves a certificate beside the wrong key). */
+function writeAtomic(file: string, data: string, mode: number): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, data, { mode });
+  fs.renameSync(tmp, file);
+}
+
 export function storeCertificate(order: OrderConf, cert: RuntimeCertificate): void {
   const dir = order.issuer.statePath;
   if (!dir) return;
   ensureDir(dir);
-  fs.writeFileSync(path.join(dir, `${order.id}.key`), cert.keyPem, { mode: 0o600 });
-  fs.writeFileSync(path.join(dir, `${order.id}.crt`), cert.certPem, { mode: 0o644 });
+  writeAtomic(path.join(dir, `${order.id}.key`), cert.keyPem, 0o600);
+  writeAtomic(path.join(dir, `${order.id}.crt`), cert.certPem, 0o644);
 }
 
 /** Account keys made in this process, for `state_path off` (kept across reloads, lost at exit). */
@@ -98,7 +105,7 @@ export function accountKey(issuer: IssuerConf): crypto.KeyObject {
     } catch { /* none yet */ }
     const key = generateKey(spec);
     ensureDir(dir);
-    fs.writeFileSync(file, keyPem(key), { mode: 0o600 });
+    writeAtomic(file, keyPem(key), 0o600);
     return key;
   }
   let key = generated.get(memoKey);
