@@ -132,7 +132,7 @@ export class AcmeManager {
     try {
       const client = this.client(issuer);
       const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
-      const options = { commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain };
+      const options = { commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m) };
       const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, signal, options);
       if (signal.aborted) return;
       const leaf = certificateFits(cert, order.names);

@@ -65,17 +65,21 @@ export interface OrderOptions {
   commonName: boolean;
   /** `preferred_chain`: the issuer CN of the topmost certificate wanted. */
   preferredChain: string | undefined;
+  /** Where notices go (a profile the CA does not offer). */
+  notice(message: string): void;
 }
 
 export async function orderCertificate(
   client: AcmeClient, names: string[], makeKey: () => crypto.KeyObject, solver: Solver, signal: AbortSignal,
-  { commonName, preferredChain }: OrderOptions,
+  { commonName, preferredChain, notice }: OrderOptions,
 ): Promise<OrderResult> {
   const dir = await client.directory();
   await client.account();
   const request: Record<string, unknown> = { identifiers: names.map(identifierOf) };
   const profile = client.opts.profile;
+  // as nginx-acme: a required profile is always asked for, a preferred one only when the CA offers it
   if (profile && (profile.require || dir.meta?.profiles?.[profile.name] !== undefined)) request.profile = profile.name;
+  else if (profile) notice(`acme profile "${profile.name}" is not supported by the server`);
   const created = await client.post(dir.newOrder, request);
   const orderUrl = created.location;
   if (!orderUrl) throw new AcmeError('newOrder answered without the order URL');
