@@ -28,6 +28,8 @@ export interface Directory {
   newNonce: string;
   newAccount: string;
   newOrder: string;
+  /** RFC 9773's renewal information resource. */
+  renewalInfo?: string;
   meta?: { termsOfService?: string; externalAccountRequired?: boolean; profiles?: Record<string, string> };
 }
 
@@ -140,6 +142,11 @@ export class AcmeClient {
       req.on('error', reject);
       req.end(body);
     });
+  }
+
+  /** An unauthenticated GET (renewal information). */
+  get(url: string): Promise<AcmeResponse> {
+    return this.send('GET', url);
   }
 
   async directory(): Promise<Directory> {

@@ -2,7 +2,9 @@
  * The certificates' lifecycle, run by one worker (worker 0, as nginx-acme
  * runs its task in one worker): each order is issued when it has no usable
  * certificate, and renewed at ⅔ of its lifetime (½ for certificates of 10
- * days or less) ± 2 % of the lifetime, as nginx-acme schedules it. A failed
+ * days or less) ± 2 % of the lifetime, as nginx-acme schedules it, or
+ * in the window the CA suggests through its renewal information (RFC 9773,
+ * renewal-info.ts), the new order naming the certificate it replaces. A failed
  * order is retried after 1 min, 10 min, 100 min, then daily (± 2 %), or
  * later when the CA's Retry-After says so. What it obtains goes to the
  * state path and to the run-time certificate registry, from which every
@@ -21,6 +23,7 @@ import { orderCertificate } from './order.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
 import { accountKey, certificateFits, storeCertificate } from './state.ts';
+import { certId, fetchRenewalInfo } from './renewal-info.ts';
 import { setCertificateStatus } from './status.ts';
 import type { CertificateStatus } from './status.ts';
 import type { IssuerConf, OrderConf } from './state.ts';
@@ -48,7 +51,8 @@ export class AcmeManager {
   private readonly doc: SharedDocument;
   private readonly log: ErrorLog;
   private readonly abort = new AbortController();
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly timers = new Map<OrderConf, NodeJS.Timeout>();
+  private readonly renewAt = new Map<OrderConf, number>();
   private readonly clients = new Map<IssuerConf, AcmeClient>();
   private readonly failures = new Map<OrderConf, number>();
 
@@ -67,12 +71,12 @@ export class AcmeManager {
       } else {
         this.log.error(`acme: no certificate for "${order.names.join(' ')}" from issuer "${order.issuer.name}" yet, serving a self-signed placeholder until it is issued`);
         this.status(order, { state: 'pending' });
-        this.schedule(order, 0);
+        this.schedule(order, 0, 'order');
       }
     }
   }
 
-  /** A valid certificate is served: log it, publish its status, schedule its renewal. */
+  /** A valid certificate is served: log it, publish its status, schedule its renewal (asking the CA's renewal information first). */
   private serving(order: OrderConf, leaf: crypto.X509Certificate, verb: string): void {
     const from = Date.parse(leaf.validFrom);
     const to = Date.parse(leaf.validTo);
@@ -80,7 +84,44 @@ export class AcmeManager {
     const what = verb === 'is' ? 'is valid' : `issued by "${order.issuer.name}", valid`;
     this.log.notice(`acme: certificate "${order.id}" ${what} until ${new Date(to).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
     this.status(order, { state: 'valid', notBefore: iso(from), notAfter: iso(to), renewAt: iso(renew) });
-    this.schedule(order, renew - Date.now());
+    this.renewAt.set(order, renew);
+    this.schedule(order, 0, 'renewal-info');
+  }
+
+  /**
+   * RFC 9773: when the CA has renewal information, a random point of its
+   * suggested window replaces the ⅔ rule; asked again after its
+   * Retry-After. Without it (or when it cannot be had) the certificate
+   * renews at the time set when it was installed.
+   */
+  private async checkRenewalInfo(order: OrderConf): Promise<void> {
+    const fallback = this.renewAt.get(order) ?? Date.now();
+    const leaf = this.currentLeaf(order);
+    if (!leaf) return this.schedule(order, 0, 'order');
+    try {
+      const client = this.client(order.issuer);
+      const dir = await client.directory();
+      const id = certId(leaf);
+      if (!dir.renewalInfo || !id) return this.schedule(order, fallback - Date.now(), 'order');
+      const info = await fetchRenewalInfo(client, dir.renewalInfo, id);
+      if (this.abort.signal.aborted) return;
+      const at = info.start + Math.random() * (info.end - info.start);
+      this.renewAt.set(order, at);
+      this.log.notice(`acme: renewal information for "${order.id}": window ${iso(info.start)} to ${iso(info.end)}, renewal at ${iso(Math.max(at, Date.now()))}`);
+      this.status(order, { state: 'valid', notBefore: iso(Date.parse(leaf.validFrom)), notAfter: iso(Date.parse(leaf.validTo)), renewAt: iso(Math.max(at, Date.now())) });
+      if (at <= Date.now() + info.pollMs) this.schedule(order, at - Date.now(), 'order');
+      else this.schedule(order, info.pollMs, 'renewal-info');
+    } catch (err) {
+      if (this.abort.signal.aborted) return;
+      this.log.warn(`acme: cannot get renewal information for "${order.id}" from issuer "${order.issuer.name}": ${(err as Error).message}`);
+      this.schedule(order, fallback - Date.now(), 'order');
+    }
+  }
+
+  private currentLeaf(order: OrderConf): crypto.X509Certificate | undefined {
+    const current = runtimeCertificate(order.id);
+    const leaf = current && certificateFits(current, order.names);
+    return leaf && Date.parse(leaf.validTo) > Date.now() ? leaf : undefined;
   }
 
   private status(order: OrderConf, s: Omit<CertificateStatus, 'issuer' | 'identifiers'>): void {
@@ -93,22 +134,25 @@ export class AcmeManager {
 
   stop(): void {
     this.abort.abort(new Error('stopped'));
-    for (const t of this.timers) clearTimeout(t);
+    for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
   }
 
-  private schedule(order: OrderConf, delay: number): void {
+  /** The order's next step (one at a time): an order, or asking the renewal information. */
+  private schedule(order: OrderConf, delay: number, step: 'order' | 'renewal-info'): void {
     if (this.abort.signal.aborted) return;
+    clearTimeout(this.timers.get(order));
     const at = Date.now() + Math.max(0, delay);
     const arm = () => {
       const left = at - Date.now();
       const t = setTimeout(() => {
-        this.timers.delete(t);
+        this.timers.delete(order);
         if (left > MAX_TIMER_MS) arm();
-        else void this.run(order);
+        else if (step === 'order') void this.run(order);
+        else void this.checkRenewalInfo(order);
       }, Math.min(Math.max(0, left), MAX_TIMER_MS));
       t.unref();
-      this.timers.add(t);
+      this.timers.set(order, t);
     };
     arm();
   }
@@ -132,7 +176,11 @@ export class AcmeManager {
     try {
       const client = this.client(issuer);
       const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
-      const options = { commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m) };
+      const renewing = this.currentLeaf(order);
+      const options = {
+        commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),
+        replaces: renewing && certId(renewing),
+      };
       const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, signal, options);
       if (signal.aborted) return;
       const leaf = certificateFits(cert, order.names);
@@ -158,7 +206,7 @@ export class AcmeManager {
       const leaf = current && certificateFits(current, order.names);
       const validity = leaf ? { notBefore: iso(Date.parse(leaf.validFrom)), notAfter: iso(Date.parse(leaf.validTo)) } : {};
       this.status(order, { state: 'failing', ...validity, nextAttempt: iso(Date.now() + delay), lastError: message, lastErrorAt: iso(Date.now()) });
-      this.schedule(order, delay);
+      this.schedule(order, delay, 'order');
     }
   }
 }

@@ -67,11 +67,13 @@ export interface OrderOptions {
   preferredChain: string | undefined;
   /** Where notices go (a profile the CA does not offer). */
   notice(message: string): void;
+  /** RFC 9773: the certID of the certificate this order renews. */
+  replaces?: string;
 }
 
 export async function orderCertificate(
   client: AcmeClient, names: string[], makeKey: () => crypto.KeyObject, solver: Solver, signal: AbortSignal,
-  { commonName, preferredChain, notice }: OrderOptions,
+  { commonName, preferredChain, notice, replaces }: OrderOptions,
 ): Promise<OrderResult> {
   const dir = await client.directory();
   await client.account();
@@ -80,7 +82,14 @@ export async function orderCertificate(
   // as nginx-acme: a required profile is always asked for, a preferred one only when the CA offers it
   if (profile && (profile.require || dir.meta?.profiles?.[profile.name] !== undefined)) request.profile = profile.name;
   else if (profile) notice(`acme profile "${profile.name}" is not supported by the server`);
-  const created = await client.post(dir.newOrder, request);
+  let created: AcmeResponse;
+  try {
+    created = await client.post(dir.newOrder, replaces && dir.renewalInfo ? { ...request, replaces } : request);
+  } catch (err) {
+    // as nginx-acme: a CA that refuses `replaces` (already replaced, unknown) gets the order without it
+    if (!replaces || !dir.renewalInfo) throw err;
+    created = await client.post(dir.newOrder, request);
+  }
   const orderUrl = created.location;
   if (!orderUrl) throw new AcmeError('newOrder answered without the order URL');
   const order = created.body as { authorizations: string[]; finalize: string; status: string };
