@@ -22,7 +22,7 @@ import { generateKey } from './jws.ts';
 import { orderCertificate } from './order.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
-import { accountKey, certificateFits, storeCertificate } from './state.ts';
+import { accountKey, certificateFits, storeCertificate, storedCertificate } from './state.ts';
 import { certId, fetchRenewalInfo } from './renewal-info.ts';
 import { setCertificateStatus } from './status.ts';
 import type { CertificateStatus } from './status.ts';
@@ -53,6 +53,8 @@ export class AcmeManager {
   private readonly abort = new AbortController();
   private readonly timers = new Map<OrderConf, NodeJS.Timeout>();
   private readonly renewAt = new Map<OrderConf, number>();
+  /** Which issuer the certificate served for an order came from. */
+  private readonly issuers = new Map<OrderConf, IssuerConf>();
   private readonly clients = new Map<IssuerConf, AcmeClient>();
   private readonly failures = new Map<OrderConf, number>();
 
@@ -81,7 +83,7 @@ export class AcmeManager {
     const from = Date.parse(leaf.validFrom);
     const to = Date.parse(leaf.validTo);
     const renew = renewalTime(from, to);
-    const what = verb === 'is' ? 'is valid' : `issued by "${order.issuer.name}", valid`;
+    const what = verb === 'is' ? 'is valid' : `issued by "${this.issuedBy(order).name}", valid`;
     this.log.notice(`acme: certificate "${order.id}" ${what} until ${new Date(to).toISOString()}, renewal at ${new Date(renew).toISOString()}`);
     this.status(order, { state: 'valid', notBefore: iso(from), notAfter: iso(to), renewAt: iso(renew) });
     this.renewAt.set(order, renew);
@@ -99,7 +101,7 @@ export class AcmeManager {
     const leaf = this.currentLeaf(order);
     if (!leaf) return this.schedule(order, 0, 'order');
     try {
-      const client = this.client(order.issuer);
+      const client = this.client(this.issuedBy(order));
       const dir = await client.directory();
       const id = certId(leaf);
       if (!dir.renewalInfo || !id) return this.schedule(order, fallback - Date.now(), 'order');
@@ -113,7 +115,7 @@ export class AcmeManager {
       else this.schedule(order, info.pollMs, 'renewal-info');
     } catch (err) {
       if (this.abort.signal.aborted) return;
-      this.log.warn(`acme: cannot get renewal information for "${order.id}" from issuer "${order.issuer.name}": ${(err as Error).message}`);
+      this.log.warn(`acme: cannot get renewal information for "${order.id}" from issuer "${this.issuedBy(order).name}": ${(err as Error).message}`);
       this.schedule(order, fallback - Date.now(), 'order');
     }
   }
@@ -126,7 +128,7 @@ export class AcmeManager {
 
   private status(order: OrderConf, s: Omit<CertificateStatus, 'issuer' | 'identifiers'>): void {
     try {
-      setCertificateStatus(this.doc, order.id, { issuer: order.issuer.name, identifiers: order.names, ...s });
+      setCertificateStatus(this.doc, order.id, { issuer: this.issuedBy(order).name, identifiers: order.names, ...s });
     } catch (err) {
       this.log.error(`acme: cannot record the status of "${order.id}": ${(err as Error).message}`);
     }
@@ -170,43 +172,62 @@ export class AcmeManager {
     return c;
   }
 
+  /** Orders from the issuer, then from each fallback in turn; all failing, the next attempt is backed off. */
   private async run(order: OrderConf): Promise<void> {
-    const issuer = order.issuer;
     const signal = this.abort.signal;
-    try {
-      const client = this.client(issuer);
-      const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
-      const renewing = this.currentLeaf(order);
-      const options = {
-        commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),
-        replaces: renewing && certId(renewing),
-      };
-      const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, signal, options);
-      if (signal.aborted) return;
-      const leaf = certificateFits(cert, order.names);
-      if (!leaf) throw new AcmeError('the issued certificate does not cover the names or match the key');
+    const issuers = [order.issuer, ...order.fallbacks];
+    let last: Error | undefined;
+    for (const [i, issuer] of issuers.entries()) {
       try {
-        storeCertificate(order, cert);
+        await this.orderFrom(order, issuer);
+        return;
       } catch (err) {
-        this.log.error(`acme: cannot save certificate "${order.id}" in "${issuer.statePath}": ${(err as Error).message}`);
+        if (signal.aborted) return;
+        last = err as Error;
+        const next = issuers[i + 1];
+        if (next) this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuer.name}": ${last.message}; trying issuer "${next.name}"`);
       }
-      setRuntimeCertificate(order.id, cert);
-      this.failures.delete(order);
-      this.serving(order, leaf, 'issued');
-    } catch (err) {
-      if (signal.aborted) return;
-      const n = this.failures.get(order) ?? 0;
-      this.failures.set(order, n + 1);
-      const base = RETRY_MS[Math.min(n, RETRY_MS.length - 1)];
-      const delay = Math.max(jitter(base, base * 0.02), (err as AcmeError).retryAfter ?? 0);
-      const message = (err as Error).message;
-      this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuer.name}": ${message}; next attempt in ${Math.round(delay / 1000)}s`);
-      // a certificate still valid keeps being served while its renewal fails
-      const current = runtimeCertificate(order.id);
-      const leaf = current && certificateFits(current, order.names);
-      const validity = leaf ? { notBefore: iso(Date.parse(leaf.validFrom)), notAfter: iso(Date.parse(leaf.validTo)) } : {};
-      this.status(order, { state: 'failing', ...validity, nextAttempt: iso(Date.now() + delay), lastError: message, lastErrorAt: iso(Date.now()) });
-      this.schedule(order, delay, 'order');
     }
+    const n = this.failures.get(order) ?? 0;
+    this.failures.set(order, n + 1);
+    const base = RETRY_MS[Math.min(n, RETRY_MS.length - 1)];
+    const delay = Math.max(jitter(base, base * 0.02), (last as AcmeError).retryAfter ?? 0);
+    const message = last!.message;
+    this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuers[issuers.length - 1].name}": ${message}; next attempt in ${Math.round(delay / 1000)}s`);
+    // a certificate still valid keeps being served while its renewal fails
+    const leaf = this.currentLeaf(order);
+    const validity = leaf ? { notBefore: iso(Date.parse(leaf.validFrom)), notAfter: iso(Date.parse(leaf.validTo)) } : {};
+    this.status(order, { state: 'failing', ...validity, nextAttempt: iso(Date.now() + delay), lastError: message, lastErrorAt: iso(Date.now()) });
+    this.schedule(order, delay, 'order');
+  }
+
+  private async orderFrom(order: OrderConf, issuer: IssuerConf): Promise<void> {
+    const client = this.client(issuer);
+    const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
+    const renewing = this.currentLeaf(order);
+    const options = {
+      commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),
+      replaces: renewing && this.issuedBy(order) === issuer ? certId(renewing) : undefined,
+    };
+    const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, this.abort.signal, options);
+    if (this.abort.signal.aborted) return;
+    const leaf = certificateFits(cert, order.names);
+    if (!leaf) throw new AcmeError('the issued certificate does not cover the names or match the key');
+    try {
+      storeCertificate(order, issuer, cert);
+    } catch (err) {
+      this.log.error(`acme: cannot save certificate "${order.id}" in "${issuer.statePath}": ${(err as Error).message}`);
+    }
+    setRuntimeCertificate(order.id, cert);
+    this.failures.delete(order);
+    this.issuers.set(order, issuer);
+    this.serving(order, leaf, 'issued');
+  }
+
+  /** The issuer of the certificate served now (the first whose state_path holds it, at start). */
+  private issuedBy(order: OrderConf): IssuerConf {
+    let issuer = this.issuers.get(order);
+    if (!issuer) this.issuers.set(order, (issuer = storedCertificate(order)?.issuer ?? order.issuer));
+    return issuer;
   }
 }

@@ -33,6 +33,8 @@ export interface IssuerConf {
 
 export interface OrderConf {
   issuer: IssuerConf;
+  /** Issuers tried in turn when the one before fails (`fallback=`, a Gatehouse addition). */
+  fallbacks: IssuerConf[];
   names: string[];
   key: KeySpec;
   /** File name and registry name: the first name and a hash of the names and key type. */
@@ -57,16 +59,17 @@ export function certificateFits(cert: RuntimeCertificate, names: string[]): cryp
   }
 }
 
-/** The stored certificate of an order, if its key matches and it covers the names. */
-export function storedCertificate(order: OrderConf): RuntimeCertificate | undefined {
-  const dir = order.issuer.statePath;
-  if (!dir) return undefined;
-  try {
-    const cert = { certPem: fs.readFileSync(path.join(dir, `${order.id}.crt`), 'latin1'), keyPem: fs.readFileSync(path.join(dir, `${order.id}.key`), 'latin1') };
-    return certificateFits(cert, order.names) ? cert : undefined;
-  } catch {
-    return undefined;
+/** The stored certificate of an order (from the first issuer's state_path that has one), if its key matches and it covers the names. */
+export function storedCertificate(order: OrderConf): { cert: RuntimeCertificate; issuer: IssuerConf } | undefined {
+  for (const issuer of [order.issuer, ...order.fallbacks]) {
+    const dir = issuer.statePath;
+    if (!dir) continue;
+    try {
+      const cert = { certPem: fs.readFileSync(path.join(dir, `${order.id}.crt`), 'latin1'), keyPem: fs.readFileSync(path.join(dir, `${order.id}.key`), 'latin1') };
+      if (certificateFits(cert, order.names)) return { cert, issuer };
+    } catch { /* not there */ }
   }
+  return undefined;
 }
 
 function ensureDir(dir: string): void {
@@ -80,8 +83,8 @@ function writeAtomic(file: string, data: string, mode: number): void {
   fs.renameSync(tmp, file);
 }
 
-export function storeCertificate(order: OrderConf, cert: RuntimeCertificate): void {
-  const dir = order.issuer.statePath;
+export function storeCertificate(order: OrderConf, issuer: IssuerConf, cert: RuntimeCertificate): void {
+  const dir = issuer.statePath;
   if (!dir) return;
   ensureDir(dir);
   writeAtomic(path.join(dir, `${order.id}.key`), cert.keyPem, 0o600);

@@ -41,6 +41,8 @@ const CASES: Array<[string, string, RegExp]> = [
   ['shared zone size', 'acme_shared_zone zone=acme;', /\[emerg\] acme_shared_zone: invalid zone size "acme"/],
   ['duplicate shared zone', 'acme_shared_zone zone=a:256k;\nacme_shared_zone zone=b:256k;', /\[emerg\] "acme_shared_zone" directive is duplicate/],
   ['unknown issuer', `${ISSUER}\n${SERVER('acme_certificate other;')}`, /\[emerg\] issuer "other" is missing/],
+  ['unknown fallback issuer', `${ISSUER}\n${SERVER('acme_certificate le fallback=backup;')}`, /\[emerg\] issuer "backup" is missing/],
+  ['empty fallback', `${ISSUER}\n${SERVER('acme_certificate le fallback=le,;')}`, /\[emerg\] "acme_certificate" directive invalid "fallback" value/],
   ['key size', `${ISSUER}\n${SERVER('acme_certificate le key=rsa:1024;')}`, /\[emerg\] acme_certificate: unsupported key size/],
   ['key from a file', `${ISSUER}\n${SERVER('acme_certificate le key=/etc/key.pem;')}`, /\[emerg\] "acme_certificate" directive invalid "key" value/],
   ['bad identifier', `${ISSUER}\n${SERVER('acme_certificate le www.example..test;')}`, /\[emerg\] acme_certificate: invalid server name: unexpected character '\.' at position 12/],

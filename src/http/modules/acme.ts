@@ -41,7 +41,7 @@ interface AcmeMain {
   issuers: Map<string, IssuerConf>;
   zone?: { name: string; size: number };
   /** acme_certificate per server, as written (names resolved in postconfiguration). */
-  requests: Map<ServerConf, { issuer: string; names: string[]; key: KeySpec; file: string; line: number }>;
+  requests: Map<ServerConf, { issuer: string; fallbacks: string[]; names: string[]; key: KeySpec; file: string; line: number }>;
   orders: Map<ServerConf, OrderConf>;
   doc?: SharedDocument;
 }
@@ -210,7 +210,13 @@ function acmeCertificate(cf: ConfContext, node: ConfNode): string | void {
   if (!issuer) return '"issuer" is missing';
   const names: string[] = [];
   let key: KeySpec = { type: 'ecdsa', bits: 256 };
+  let fallbacks: string[] = [];
   for (const v of rest) {
+    if (v.startsWith('fallback=')) {
+      fallbacks = v.slice(9).split(',');
+      if (fallbacks.some((f) => !f)) return 'invalid "fallback" value';
+      continue;
+    }
     if (v.startsWith('key=')) {
       const spec = keySpec(v.slice(4));
       if (typeof spec === 'string') throw cf.error(`acme_certificate: ${spec}`);
@@ -222,7 +228,7 @@ function acmeCertificate(cf: ConfContext, node: ConfNode): string | void {
     const err = addIdentifier(names, v);
     if (err) throw cf.error(`acme_certificate: invalid server name: ${err}`);
   }
-  m.requests.set(server, { issuer, names, key, file: node.file, line: node.line });
+  m.requests.set(server, { issuer, fallbacks, names, key, file: node.file, line: node.line });
 }
 
 function postconfiguration(http: HttpMainConf): void {
@@ -238,9 +244,12 @@ function postconfiguration(http: HttpMainConf): void {
       }
       if (!names.length) throw new ConfError('"acme_certificate": no identifiers found in "server_name"', req.file, req.line);
     }
-    const issuer = m.issuers.get(req.issuer);
-    if (!issuer) throw new ConfError(`issuer "${req.issuer}" is missing`, req.file, req.line);
-    m.orders.set(server, { issuer, names, key: req.key, id: orderId(names, req.key) });
+    const [issuer, ...fallbacks] = [req.issuer, ...req.fallbacks].map((name) => {
+      const found = m.issuers.get(name);
+      if (!found) throw new ConfError(`issuer "${name}" is missing`, req.file, req.line);
+      return found;
+    });
+    m.orders.set(server, { issuer, fallbacks, names, key: req.key, id: orderId(names, req.key) });
   }
   if (!m.issuers.size) return;
   // as in nginx-acme, the ACME server's name is looked up with the http block's resolver (else the system's)
@@ -254,7 +263,7 @@ function postconfiguration(http: HttpMainConf): void {
     const current = runtimeCertificate(order.id);
     if (current && certificateFits(current, order.names)) continue;
     const stored = storedCertificate(order);
-    if (stored) setRuntimeCertificate(order.id, stored);
+    if (stored) setRuntimeCertificate(order.id, stored.cert);
   }
   http.addPhaseHandler('POST_READ', 200, answerHttp01);
 }
