@@ -20,6 +20,7 @@ import { runtimeCertificate, setRuntimeCertificate } from '../tls/certificate-re
 import { AcmeClient, AcmeError } from './client.ts';
 import { generateKey } from './jws.ts';
 import { orderCertificate } from './order.ts';
+import { dns01Solver } from './solvers/dns-01.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
 import { accountKey, certificateFits, storeCertificate, storedCertificate } from './state.ts';
@@ -203,7 +204,8 @@ export class AcmeManager {
 
   private async orderFrom(order: OrderConf, issuer: IssuerConf): Promise<void> {
     const client = this.client(issuer);
-    const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver() : http01Solver(this.doc);
+    const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver()
+      : issuer.challenge === 'dns-01' ? dns01Solver(issuer.dnsHook!) : http01Solver(this.doc);
     const renewing = this.currentLeaf(order);
     const options = {
       commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),

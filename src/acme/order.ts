@@ -101,13 +101,13 @@ export async function orderCertificate(
     const challenge = authz.challenges.find((c) => c.type === solver.type);
     if (!challenge) throw new AcmeError(`no ${solver.type} challenge offered for "${authz.identifier.value}"`);
     const keyAuthorization = `${challenge.token}.${accountThumbprint}`;
-    solver.publish(authz.identifier, challenge.token, keyAuthorization);
+    await solver.publish(authz.identifier, challenge.token, keyAuthorization);
     try {
       if (challenge.status === 'pending') await client.post(challenge.url, {});
       const final = await poll(client, authzUrl, signal);
       if (final.status !== 'valid') throw new AcmeError(`authorization for "${authz.identifier.value}" failed: ${problem(final)}`);
     } finally {
-      solver.remove(authz.identifier, challenge.token);
+      await Promise.resolve(solver.remove(authz.identifier, challenge.token, keyAuthorization)).catch(() => undefined);
     }
   }
   let state = await poll(client, orderUrl, signal);

@@ -16,7 +16,9 @@ export interface IssuerConf {
   name: string;
   uri: string;
   accountKey: KeySpec;
-  challenge: 'http-01' | 'tls-alpn-01';
+  challenge: 'http-01' | 'tls-alpn-01' | 'dns-01';
+  /** dns-01: the command that publishes and removes the TXT records (a Gatehouse addition). */
+  dnsHook?: string;
   contacts: string[];
   commonNameInCsr: boolean;
   eab?: { kid: string; key: Buffer };
@@ -43,7 +45,7 @@ export interface OrderConf {
 
 export function orderId(names: string[], key: KeySpec): string {
   const hash = crypto.createHash('sha256').update(JSON.stringify([names, key])).digest('hex').slice(0, 16);
-  return `${names[0]}-${hash}`;
+  return `${names[0].replace(/^\*/, '_')}-${hash}`;
 }
 
 /** Whether `cert` (PEM chain) is a usable certificate for `names` with `keyPem`. */

@@ -25,6 +25,8 @@ export interface Pebble {
   dir: string;
   /** pebble-challtestsrv's DNS port (every name is 127.0.0.1; pebble's own name there is acme.test). */
   dnsPort: number;
+  /** pebble-challtestsrv's management API (`/set-txt`, `/clear-txt`: the records pebble's dns-01 sees). */
+  dnsManagement: string;
   /** The root that signs what pebble issues (management port /roots/0), or an alternate one. */
   root(index?: number): Promise<string>;
   /** Lines pebble logged so far. */
@@ -115,7 +117,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
     throw new Error(`${(err as Error).message}\n${output}`);
   }
   return {
-    url, trusted: cert, dir, dnsPort, stop, log: () => output,
+    url, trusted: cert, dir, dnsPort, dnsManagement: `http://127.0.0.1:${ctsMgmtPort}`, stop, log: () => output,
     root: async (index = 0) => (await get(`https://127.0.0.1:${mgmtPort}/roots/${index}`, ca)).body,
   };
 }

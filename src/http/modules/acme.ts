@@ -77,6 +77,7 @@ type IssuerDraft = Partial<IssuerConf> & { name: string; contacts: string[]; sta
 const ISSUER_ARGS: Record<string, number | [number, number]> = {
   uri: 1, account_key: 1, challenge: 1, common_name_in_csr: 1, contact: 1, external_account_key: 2,
   preferred_chain: 1, profile: [1, 2], ssl_trusted_certificate: 1, ssl_verify: 1, state_path: 1, accept_terms_of_service: 0,
+  dns_hook: 1,
 };
 
 /** One directive inside `acme_issuer { }`; a string is nginx-acme's `"name" directive <string>`. */
@@ -107,6 +108,7 @@ function issuerDirective(cf: ConfContext, d: IssuerDraft, node: ConfNode, seen: 
       if (dup) return dup;
       if (a === 'http' || a === 'http-01') d.challenge = 'http-01';
       else if (a === 'tls-alpn' || a === 'tls-alpn-01') d.challenge = 'tls-alpn-01';
+      else if (a === 'dns' || a === 'dns-01') d.challenge = 'dns-01';
       else throw cf.error(`unsupported challenge: ${a}`);
       return undefined;
     }
@@ -148,6 +150,7 @@ function issuerDirective(cf: ConfContext, d: IssuerDraft, node: ConfNode, seen: 
       return undefined;
     }
     case 'accept_terms_of_service': return once('accept_terms_of_service') ?? void (d.acceptTos = true);
+    case 'dns_hook': return once('dns_hook') ?? void (d.dnsHook = cf.confPath(a));
   }
   return undefined;
 }
@@ -171,10 +174,11 @@ function acmeIssuer(cf: ConfContext, node: ConfNode): string | void {
   cf.node = outer;
   cf.bodyRead = true;
   if (!d.uri || !new URL(d.uri).host) throw cf.error('acme_issuer: "uri" is missing');
+  if (d.challenge === 'dns-01' && !d.dnsHook) throw cf.error('acme_issuer: "dns_hook" is missing for the dns-01 challenge');
   const issuer: IssuerConf = {
     name, uri: d.uri, accountKey: d.accountKey ?? { type: 'ecdsa', bits: 256 }, challenge: d.challenge ?? 'http-01',
     contacts: d.contacts, commonNameInCsr: d.commonNameInCsr ?? false, eab: d.eab, preferredChain: d.preferredChain, profile: d.profile,
-    trustedCertificate: d.trustedCertificate, verify: d.verify ?? true,
+    trustedCertificate: d.trustedCertificate, verify: d.verify ?? true, dnsHook: d.dnsHook,
     statePath: d.statePathSet ? d.statePath : cf.prefixPath(`acme_${name}`), acceptTos: d.acceptTos ?? false,
   };
   if (issuer.accountKey.type === 'file') {
