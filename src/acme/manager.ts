@@ -21,6 +21,7 @@ import { AcmeClient, AcmeError } from './client.ts';
 import { generateKey } from './jws.ts';
 import { orderCertificate } from './order.ts';
 import { dns01Solver } from './solvers/dns-01.ts';
+import { dnsResponderSolver } from './solvers/dns-responder.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
 import { accountKey, certificateFits, storeCertificate, storedCertificate } from './state.ts';
@@ -205,7 +206,8 @@ export class AcmeManager {
   private async orderFrom(order: OrderConf, issuer: IssuerConf): Promise<void> {
     const client = this.client(issuer);
     const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver()
-      : issuer.challenge === 'dns-01' ? dns01Solver(issuer.dnsHook!) : http01Solver(this.doc);
+      : issuer.challenge === 'dns-01' ? (issuer.dnsHook ? dns01Solver(issuer.dnsHook) : dnsResponderSolver(this.doc))
+        : http01Solver(this.doc);
     const renewing = this.currentLeaf(order);
     const options = {
       commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),

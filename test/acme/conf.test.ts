@@ -26,7 +26,8 @@ const SERVER = (directive: string, names = 'example.test') => `server { listen 1
 const CASES: Array<[string, string, RegExp]> = [
   ['no uri', 'acme_issuer le {\n  contact a@b.test;\n}', /\[emerg\] acme_issuer: "uri" is missing in PREFIX\/nginx\.conf:5/],
   ['unknown challenge', 'acme_issuer le {\n  uri https://127.0.0.1/dir;\n  challenge dns-02;\n}', /\[emerg\] unsupported challenge: dns-02 in PREFIX\/nginx\.conf:5/],
-  ['dns-01 without a hook', 'acme_issuer le {\n  uri https://127.0.0.1/dir;\n  challenge dns-01;\n}', /\[emerg\] acme_issuer: "dns_hook" is missing for the dns-01 challenge in PREFIX\/nginx\.conf:6/],
+  ['dns-01 without a hook or a responder', 'acme_issuer le {\n  uri https://127.0.0.1/dir;\n  challenge dns-01;\n}', /\[emerg\] acme_issuer: "dns_hook" or "acme_dns_port" is needed for the dns-01 challenge of issuer "le"/],
+  ['acme_dns_port value', 'acme_dns_port 127.0.0.1:99999;', /\[emerg\] "acme_dns_port" directive invalid value/],
   ['duplicate challenge', 'acme_issuer le { uri https://127.0.0.1/dir; challenge http-01; challenge tls-alpn-01; }', /\[emerg\] "challenge" directive is duplicate/],
   ['unknown directive in an issuer', 'acme_issuer le { uri https://127.0.0.1/dir; foo bar; }', /\[emerg\] unknown directive "foo"/],
   ['argument count in an issuer', 'acme_issuer le { uri https://127.0.0.1/dir https://x/; }', /\[emerg\] invalid number of arguments in "uri"/],

@@ -43,6 +43,8 @@ export interface PebbleOptions {
   validitySeconds?: number;
   /** Extra root chains pebble offers as `Link: rel="alternate"` (PEBBLE_ALTERNATE_ROOTS). */
   alternateRoots?: number;
+  /** The DNS server pebble validates with (default: pebble-challtestsrv). */
+  dnsServerPort?: number;
 }
 
 function get(url: string, ca: string): Promise<{ status: number; body: string }> {
@@ -99,7 +101,7 @@ export async function startPebble(opts: PebbleOptions): Promise<Pebble> {
   const dns = spawn('pebble-challtestsrv', ['-dns01', `127.0.0.1:${dnsPort}`, '-http01', '', '-https01', '', '-tlsalpn01', '',
     '-management', `127.0.0.1:${ctsMgmtPort}`, '-defaultIPv4', '127.0.0.1', '-defaultIPv6', ''], { stdio: ['ignore', 'pipe', 'pipe'] });
   collect(dns);
-  const pebble = spawn('pebble', ['-config', path.join(dir, 'pebble.json'), '-dnsserver', `127.0.0.1:${dnsPort}`],
+  const pebble = spawn('pebble', ['-config', path.join(dir, 'pebble.json'), '-dnsserver', `127.0.0.1:${opts.dnsServerPort ?? dnsPort}`],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PEBBLE_VA_NOSLEEP: '1', PEBBLE_ALTERNATE_ROOTS: String(opts.alternateRoots ?? 0) } });
   collect(pebble);
   const procs = [pebble, dns];

@@ -28,8 +28,13 @@ function runHook(hook: string, args: string[]): Promise<void> {
   });
 }
 
+/** The TXT value for a key authorization (RFC 8555 §8.4). */
+export function dnsValue(keyAuthorization: string): string {
+  return b64u(crypto.createHash('sha256').update(keyAuthorization).digest());
+}
+
 export function dns01Solver(hook: string): Solver {
-  const value = (keyAuthorization: string) => b64u(crypto.createHash('sha256').update(keyAuthorization).digest());
+  const value = dnsValue;
   return {
     type: 'dns-01',
     publish: (id, _token, keyAuthorization) => runHook(hook, ['add', dnsRecordName(id), value(keyAuthorization)]),

@@ -18,7 +18,8 @@ import type { ConfNode } from '../../conf/parser.ts';
 import { flagArg, parseSize, parseTime } from '../../conf/values.ts';
 import { resolverForArgs } from '../../upstream/resolver.ts';
 import { coreLoc } from '../core/settings.ts';
-import type { Cycle, WorkerRuntime } from '../../core/cycle.ts';
+import { Cycle } from '../../core/cycle.ts';
+import type { WorkerRuntime } from '../../core/cycle.ts';
 import { sharedZone } from '../../core/shared.ts';
 import type { SharedDocument } from '../../core/shared-document.ts';
 import { runtimeCertificate, setRuntimeCertificate, useCertificateZone } from '../../tls/certificate-registry.ts';
@@ -28,6 +29,7 @@ import { addIdentifier } from '../../acme/identifiers.ts';
 import type { KeySpec } from '../../acme/jws.ts';
 import { AcmeManager } from '../../acme/manager.ts';
 import { http01Answer, HTTP01_PREFIX } from '../../acme/solvers/http-01.ts';
+import { dnsAnswer } from '../../acme/solvers/dns-responder.ts';
 import { certificateFits, orderId, storedCertificate } from '../../acme/state.ts';
 import { certificateStatuses } from '../../acme/status.ts';
 import type { IssuerConf, OrderConf } from '../../acme/state.ts';
@@ -44,6 +46,8 @@ interface AcmeMain {
   requests: Map<ServerConf, { issuer: string; fallbacks: string[]; names: string[]; key: KeySpec; file: string; line: number }>;
   orders: Map<ServerConf, OrderConf>;
   doc?: SharedDocument;
+  /** `acme_dns_port`: the UDP listener answering dns-01 queries. */
+  dnsListener?: string;
 }
 
 const mains = new WeakMap<object, AcmeMain>();
@@ -174,7 +178,6 @@ function acmeIssuer(cf: ConfContext, node: ConfNode): string | void {
   cf.node = outer;
   cf.bodyRead = true;
   if (!d.uri || !new URL(d.uri).host) throw cf.error('acme_issuer: "uri" is missing');
-  if (d.challenge === 'dns-01' && !d.dnsHook) throw cf.error('acme_issuer: "dns_hook" is missing for the dns-01 challenge');
   const issuer: IssuerConf = {
     name, uri: d.uri, accountKey: d.accountKey ?? { type: 'ecdsa', bits: 256 }, challenge: d.challenge ?? 'http-01',
     contacts: d.contacts, commonNameInCsr: d.commonNameInCsr ?? false, eab: d.eab, preferredChain: d.preferredChain, profile: d.profile,
@@ -204,6 +207,20 @@ function acmeSharedZone(cf: ConfContext, node: ConfNode): string | void {
   const name = value.slice(0, colon);
   if (size < MIN_ZONE_SIZE) throw cf.error(`acme_shared_zone: zone ${name} is too small`);
   m.zone = { name, size };
+}
+
+/** `acme_dns_port number | address:number` (Angie's): where the built-in dns-01 responder listens (UDP). */
+function acmeDnsPort(cf: ConfContext, node: ConfNode): string | void {
+  const m = mainOf(cf);
+  if (m.dnsListener) return 'is duplicate';
+  const v = node.args[0];
+  const at = /^(?:(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:.]+\]|[\w.-]+):)?(\d+)$/.exec(v);
+  const port = at ? Number(at[2]) : NaN;
+  if (!at || !(port >= 1 && port <= 65535)) return 'invalid value';
+  const host = (at[1] ?? '0.0.0.0').replace(/^\[|\]$/g, '');
+  const key = `udp:${host.includes(':') ? `[${host}]` : host}:${port}`;
+  Cycle.of(cf).addListener({ key, protocol: 'http', host, port, udp: true });
+  m.dnsListener = key;
 }
 
 function acmeCertificate(cf: ConfContext, node: ConfNode): string | void {
@@ -256,6 +273,11 @@ function postconfiguration(http: HttpMainConf): void {
     m.orders.set(server, { issuer, fallbacks, names, key: req.key, id: orderId(names, req.key) });
   }
   if (!m.issuers.size) return;
+  for (const issuer of m.issuers.values()) {
+    if (issuer.challenge === 'dns-01' && !issuer.dnsHook && !m.dnsListener) {
+      throw new ConfError(`acme_issuer: "dns_hook" or "acme_dns_port" is needed for the dns-01 challenge of issuer "${issuer.name}"`);
+    }
+  }
   // as in nginx-acme, the ACME server's name is looked up with the http block's resolver (else the system's)
   const core = http.level.get(coreLoc);
   const resolver = core.resolverArgs && resolverForArgs(core.resolverArgs, parseTime, core.resolverTimeout);
@@ -323,10 +345,19 @@ async function statusHandler(r: HttpRequest): Promise<number> {
 function initWorker(cycle: Cycle, worker: WorkerRuntime): void {
   const http = httpConf(cycle);
   const m = http && mains.get(http);
-  if (!m?.doc || !m.orders.size || worker.workerId !== 0) return;
+  if (!m?.doc) return;
+  const doc = m.doc;
+  // every worker answers dns-01 queries from the shared zone
+  if (m.dnsListener) {
+    worker.onDatagram(m.dnsListener, (msg, from, socket) => {
+      const answer = dnsAnswer(doc, msg);
+      if (answer) socket.send(answer, from.port, from.address);
+    });
+  }
+  if (!m.orders.size || worker.workerId !== 0) return;
   // servers asking for the same names and key share one certificate
   const orders = new Map([...m.orders.values()].map((o) => [o.id, o]));
-  const manager = new AcmeManager([...orders.values()], m.doc, worker.log);
+  const manager = new AcmeManager([...orders.values()], doc, worker.log);
   manager.start();
   worker.onShutdown(() => manager.stop());
   worker.onClose(() => manager.stop());
@@ -337,6 +368,7 @@ export const acmeModule: HttpModule = {
   directives: [
     { name: 'acme_issuer', contexts: Ctx.HTTP, args: 1, block: true, handler: acmeIssuer },
     { name: 'acme_shared_zone', contexts: Ctx.HTTP, args: 1, handler: acmeSharedZone },
+    { name: 'acme_dns_port', contexts: Ctx.HTTP, args: 1, handler: acmeDnsPort },
     { name: 'acme_certificate', contexts: Ctx.SERVER, args: [1, Infinity], handler: acmeCertificate },
     { name: 'acme_status', contexts: Ctx.LOCATION, args: 0, handler: (cf) => { (cf.data.location as LocationConf).contentHandler = statusHandler; } },
   ],
