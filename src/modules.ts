@@ -36,7 +36,7 @@ import { autoindexModule } from './http/modules/autoindex.ts';
 import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { gatewayModule } from './http/modules/gateway.ts';
-import { acmeModule } from './http/modules/acme.ts';
+import { acmeModule } from './http/modules/acme/index.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
 import { luaModule } from './http/modules/lua/index.ts';
