@@ -1,6 +1,6 @@
 /**
  * What the configuration asks for (issuers and certificate orders, filled
- * by src/http/modules/acme.ts) and what is kept in an issuer's state_path,
+ * by src/http/modules/acme/) and what is kept in an issuer's state_path,
  * as nginx-acme keeps it: `account.key`, and `<order>.crt` / `<order>.key`
  * per certificate, reused at start when the key matches the certificate —
  * so a restart while the CA is down keeps serving.
