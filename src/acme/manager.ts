@@ -10,7 +10,8 @@
  * state path and to the run-time certificate registry, from which every
  * worker serves it at its next handshake. A reload stops this manager and
  * starts the next one, which finds the valid certificates and only
- * schedules their renewal.
+ * schedules their renewal; an order under way is finished, not placed
+ * again.
  */
 import type crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -35,6 +36,9 @@ const DAY = 86_400_000;
 /** setTimeout's limit; longer waits are taken in steps. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** Orders under way in this thread, by certificate. */
+const ordering = new Map<string, Promise<void>>();
+
 const iso = (ms: number): string => new Date(ms).toISOString();
 
 function jitter(ms: number, span: number): number {
@@ -52,7 +56,7 @@ export class AcmeManager {
   private readonly orders: OrderConf[];
   private readonly doc: SharedDocument;
   private readonly log: ErrorLog;
-  private readonly abort = new AbortController();
+  private stopped = false;
   private readonly timers = new Map<OrderConf, NodeJS.Timeout>();
   private readonly renewAt = new Map<OrderConf, number>();
   /** Which issuer the certificate served for an order came from. */
@@ -108,7 +112,7 @@ export class AcmeManager {
       const id = certId(leaf);
       if (!dir.renewalInfo || !id) return this.schedule(order, fallback - Date.now(), 'order');
       const info = await fetchRenewalInfo(client, dir.renewalInfo, id);
-      if (this.abort.signal.aborted) return;
+      if (this.stopped) return;
       const at = info.start + Math.random() * (info.end - info.start);
       this.renewAt.set(order, at);
       this.log.notice(`acme: renewal information for "${order.id}": window ${iso(info.start)} to ${iso(info.end)}, renewal at ${iso(Math.max(at, Date.now()))}`);
@@ -116,7 +120,7 @@ export class AcmeManager {
       if (at <= Date.now() + info.pollMs) this.schedule(order, at - Date.now(), 'order');
       else this.schedule(order, info.pollMs, 'renewal-info');
     } catch (err) {
-      if (this.abort.signal.aborted) return;
+      if (this.stopped) return;
       this.log.warn(`acme: cannot get renewal information for "${order.id}" from issuer "${this.issuedBy(order).name}": ${(err as Error).message}`);
       this.schedule(order, fallback - Date.now(), 'order');
     }
@@ -136,15 +140,20 @@ export class AcmeManager {
     }
   }
 
+  /**
+   * Nothing more is scheduled; an order under way finishes and installs its
+   * certificate (as good for the next configuration, whose manager waits
+   * for it instead of ordering again).
+   */
   stop(): void {
-    this.abort.abort(new Error('stopped'));
+    this.stopped = true;
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
   }
 
   /** The order's next step (one at a time): an order, or asking the renewal information. */
   private schedule(order: OrderConf, delay: number, step: 'order' | 'renewal-info'): void {
-    if (this.abort.signal.aborted) return;
+    if (this.stopped) return;
     clearTimeout(this.timers.get(order));
     const at = Date.now() + Math.max(0, delay);
     const arm = () => {
@@ -174,9 +183,26 @@ export class AcmeManager {
     return c;
   }
 
-  /** Orders from the issuer, then from each fallback in turn; all failing, the next attempt is backed off. */
+  /** One order at a time per certificate in this thread, across reloads: a later manager waits for the one under way. */
   private async run(order: OrderConf): Promise<void> {
-    const signal = this.abort.signal;
+    const prior = ordering.get(order.id);
+    if (prior) {
+      await prior;
+      const leaf = this.currentLeaf(order);
+      if (this.stopped) return;
+      if (leaf) return this.serving(order, leaf, 'is');
+    }
+    const work = this.attempt(order);
+    ordering.set(order.id, work);
+    try {
+      await work;
+    } finally {
+      if (ordering.get(order.id) === work) ordering.delete(order.id);
+    }
+  }
+
+  /** Orders from the issuer, then from each fallback in turn; all failing, the next attempt is backed off. */
+  private async attempt(order: OrderConf): Promise<void> {
     const issuers = [order.issuer, ...order.fallbacks];
     let last: Error | undefined;
     for (const [i, issuer] of issuers.entries()) {
@@ -184,7 +210,6 @@ export class AcmeManager {
         await this.orderFrom(order, issuer);
         return;
       } catch (err) {
-        if (signal.aborted) return;
         last = err as Error;
         const next = issuers[i + 1];
         if (next) this.log.error(`acme: cannot obtain certificate "${order.id}" from issuer "${issuer.name}": ${last.message}; trying issuer "${next.name}"`);
@@ -213,8 +238,7 @@ export class AcmeManager {
       commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),
       replaces: renewing && this.issuedBy(order) === issuer ? certId(renewing) : undefined,
     };
-    const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, this.abort.signal, options);
-    if (this.abort.signal.aborted) return;
+    const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, options);
     const leaf = certificateFits(cert, order.names);
     if (!leaf) throw new AcmeError('the issued certificate does not cover the names or match the key');
     try {

@@ -18,17 +18,12 @@ const POLL_LIMIT_MS = 60_000;
 /** A Retry-After longer than this is a rate limit: the order fails and is retried later. */
 const INLINE_RETRY_MAX_MS = 60_000;
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(() => { signal.removeEventListener('abort', stop); resolve(); }, ms);
-    const stop = () => { clearTimeout(t); reject(signal.reason); };
-    signal.addEventListener('abort', stop, { once: true });
-  });
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** Fetches `url` until its status leaves `pending`/`processing` (POST-as-GET). */
-async function poll(client: AcmeClient, url: string, signal: AbortSignal, first?: AcmeResponse): Promise<Record<string, unknown>> {
+async function poll(client: AcmeClient, url: string, first?: AcmeResponse): Promise<Record<string, unknown>> {
   const deadline = Date.now() + POLL_LIMIT_MS;
   let res = first ?? await client.post(url, undefined);
   let [a, b] = [250, 500];
@@ -39,7 +34,7 @@ async function poll(client: AcmeClient, url: string, signal: AbortSignal, first?
       if (res.retryAfter > INLINE_RETRY_MAX_MS) throw new AcmeError(`${url}: the CA asks to retry after ${Math.round(res.retryAfter / 1000)}s`, undefined, res.retryAfter);
       wait = Math.max(wait, res.retryAfter);
     }
-    await sleep(wait, signal);
+    await sleep(wait);
     [a, b] = [b, a + b];
     res = await client.post(url, undefined);
   }
@@ -72,7 +67,7 @@ export interface OrderOptions {
 }
 
 export async function orderCertificate(
-  client: AcmeClient, names: string[], makeKey: () => crypto.KeyObject, solver: Solver, signal: AbortSignal,
+  client: AcmeClient, names: string[], makeKey: () => crypto.KeyObject, solver: Solver,
   { commonName, preferredChain, notice, replaces }: OrderOptions,
 ): Promise<OrderResult> {
   const dir = await client.directory();
@@ -104,17 +99,17 @@ export async function orderCertificate(
     await solver.publish(authz.identifier, challenge.token, keyAuthorization);
     try {
       if (challenge.status === 'pending') await client.post(challenge.url, {});
-      const final = await poll(client, authzUrl, signal);
+      const final = await poll(client, authzUrl);
       if (final.status !== 'valid') throw new AcmeError(`authorization for "${authz.identifier.value}" failed: ${problem(final)}`);
     } finally {
       await Promise.resolve(solver.remove(authz.identifier, challenge.token, keyAuthorization)).catch(() => undefined);
     }
   }
-  let state = await poll(client, orderUrl, signal);
+  let state = await poll(client, orderUrl);
   const key = makeKey();
   if (state.status === 'ready') {
     const csr = createCsr(key, names, commonName);
-    state = await poll(client, orderUrl, signal, await client.post(order.finalize, { csr: b64u(csr) }));
+    state = await poll(client, orderUrl, await client.post(order.finalize, { csr: b64u(csr) }));
   }
   if (state.status !== 'valid' || typeof state.certificate !== 'string') throw new AcmeError(`order failed: ${problem(state)}`);
   const certPem = await downloadChain(client, state.certificate, preferredChain);

@@ -25,6 +25,9 @@ export interface FakeCa {
 
 export interface FakeCaOptions {
   profiles?: Record<string, string>;
+  /** Finalize is answered only once this settles (`onFinalize` is told when one waits). */
+  holdFinalize?: Promise<void>;
+  onFinalize?: () => void;
   /** Offer renewal information (RFC 9773): the suggested window for a certID, and a Retry-After in seconds. */
   renewalInfo?: (id: string) => { start: Date; end: Date; retryAfter?: number };
 }
@@ -70,12 +73,18 @@ export async function startFakeCa(opts: FakeCaOptions = {}): Promise<FakeCa> {
           return send(201, order(orders.length - 1), { location: `${base}/order/${orders.length - 1}` });
         case 'order': return send(200, order(id));
         case 'finalize': {
-          const csr = path.join(dir, `${id}.csr`);
-          fs.writeFileSync(csr, Buffer.from(payload!.csr as string, 'base64url'));
-          const pem = execFileSync('openssl', ['x509', '-req', '-inform', 'DER', '-in', csr, '-CA', path.join(dir, 'ca.pem'), '-CAkey', path.join(dir, 'ca.key'),
-            '-days', '1', '-copy_extensions', 'copy', '-extfile', path.join(dir, 'ext.cnf'), '-set_serial', String(1000 + id)], { encoding: 'latin1' });
-          certs.set(id, pem);
-          return send(200, order(id));
+          const finalize = () => {
+            const csr = path.join(dir, `${id}.csr`);
+            fs.writeFileSync(csr, Buffer.from(payload!.csr as string, 'base64url'));
+            const pem = execFileSync('openssl', ['x509', '-req', '-inform', 'DER', '-in', csr, '-CA', path.join(dir, 'ca.pem'), '-CAkey', path.join(dir, 'ca.key'),
+              '-days', '1', '-copy_extensions', 'copy', '-extfile', path.join(dir, 'ext.cnf'), '-set_serial', String(1000 + id)], { encoding: 'latin1' });
+            certs.set(id, pem);
+            send(200, order(id));
+          };
+          if (!opts.holdFinalize) return finalize();
+          opts.onFinalize?.();
+          void opts.holdFinalize.then(finalize);
+          return;
         }
         case 'cert': return send(200, certs.get(id)!, { 'content-type': 'application/pem-certificate-chain' });
       }

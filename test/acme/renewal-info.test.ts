@@ -69,3 +69,41 @@ http {
   assert.ok(at > Date.now() + 29 * day);
   assert.equal(ca.orders.length, 2);
 });
+
+test('a reload while the first certificate is being ordered waits for that order instead of placing another', { timeout: 60_000 }, async (t) => {
+  let release!: () => void;
+  let finalizing!: () => void;
+  const finalizeAsked = new Promise<void>((r) => { finalizing = r; });
+  const ca = await startFakeCa({ holdFinalize: new Promise<void>((r) => { release = r; }), onFinalize: () => finalizing() });
+  t.after(() => { release(); return ca.stop(); });
+  const [tlsPort] = await freePorts(1);
+  const srv = await startGatehouse({
+    conf: `
+events {}
+http {
+    acme_issuer fake { uri ${ca.url}; state_path off; }
+    server {
+        listen 127.0.0.1:${tlsPort} ssl;
+        server_name reload.test;
+        acme_certificate fake;
+        ssl_certificate $acme_certificate;
+        ssl_certificate_key $acme_certificate_key;
+    }
+}
+`,
+  });
+  t.after(() => srv.stop());
+  await finalizeAsked;
+  const from = srv.logSize();
+  await srv.reload();
+  // the new configuration's manager has started (it finds no certificate yet)
+  await srv.waitForLog('error.log', /acme: no certificate for "reload\.test" from issuer "fake" yet/, 15_000, from);
+  release();
+  const served = await waitFor('the certificate of the first order', async () => {
+    const p = await servedCertificate(tlsPort, 'reload.test');
+    return p.issuer.CN === 'Fake ACME CA' ? p : undefined;
+  }, 30_000);
+  assert.equal(served.serialNumber, '03E8');
+  await srv.waitForLog('error.log', /acme: certificate "reload\.test-[0-9a-f]+" is valid until/, 15_000, from);
+  assert.equal(ca.orders.length, 1);
+});
