@@ -72,9 +72,8 @@ export class AcmeManager {
 
   start(): void {
     for (const order of this.orders) {
-      const current = runtimeCertificate(order.id);
-      const leaf = current && certificateFits(current, order.names);
-      if (leaf && Date.parse(leaf.validTo) > Date.now()) {
+      const leaf = this.currentLeaf(order);
+      if (leaf) {
         this.serving(order, leaf, 'is');
       } else {
         this.log.error(`acme: no certificate for "${order.names.join(' ')}" from issuer "${order.issuer.name}" yet, serving a self-signed placeholder until it is issued`);
@@ -85,7 +84,7 @@ export class AcmeManager {
   }
 
   /** A valid certificate is served: log it, publish its status, schedule its renewal (asking the CA's renewal information first). */
-  private serving(order: OrderConf, leaf: crypto.X509Certificate, verb: string): void {
+  private serving(order: OrderConf, leaf: crypto.X509Certificate, verb: 'is' | 'issued'): void {
     const from = Date.parse(leaf.validFrom);
     const to = Date.parse(leaf.validTo);
     const renew = renewalTime(from, to);
