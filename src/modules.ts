@@ -47,6 +47,7 @@ import { realipModule } from './http/modules/realip.ts';
 import { emptyGifModule } from './http/modules/empty-gif.ts';
 import { stubStatusModule } from './http/modules/stub-status.ts';
 import { gatewayModule } from './http/modules/gateway.ts';
+import { acmeModule } from './http/modules/acme/index.ts';
 import { refererModule } from './http/modules/referer.ts';
 import { secureLinkModule } from './http/modules/secure-link.ts';
 import { splitClientsModule } from './http/modules/split-clients.ts';
@@ -126,6 +127,7 @@ export const modules: CycleModule[] = [
   echoModule,
   headersMoreModule,
   setMiscModule,
+  acmeModule,
   // stream {}: TCP proxying (src/stream)
   streamCoreModule,
   streamLogModule,

@@ -133,6 +133,22 @@ const DIGEST = 0x10000;
  * A hash table in a shared zone. Every method except lock/unlock expects
  * the caller to hold the lock (nginx's ngx_shmtx_lock around its tree work).
  */
+/** A futex mutex in `a[at]` (0 free, 1 held, 2 held with waiters): no syscall unless contended. */
+export function futexLock(a: Int32Array, at: number): void {
+  let c = Atomics.compareExchange(a, at, 0, 1);
+  if (c === 0) return;
+  do {
+    if (c === 2 || Atomics.compareExchange(a, at, 1, 2) !== 0) Atomics.wait(a, at, 2, 10);
+  } while ((c = Atomics.compareExchange(a, at, 0, 2)) !== 0);
+}
+
+export function futexUnlock(a: Int32Array, at: number): void {
+  if (Atomics.sub(a, at, 1) !== 1) {
+    Atomics.store(a, at, 0);
+    Atomics.notify(a, at, 1);
+  }
+}
+
 export class SharedTable {
   readonly capacity: number;
   /** The slots' values: `f64[values(slot) + i]`, i < 3. */
@@ -160,21 +176,12 @@ export class SharedTable {
     this.capacity = Math.floor((buf.byteLength - this.slotsAt) / SLOT_BYTES);
   }
 
-  /** A futex mutex (0 free, 1 held, 2 held with waiters): no syscall unless contended. */
   lock(): void {
-    const a = this.i32;
-    let c = Atomics.compareExchange(a, H_LOCK, 0, 1);
-    if (c === 0) return;
-    do {
-      if (c === 2 || Atomics.compareExchange(a, H_LOCK, 1, 2) !== 0) Atomics.wait(a, H_LOCK, 2, 10);
-    } while ((c = Atomics.compareExchange(a, H_LOCK, 0, 2)) !== 0);
+    futexLock(this.i32, H_LOCK);
   }
 
   unlock(): void {
-    if (Atomics.sub(this.i32, H_LOCK, 1) !== 1) {
-      Atomics.store(this.i32, H_LOCK, 0);
-      Atomics.notify(this.i32, H_LOCK, 1);
-    }
+    futexUnlock(this.i32, H_LOCK);
   }
 
   /** Index into `f64` of the slot's first value. */

@@ -25,6 +25,8 @@ export const LAYERS: Layer[] = [
   { name: 'stream engine', tier: 3, paths: ['src/stream/'] },
   // the Lua VM and its ngx.* API: below the modules that hook it into phases (style.md)
   { name: 'lua', tier: 3, paths: ['src/lua/'] },
+  // the ACME protocol client (nginx-acme's src/acme): below ngx_http_acme_module (src/http/modules/acme/), which configures it
+  { name: 'acme', tier: 3, paths: ['src/acme/'] },
   { name: 'http modules', tier: 4, paths: ['src/http/modules/'] },
   { name: 'stream modules', tier: 4, paths: ['src/stream/modules/'] },
   // the gateway's control plane (Admin API, stores, schemas, plugins): the gateway module loads it

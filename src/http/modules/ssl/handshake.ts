@@ -24,6 +24,7 @@ import type { ClientHello } from '../../../tls/client-hello.ts';
 import type { ServerTls } from '../../../tls/server-tls.ts';
 import type { TlsConnection } from '../../../tls/connection-info.ts';
 import { CertLoadError } from '../../../tls/certificates.ts';
+import { ACME_TLS_ALPN, alpnChallengeContext } from '../../../tls/certificate-registry.ts';
 import { sessionHub } from '../../../tls/sessions.ts';
 import { verifyClient } from '../../../tls/verify.ts';
 import type { HandshakeChoice } from '../../../tls/handshake-choice.ts';
@@ -124,6 +125,8 @@ function refuse(socket: Socket, alert: number): void {
 }
 
 function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, hello: ClientHello | undefined): void {
+  const challenge = alpnChallengeContext(hello);
+  if (challenge) return answerAlpnChallenge(socket, challenge);
   const addr = server.addr;
   const { server: named, matched } = serverBySni(addr, hello?.serverName);
   // a server block without certificates keeps the default server's context, as in nginx
@@ -214,6 +217,16 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
       // cache through tlsSocket.server, which node:http replaces: hand over after them
       setImmediate(handOff);
     });
+  });
+}
+
+/** RFC 8737: an ACME validator's handshake gets the challenge certificate, and the connection ends there. */
+function answerAlpnChallenge(socket: Socket, context: tls.SecureContext): void {
+  const tlsSocket = new tls.TLSSocket(socket, { isServer: true, secureContext: context, ALPNProtocols: [ACME_TLS_ALPN] });
+  tlsSocket.on('error', () => tlsSocket.destroy());
+  tlsSocket.once('secure', () => {
+    socket.setTimeout(0);
+    tlsSocket.end();
   });
 }
 
