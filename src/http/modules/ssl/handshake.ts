@@ -88,8 +88,7 @@ function acceptCleartext(server: AddressServer, conn: HttpConnection, socket: So
     socket.setTimeout(0);
     socket.pause();
     if (!preface) return server.serve(conn, socket, buffered);
-    socket.unshift(buffered);
-    serveHttp2(server, conn, socket, server.addr.defaultServer);
+    serveHttp2(server, conn, socket, server.addr.defaultServer, buffered);
   };
   const onEnd = () => socket.destroy();
   socket.on('data', onData);
