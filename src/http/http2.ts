@@ -129,10 +129,12 @@ export function serveHttp2(server: AddressServer, conn: HttpConnection, socket: 
   session.setLocalWindowSize(MAX_WINDOW);
   const h2conn = new Http2Connection(session, conn, named);
   sessions.set(conn, h2conn);
+  const headSettings = server.headContext.settings(named);
   const ctx: StreamContext = {
     server,
     conn,
-    underscores: server.headContext.settings(named).underscores,
+    underscores: headSettings.underscores,
+    maxHeaders: headSettings.maxHeaders,
   };
   session.on('error', () => session.destroy());
   session.on('close', () => { if (!socket.destroyed) socket.destroy(); });

@@ -95,15 +95,22 @@ export class FrameClient {
     socket.on('close', () => { this.closed = true; this.waiter?.(); });
   }
 
-  /** Connects; over TLS with ALPN h2. Nothing is sent. */
-  static async connect(port: number, secure = false): Promise<FrameClient> {
-    const socket = secure
-      ? tls.connect({ port, host: '127.0.0.1', ALPNProtocols: ['h2'], rejectUnauthorized: false, servername: 'localhost' })
-      : net.connect(port, '127.0.0.1');
+  /** Connects; over TLS with ALPN h2; `proxy` (a PROXY protocol header) goes first, before TLS. Nothing else is sent. */
+  static async connect(port: number, secure = false, proxy?: string): Promise<FrameClient> {
+    let socket = net.connect(port, '127.0.0.1');
     await new Promise<void>((resolve, reject) => {
-      socket.once(secure ? 'secureConnect' : 'connect', () => resolve());
+      socket.once('connect', () => resolve());
       socket.once('error', reject);
     });
+    if (proxy) socket.write(proxy);
+    if (secure) {
+      const plain = socket;
+      socket = tls.connect({ socket: plain, ALPNProtocols: ['h2'], rejectUnauthorized: false, servername: 'localhost' });
+      await new Promise<void>((resolve, reject) => {
+        socket.once('secureConnect', () => resolve());
+        socket.once('error', reject);
+      });
+    }
     return new FrameClient(socket);
   }
 

@@ -28,6 +28,8 @@ export interface StreamContext {
   conn: HttpConnection;
   /** underscores_in_headers of the connection's server. */
   underscores: boolean;
+  /** max_headers of the connection's server. */
+  maxHeaders: number;
 }
 
 /**
@@ -36,9 +38,10 @@ export interface StreamContext {
  * the header block as sent. Names of fields dropped for their `_` go to
  * `dropped` (nginx logs each at info level).
  */
-function requestHeaders(raw: string[], underscores: boolean, dropped: string[]): { list: string[]; size: number; host: string | undefined } {
+function requestHeaders(raw: string[], underscores: boolean, dropped: string[]): { list: string[]; size: number; host: string | undefined; fields: number } {
   const list: string[] = [];
   let size = 0;
+  let fields = 0;
   let cookie = -1;
   let host: string | undefined;
   let authority: string | undefined;
@@ -50,6 +53,7 @@ function requestHeaders(raw: string[], underscores: boolean, dropped: string[]):
       if (name === ':authority') authority = value;
       continue;
     }
+    fields++;
     if (!underscores && name.includes('_')) {
       dropped.push(`client sent invalid header: "${name}"`);
       continue;
@@ -68,12 +72,12 @@ function requestHeaders(raw: string[], underscores: boolean, dropped: string[]):
     host = authority;
     list.unshift('host', authority);
   }
-  return { list, size, host };
+  return { list, size, host, fields };
 }
 
 /** The request head as nginx reads an HTTP/2 request: host from :authority or Host, the server by it. */
 function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: string | undefined, ua: string | undefined,
-  headerBytes: number, ended: boolean): RequestHead {
+  headerBytes: number, fields: number, ended: boolean): RequestHead {
   const addr = ctx.server.addr;
   const head = new RequestHead(addr.defaultServer);
   head.method = headers[':method'] ?? 'GET';
@@ -103,6 +107,17 @@ function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: 
   const m = selectServer(addr, valid);
   head.server = m.server;
   head.match = m;
+  // ngx_http_v2_state_process_header counts the fields as they come, then ngx_http_process_request_header
+  if (fields > ctx.maxHeaders) {
+    head.error = 400;
+    head.errorLog = 'client sent too many header lines';
+    return head;
+  }
+  if (head.method === 'TRACE') {
+    head.error = 405;
+    head.errorLog = 'client sent TRACE method';
+    return head;
+  }
   const cl = headers['content-length'];
   if (cl !== undefined) head.contentLength = Number(cl);
   // a body of unannounced length is read as nginx reads a chunked one (client_max_body_size as it arrives)
@@ -124,9 +139,9 @@ export function startStream(ctx: StreamContext, stream: http2.ServerHttp2Stream,
   rawHeaders: string[], onClose: (r: HttpRequest) => void): HttpRequest {
   const ended = stream.readableEnded || (stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true;
   const dropped: string[] = [];
-  const { list, size, host } = requestHeaders(rawHeaders, ctx.underscores, dropped);
+  const { list, size, host, fields } = requestHeaders(rawHeaders, ctx.underscores, dropped);
   const ua = headers['user-agent'];
-  const head = readHead(ctx, headers, host, typeof ua === 'string' ? ua : undefined, size, ended);
+  const head = readHead(ctx, headers, host, typeof ua === 'string' ? ua : undefined, size, fields, ended);
   if (dropped.length) head.dropped = dropped;
   const conn = ctx.conn;
   conn.requests++;
