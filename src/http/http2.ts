@@ -88,11 +88,15 @@ class Http2Connection {
   }
 }
 
-/** Graceful shutdown of an HTTP/2 connection (GOAWAY); false when `conn` is not one. */
+/**
+ * Graceful shutdown of an HTTP/2 connection: GOAWAY now, naming the last
+ * stream taken (later ones are refused), and the open streams finish; false
+ * when `conn` is not one.
+ */
 export function shutdownHttp2(conn: HttpConnection): boolean {
   const h2 = sessions.get(conn);
   if (!h2) return false;
-  if (h2.live.size === 0) h2.goAway();
+  h2.goAway();
   return true;
 }
 

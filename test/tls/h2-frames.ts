@@ -56,8 +56,10 @@ export function headerBlock(fields: Array<[string, string]>): Buffer {
 }
 
 /** A GET (or another method) on `stream`, END_STREAM unless a body follows. */
-export function request(stream: number, path: string, opts: { method?: string; extra?: Array<[string, string]>; body?: boolean } = {}): Buffer {
-  const block = headerBlock([[':method', opts.method ?? 'GET'], [':scheme', 'http'], [':path', path], [':authority', 'localhost'], ...(opts.extra ?? [])]);
+export function request(stream: number, path: string,
+  opts: { method?: string; authority?: string; extra?: Array<[string, string]>; body?: boolean } = {}): Buffer {
+  const block = headerBlock([[':method', opts.method ?? 'GET'], [':scheme', 'http'], [':path', path], [':authority', opts.authority ?? 'localhost'],
+    ...(opts.extra ?? [])]);
   return frame(HEADERS, END_HEADERS | (opts.body ? 0 : END_STREAM), stream, block);
 }
 

@@ -21,6 +21,7 @@ import { parseTarget, parseUri } from '../uri.ts';
 import { selectServer } from '../virtual-server.ts';
 import { Http2Sink } from './response.ts';
 import { fieldSize } from './wire-size.ts';
+import { http2Srv } from './module.ts';
 
 /** Per connection: the server block whose settings apply to request heads (the SNI one on TLS). */
 export interface StreamContext {
@@ -107,6 +108,12 @@ function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: 
   const m = selectServer(addr, valid);
   head.server = m.server;
   head.match = m;
+  // a Host naming a server block without HTTP/2 (another than the connection's, as SNI or the address chose it)
+  if (m.server !== addr.defaultServer && !addr.http2 && m.server.level.get(http2Srv).enable !== true) {
+    head.error = 421;
+    head.errorLog = 'client attempted to request the server name for which the negotiated protocol is disabled';
+    return head;
+  }
   // ngx_http_v2_state_process_header counts the fields as they come, then ngx_http_process_request_header
   if (fields > ctx.maxHeaders) {
     head.error = 400;
@@ -145,9 +152,10 @@ export function startStream(ctx: StreamContext, stream: http2.ServerHttp2Stream,
   if (dropped.length) head.dropped = dropped;
   const conn = ctx.conn;
   conn.requests++;
-  const sink = new Http2Sink(stream, head.method === 'HEAD');
+  // (http2_chunk_size of the location the request ends up in)
+  const sink = new Http2Sink(stream, head.method === 'HEAD', (): number => r.level.get(http2Srv).chunkSize);
   const body = new RequestBodySource({ pause: () => stream.pause(), resume: () => stream.resume() });
-  const r = new HttpRequest(conn, ctx.server.main, head.server, head, list, sink, body);
+  const r: HttpRequest = new HttpRequest(conn, ctx.server.main, head.server, head, list, sink, body);
   stream.on('error', () => stream.destroy());
   stream.on('data', (chunk: Buffer) => { if (!body.push(chunk)) stream.pause(); });
   stream.once('end', () => body.end());
