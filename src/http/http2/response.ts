@@ -224,7 +224,8 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
   get bytesSent(): number {
     if (this.headFrameBytes === 0) return 0;
     const body = this.bodyBytesSent;
-    const frameSize = this.stream.session?.remoteSettings.maxFrameSize ?? 16384;
+    // (DATA frames of http2_chunk_size, within the peer's frame size and node:http2's 16k)
+    const frameSize = Math.min(Math.max(1, this.chunkSize()), this.stream.session?.remoteSettings.maxFrameSize ?? 16384, 16384);
     return this.headFrameBytes + body + FRAME_HEADER_SIZE * Math.ceil(body / frameSize);
   }
 
