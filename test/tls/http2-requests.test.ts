@@ -1,6 +1,7 @@
 /**
  * What nginx's HTTP/2 layer checks on a request before it runs, and the
- * PROXY protocol in front of HTTP/2: a TRACE is 405, more fields than
+ * PROXY protocol in front of HTTP/2: a method that is not upper-case
+ * letters, `_` and `-` is 400, a TRACE is 405, more fields than
  * max_headers are 400 (HTTP/1.x answers 494 there, HTTP/2 400), and on a
  * `listen … proxy_protocol` address the PROXY header may precede the
  * HTTP/2 preface (prior knowledge) or the TLS handshake (h2 by ALPN, and
@@ -30,6 +31,12 @@ http {
         http2 on;
         max_headers 3;
         location / { return 200 "ok"; }
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8082%%;
+        http2 on;
+        error_page 400 /close;
+        location /close { return 444; }
     }
     server {
         listen 127.0.0.1:%%PORT_8081%% proxy_protocol;
@@ -70,6 +77,13 @@ async function exchange(c: FrameClient, req: Buffer): Promise<{ status: number |
 test('TRACE is not allowed over HTTP/2', async () => {
   const res = await exchange(await FrameClient.connect(srv.port(8080)), request(1, '/', { method: 'TRACE' }));
   assert.match(res.body, /<title>405 Not Allowed<\/title>/);
+});
+
+test('a method with other than upper-case letters, _ and - is 400; error_page 400 with return 444 resets the stream', async () => {
+  const res = await exchange(await FrameClient.connect(srv.port(8080)), request(1, '/', { method: 'foo' }));
+  assert.equal(res.status, 400);
+  const closed = await exchange(await FrameClient.connect(srv.port(8082)), request(1, '/', { method: 'foo' }));
+  assert.deepEqual(closed.frames.map((f) => f.type), [RST_STREAM]);
 });
 
 test('max_headers counts the fields of an HTTP/2 request, pseudo-headers aside', async () => {

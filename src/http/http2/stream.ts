@@ -88,6 +88,12 @@ function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: 
   head.line = `${head.method} ${head.target} HTTP/2.0`;
   head.length = headerBytes;
   head.userAgentValue = ua;
+  // ngx_http_v2_parse_method: upper-case letters, '_' and '-'
+  if (!/^[A-Z_-]+$/.test(head.method)) {
+    head.error = 400;
+    head.errorLog = `client sent invalid method: "${head.method}"`;
+    return head;
+  }
   const target = parseTarget(head.target);
   const parsed = target ? parseUri(head.target, true, ctx.server.headContext.mergeSlashes) : undefined;
   if (!target || !parsed) {
