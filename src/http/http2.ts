@@ -11,6 +11,7 @@
  */
 import http2 from 'node:http2';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import type { AddressServer } from './address-server.ts';
 import type { HttpConnection } from './connection.ts';
@@ -19,6 +20,7 @@ import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { http2Srv, HTTP2_DEFAULTS } from './http2/module.ts';
 import type { HttpRequest } from './request.ts';
 import { startStream } from './http2/stream.ts';
+import { FirstSettingsShim, startsWithSettings } from './http2/first-settings.ts';
 import type { StreamContext } from './http2/stream.ts';
 
 /** Whether ALPN offers `h2` for a handshake that selected `server` on `addr`, or a plain address takes the preface. */
@@ -86,22 +88,39 @@ class Http2Connection {
   }
 }
 
-/** Graceful shutdown of an HTTP/2 connection (GOAWAY); false when `conn` is not one. */
+/**
+ * Graceful shutdown of an HTTP/2 connection: GOAWAY now, naming the last
+ * stream taken (later ones are refused), and the open streams finish; false
+ * when `conn` is not one.
+ */
 export function shutdownHttp2(conn: HttpConnection): boolean {
   const h2 = sessions.get(conn);
   if (!h2) return false;
-  if (h2.live.size === 0) h2.goAway();
+  h2.goAway();
   return true;
 }
 
 /** Serves HTTP/2 on a TLS socket that negotiated `h2`, or a plain one that sent the HTTP/2 preface (h2c). */
-export function serveHttp2(server: AddressServer, conn: HttpConnection, socket: Socket, named: ServerConf): void {
+export function serveHttp2(server: AddressServer, conn: HttpConnection, socket: Socket, named: ServerConf, head?: Buffer): void {
   conn.socket = socket;
+  if (head === undefined) {
+    // TLS: the client's first bytes tell whether it starts with SETTINGS (see first-settings.ts)
+    socket.setTimeout(named.level.get(coreLoc).keepaliveTimeout, () => socket.destroy());
+    socket.once('data', (chunk: Buffer) => {
+      socket.setTimeout(0);
+      socket.pause();
+      serveHttp2(server, conn, socket, named, chunk);
+    });
+    return;
+  }
   // a server-side TLS socket keeps `secureConnecting` set (only clients get 'secureConnect'),
   // which would make node:http2 wait for that event forever before reading
   (socket as TLSSocket & { secureConnecting: boolean }).secureConnecting = false;
+  let transport: Duplex = socket;
+  if (startsWithSettings(head)) socket.unshift(head);
+  else transport = new FirstSettingsShim(socket, head);
   const h2 = named.level.get(http2Srv);
-  const session = http2.performServerHandshake(socket, {
+  const session = http2.performServerHandshake(transport, {
     settings: {
       maxConcurrentStreams: h2.maxConcurrentStreams,
       initialWindowSize: h2.bodyPrereadSize,
@@ -114,10 +133,12 @@ export function serveHttp2(server: AddressServer, conn: HttpConnection, socket: 
   session.setLocalWindowSize(MAX_WINDOW);
   const h2conn = new Http2Connection(session, conn, named);
   sessions.set(conn, h2conn);
+  const headSettings = server.headContext.settings(named);
   const ctx: StreamContext = {
     server,
     conn,
-    underscores: server.headContext.settings(named).underscores,
+    underscores: headSettings.underscores,
+    maxHeaders: headSettings.maxHeaders,
   };
   session.on('error', () => session.destroy());
   session.on('close', () => { if (!socket.destroyed) socket.destroy(); });

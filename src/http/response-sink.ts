@@ -54,6 +54,8 @@ export interface ResponseSink extends BodySink {
   writeContinue(): void;
   /** Trailers sent after the body (add_trailer): name/value pairs. */
   setTrailers(trailers: string[]): void;
+  /** Trailers may follow the body (nginx's r->expect_trailers), told before the head is sent: HTTP/2 ends the stream after them, not with the last DATA. */
+  expectTrailers?(): void;
   /** Ends the response without completing it: the connection (or stream) is dropped. */
   abort(): void;
 

@@ -5,7 +5,14 @@
  * - connection-specific headers are never sent (Connection, Keep-Alive,
  *   Transfer-Encoding, Upgrade, and TE other than `trailers`);
  * - the stream counts its own bytes ($bytes_sent, $body_bytes_sent): the
- *   socket is shared by every stream, so its counter says nothing about one.
+ *   socket is shared by every stream, so its counter says nothing about one;
+ * - DATA frames are http2_chunk_size long (nghttp2 fills a frame with all a
+ *   stream has queued, so the body is handed over one such piece at a time,
+ *   the next once the last went out); a body that fits one piece goes out
+ *   with END_STREAM on its DATA frame unless trailers may follow
+ *   (add_trailer), as in nginx. (After several pieces node:http2 ends the
+ *   stream only once the last one went out: an empty DATA frame then
+ *   carries END_STREAM.)
  */
 import { EventEmitter } from 'node:events';
 import http2 from 'node:http2';
@@ -13,6 +20,9 @@ import type { ServerHttp2Stream } from 'node:http2';
 import { SinkListeners } from '../response-sink.ts';
 import type { ResponseSink } from '../response-sink.ts';
 import { fieldSize, FRAME_HEADER_SIZE } from './wire-size.ts';
+
+/** Body bytes a response may queue beyond the piece with the stream before its writer is told to wait. */
+const QUEUE_LIMIT = 64 * 1024;
 
 const CONNECTION_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 
@@ -39,16 +49,25 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
   private trailers: string[] | undefined;
   private noBody = false;
   private readonly headRequest: boolean;
+  private readonly chunkSize: () => number;
+  /** Body bytes not yet handed to the stream; a piece is with the stream; end() was called. */
+  private queued: Buffer[] = [];
+  private queuedBytes = 0;
+  private writing = false;
+  private ending = false;
+  private wantsDrain = false;
+  /** Trailers may follow the body: the stream waits for them instead of ending with the last DATA. */
+  private trailersExpected = false;
   private streamFinished = false;
   headersSent = false;
   ended = false;
   finished = false;
 
-  constructor(stream: ServerHttp2Stream, headRequest: boolean) {
+  constructor(stream: ServerHttp2Stream, headRequest: boolean, chunkSize: () => number) {
     super();
     this.stream = stream;
     this.headRequest = headRequest;
-    stream.on('drain', () => this.fireDrain());
+    this.chunkSize = chunkSize;
     // (a HEAD response, 204 and 304 end the stream with the head)
     stream.once('finish', () => {
       this.streamFinished = true;
@@ -82,7 +101,11 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
     this.noBody = this.headRequest || status === 204 || status === 205 || status === 304;
     if (this.stream.destroyed || this.stream.closed) return;
     // (sendDate: node:http2 would add a Date; nginx's is in the list)
-    this.stream.respond(out, { waitForTrailers: true, sendDate: false } as http2.ServerStreamResponseOptions);
+    this.stream.respond(out, { waitForTrailers: this.trailersExpected, sendDate: false } as http2.ServerStreamResponseOptions);
+  }
+
+  expectTrailers(): void {
+    this.trailersExpected = true;
   }
 
   flushHead(): void {}
@@ -103,24 +126,82 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
     const stream = this.stream;
     if (this.ended || stream.destroyed || this.noBody || chunk.length === 0) return true;
     this.bodyBytes += chunk.length;
-    return stream.write(chunk);
+    this.queued.push(chunk);
+    this.queuedBytes += chunk.length;
+    this.schedule();
+    if (this.queuedBytes < QUEUE_LIMIT) return true;
+    this.wantsDrain = true;
+    return false;
   }
 
   end(chunk?: Buffer): void {
     if (this.ended) return;
     this.ended = true;
-    const stream = this.stream;
     if (this.streamFinished) {
       this.markFinished();
       return;
     }
-    if (stream.destroyed) return;
+    if (this.stream.destroyed) return;
     if (chunk !== undefined && chunk.length && !this.noBody) {
       this.bodyBytes += chunk.length;
-      stream.end(chunk);
-    } else {
-      stream.end();
+      this.queued.push(chunk);
+      this.queuedBytes += chunk.length;
     }
+    this.ending = true;
+    this.schedule();
+  }
+
+  /** The pump runs once what this turn writes is queued: what goes out together shares its frames, as one nginx output chain. */
+  private schedule(): void {
+    if (this.writing) return;
+    this.writing = true;
+    queueMicrotask(this.pump);
+  }
+
+  /** Hands the stream its next piece of body (the last one with the end), when the one before went out. */
+  private readonly pump = (): void => {
+    this.writing = false;
+    const stream = this.stream;
+    if (stream.destroyed || stream.writableEnded) return;
+    if (this.queuedBytes === 0) {
+      if (this.ending) stream.end();
+      return;
+    }
+    const piece = this.take(Math.max(1, this.chunkSize()));
+    if (this.wantsDrain && this.queuedBytes < QUEUE_LIMIT) {
+      this.wantsDrain = false;
+      this.fireDrain();
+    }
+    if (this.ending && this.queuedBytes === 0) {
+      stream.end(piece);
+      return;
+    }
+    this.writing = true;
+    stream.write(piece, this.pump);
+  };
+
+  private take(size: number): Buffer {
+    const first = this.queued[0];
+    if (first.length > size) {
+      this.queued[0] = first.subarray(size);
+      this.queuedBytes -= size;
+      return first.subarray(0, size);
+    }
+    const parts: Buffer[] = [];
+    let n = 0;
+    while (this.queued.length && n + this.queued[0].length <= size) {
+      const b = this.queued.shift()!;
+      parts.push(b);
+      n += b.length;
+    }
+    if (n < size && this.queued.length) {
+      const b = this.queued[0];
+      parts.push(b.subarray(0, size - n));
+      this.queued[0] = b.subarray(size - n);
+      n = size;
+    }
+    this.queuedBytes -= n;
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts);
   }
 
   private markFinished(): void {
@@ -143,14 +224,15 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
   get bytesSent(): number {
     if (this.headFrameBytes === 0) return 0;
     const body = this.bodyBytesSent;
-    const frameSize = this.stream.session?.remoteSettings.maxFrameSize ?? 16384;
+    // (DATA frames of http2_chunk_size, within the peer's frame size and node:http2's 16k)
+    const frameSize = Math.min(Math.max(1, this.chunkSize()), this.stream.session?.remoteSettings.maxFrameSize ?? 16384, 16384);
     return this.headFrameBytes + body + FRAME_HEADER_SIZE * Math.ceil(body / frameSize);
   }
 
   /** The stream closed: reset by either side, or done. */
   streamClosed(): void {
     const stream = this.stream;
-    if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) this.unsentBytes = stream.bufferSize;
+    if (stream.rstCode !== undefined && stream.rstCode !== http2.constants.NGHTTP2_NO_ERROR) this.unsentBytes = stream.bufferSize + this.queuedBytes;
     if (!this.finished) this.client.emit('close');
     this.fireClose();
   }

@@ -21,6 +21,7 @@ import { parseTarget, parseUri } from '../uri.ts';
 import { selectServer } from '../virtual-server.ts';
 import { Http2Sink } from './response.ts';
 import { fieldSize } from './wire-size.ts';
+import { http2Srv } from './module.ts';
 
 /** Per connection: the server block whose settings apply to request heads (the SNI one on TLS). */
 export interface StreamContext {
@@ -28,6 +29,8 @@ export interface StreamContext {
   conn: HttpConnection;
   /** underscores_in_headers of the connection's server. */
   underscores: boolean;
+  /** max_headers of the connection's server. */
+  maxHeaders: number;
 }
 
 /**
@@ -36,9 +39,10 @@ export interface StreamContext {
  * the header block as sent. Names of fields dropped for their `_` go to
  * `dropped` (nginx logs each at info level).
  */
-function requestHeaders(raw: string[], underscores: boolean, dropped: string[]): { list: string[]; size: number; host: string | undefined } {
+function requestHeaders(raw: string[], underscores: boolean, dropped: string[]): { list: string[]; size: number; host: string | undefined; fields: number } {
   const list: string[] = [];
   let size = 0;
+  let fields = 0;
   let cookie = -1;
   let host: string | undefined;
   let authority: string | undefined;
@@ -50,6 +54,7 @@ function requestHeaders(raw: string[], underscores: boolean, dropped: string[]):
       if (name === ':authority') authority = value;
       continue;
     }
+    fields++;
     if (!underscores && name.includes('_')) {
       dropped.push(`client sent invalid header: "${name}"`);
       continue;
@@ -68,12 +73,12 @@ function requestHeaders(raw: string[], underscores: boolean, dropped: string[]):
     host = authority;
     list.unshift('host', authority);
   }
-  return { list, size, host };
+  return { list, size, host, fields };
 }
 
 /** The request head as nginx reads an HTTP/2 request: host from :authority or Host, the server by it. */
 function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: string | undefined, ua: string | undefined,
-  headerBytes: number, ended: boolean): RequestHead {
+  headerBytes: number, fields: number, ended: boolean): RequestHead {
   const addr = ctx.server.addr;
   const head = new RequestHead(addr.defaultServer);
   head.method = headers[':method'] ?? 'GET';
@@ -83,6 +88,12 @@ function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: 
   head.line = `${head.method} ${head.target} HTTP/2.0`;
   head.length = headerBytes;
   head.userAgentValue = ua;
+  // ngx_http_v2_parse_method: upper-case letters, '_' and '-'
+  if (!/^[A-Z_-]+$/.test(head.method)) {
+    head.error = 400;
+    head.errorLog = `client sent invalid method: "${head.method}"`;
+    return head;
+  }
   const target = parseTarget(head.target);
   const parsed = target ? parseUri(head.target, true, ctx.server.headContext.mergeSlashes) : undefined;
   if (!target || !parsed) {
@@ -103,6 +114,23 @@ function readHead(ctx: StreamContext, headers: http2.IncomingHttpHeaders, host: 
   const m = selectServer(addr, valid);
   head.server = m.server;
   head.match = m;
+  // a Host naming a server block without HTTP/2 (another than the connection's, as SNI or the address chose it)
+  if (m.server !== addr.defaultServer && !addr.http2 && m.server.level.get(http2Srv).enable !== true) {
+    head.error = 421;
+    head.errorLog = 'client attempted to request the server name for which the negotiated protocol is disabled';
+    return head;
+  }
+  // ngx_http_v2_state_process_header counts the fields as they come, then ngx_http_process_request_header
+  if (fields > ctx.maxHeaders) {
+    head.error = 400;
+    head.errorLog = 'client sent too many header lines';
+    return head;
+  }
+  if (head.method === 'TRACE') {
+    head.error = 405;
+    head.errorLog = 'client sent TRACE method';
+    return head;
+  }
   const cl = headers['content-length'];
   if (cl !== undefined) head.contentLength = Number(cl);
   // a body of unannounced length is read as nginx reads a chunked one (client_max_body_size as it arrives)
@@ -124,15 +152,16 @@ export function startStream(ctx: StreamContext, stream: http2.ServerHttp2Stream,
   rawHeaders: string[], onClose: (r: HttpRequest) => void): HttpRequest {
   const ended = stream.readableEnded || (stream as unknown as { endAfterHeaders?: boolean }).endAfterHeaders === true;
   const dropped: string[] = [];
-  const { list, size, host } = requestHeaders(rawHeaders, ctx.underscores, dropped);
+  const { list, size, host, fields } = requestHeaders(rawHeaders, ctx.underscores, dropped);
   const ua = headers['user-agent'];
-  const head = readHead(ctx, headers, host, typeof ua === 'string' ? ua : undefined, size, ended);
+  const head = readHead(ctx, headers, host, typeof ua === 'string' ? ua : undefined, size, fields, ended);
   if (dropped.length) head.dropped = dropped;
   const conn = ctx.conn;
   conn.requests++;
-  const sink = new Http2Sink(stream, head.method === 'HEAD');
+  // (http2_chunk_size of the location the request ends up in)
+  const sink = new Http2Sink(stream, head.method === 'HEAD', (): number => r.level.get(http2Srv).chunkSize);
   const body = new RequestBodySource({ pause: () => stream.pause(), resume: () => stream.resume() });
-  const r = new HttpRequest(conn, ctx.server.main, head.server, head, list, sink, body);
+  const r: HttpRequest = new HttpRequest(conn, ctx.server.main, head.server, head, list, sink, body);
   stream.on('error', () => stream.destroy());
   stream.on('data', (chunk: Buffer) => { if (!body.push(chunk)) stream.pause(); });
   stream.once('end', () => body.end());

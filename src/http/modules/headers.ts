@@ -242,6 +242,7 @@ const EXPECT_TRAILERS = {};
 /** Trailers are sent (nginx's r->expect_trailers): the chunked filter makes the body chunked. */
 function expectTrailers(r: HttpRequest, trailers: HeaderValue[], safe: boolean): void {
   r.ctx.set(EXPECT_TRAILERS, { trailers, safe });
+  r.sink.expectTrailers?.();
 }
 
 /**

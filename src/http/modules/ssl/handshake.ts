@@ -29,6 +29,7 @@ import { sessionHub } from '../../../tls/sessions.ts';
 import { verifyClient } from '../../../tls/verify.ts';
 import type { HandshakeChoice } from '../../../tls/handshake-choice.ts';
 import { connectionLog } from './log.ts';
+import { parseProxyProtocol, proxyHeaderComplete } from '../../../core/proxy-protocol.ts';
 import { serveHttp2, wantsHttp2 } from '../../http2.ts';
 
 /** Each server block's compiled TLS (filled by the module's postconfiguration). */
@@ -55,19 +56,22 @@ export function secureAccept(server: AddressServer, conn: HttpConnection, socket
   let buffered: Buffer = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
-    const res = readClientHello(buffered);
-    if (res.kind === 'incomplete' && buffered.length <= MAX_HELLO_BYTES) return;
+    const proxy = proxyHeader(server, conn, buffered);
+    if (proxy === undefined) return;
+    const res = proxy < 0 ? undefined : readClientHello(buffered.subarray(proxy));
+    if (res?.kind === 'incomplete' && buffered.length - proxy <= MAX_HELLO_BYTES) return;
     socket.off('data', onData);
     socket.off('end', onEnd);
     socket.pause();
-    if (res.kind === 'plain') {
-      // nginx reads the request and answers 497 ("The plain HTTP request was sent to HTTPS port")
+    if (!res || res.kind === 'plain') {
+      // nginx reads the request and answers 497 ("The plain HTTP request was sent to HTTPS port");
+      // (a broken PROXY header is HTTP/1.x's to log and close on)
       socket.setTimeout(0);
       server.serve(conn, socket, buffered);
       return;
     }
-    socket.unshift(buffered);
-    startTls(server, conn, socket, res.kind === 'hello' ? res.hello : undefined);
+    socket.unshift(buffered.subarray(proxy));
+    startTls(server, conn, socket, res.kind === 'hello' ? res.hello : undefined, buffered.subarray(0, proxy));
   };
   const onEnd = () => socket.destroy();
   socket.on('data', onData);
@@ -76,21 +80,36 @@ export function secureAccept(server: AddressServer, conn: HttpConnection, socket
 
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 
+/**
+ * `listen … proxy_protocol`: the length of the PROXY header at the start of
+ * `bytes` (its addresses go to `conn`), undefined while incomplete, -1 when
+ * broken. HTTP/1.x reads the header again from the bytes it is handed.
+ */
+function proxyHeader(server: AddressServer, conn: HttpConnection, bytes: Buffer): number | undefined {
+  if (!server.addr.proxyProtocol) return 0;
+  if (!proxyHeaderComplete(bytes)) return undefined;
+  const parsed = parseProxyProtocol(bytes);
+  if ('error' in parsed) return -1;
+  conn.proxyProtocol = parsed.info;
+  return parsed.length;
+}
+
 /** `listen … http2` without TLS: HTTP/2 with prior knowledge (h2c) when the client starts with its preface, else HTTP/1.x. */
 function acceptCleartext(server: AddressServer, conn: HttpConnection, socket: Socket): void {
   let buffered: Buffer = Buffer.alloc(0);
   const onData = (chunk: Buffer) => {
     buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
-    const n = Math.min(buffered.length, H2_PREFACE.length);
-    const preface = buffered.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+    const proxy = proxyHeader(server, conn, buffered);
+    if (proxy === undefined) return;
+    const n = Math.min(buffered.length - proxy, H2_PREFACE.length);
+    const preface = proxy >= 0 && buffered.subarray(proxy, proxy + n).equals(H2_PREFACE.subarray(0, n));
     if (preface && n < H2_PREFACE.length) return;
     socket.off('data', onData);
     socket.off('end', onEnd);
     socket.setTimeout(0);
     socket.pause();
     if (!preface) return server.serve(conn, socket, buffered);
-    socket.unshift(buffered);
-    serveHttp2(server, conn, socket, server.addr.defaultServer);
+    serveHttp2(server, conn, socket, server.addr.defaultServer, buffered.subarray(proxy));
   };
   const onEnd = () => socket.destroy();
   socket.on('data', onData);
@@ -124,7 +143,7 @@ function refuse(socket: Socket, alert: number): void {
   setTimeout(() => socket.destroy(), 1000).unref();
 }
 
-function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, hello: ClientHello | undefined): void {
+function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, hello: ClientHello | undefined, proxyBytes: Buffer): void {
   const challenge = alpnChallengeContext(hello);
   if (challenge) return answerAlpnChallenge(socket, challenge);
   const addr = server.addr;
@@ -203,7 +222,7 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
     const handOff = () => {
       if (tlsSocket.destroyed) return;
       if (tlsSocket.alpnProtocol === 'h2') serveHttp2(server, conn, tlsSocket, named);
-      else server.serve(conn, tlsSocket);
+      else server.serve(conn, tlsSocket, proxyBytes.length ? proxyBytes : undefined);
     };
     void verifyClient(choice?.verify ?? settings, tlsSocket).catch(() => ({ code: 1, reason: 'unspecified certificate verification error' })).then((result) => {
       info.verify = result;
