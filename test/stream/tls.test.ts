@@ -260,5 +260,7 @@ http {
   assert.equal(refused.data.length, 0);
   const lines = await gh.waitForLog('error.log', /cannot pass connection with preread data/, 10_000);
   assert.ok(lines);
+  // the session's access line comes as it ends, after the error line
+  await gh.waitForLog('stream.log', /^500$/m, 10_000);
   assert.equal(gh.readFile('stream.log'), '500\n');
 });
