@@ -162,7 +162,21 @@ function readPidFile(file: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-/** A free TCP port on 127.0.0.1 (listen on :0, read it, close). */
+/**
+ * Ports for test servers come from below the kernel's ephemeral range
+ * (32768-60999 here): a port the kernel handed out for :0 may be handed out
+ * again, as the source port of any outgoing connection of a test running
+ * alongside, before the server binds it (a CI run once failed with "Address
+ * already in use" that way). Random picks in 10000-32767 only meet each other.
+ */
+const PORT_MIN = 10_000;
+const PORT_SPAN = 32_768 - PORT_MIN;
+
+function randomPort(): number {
+  return PORT_MIN + Math.floor(Math.random() * PORT_SPAN);
+}
+
+/** A free TCP port on 127.0.0.1, outside the ephemeral range. */
 export async function freePort(): Promise<number> {
   return (await freePorts(1))[0]!;
 }
@@ -171,13 +185,13 @@ export async function freePort(): Promise<number> {
 export async function freePorts(n: number): Promise<number[]> {
   const servers: net.Server[] = [];
   try {
-    for (let i = 0; i < n; i++) {
+    while (servers.length < n) {
       const srv = net.createServer();
-      servers.push(srv);
-      await new Promise<void>((resolve, reject) => {
-        srv.once('error', reject);
-        srv.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => resolve());
+      const ok = await new Promise<boolean>((resolve) => {
+        srv.once('error', () => resolve(false));
+        srv.listen({ host: '127.0.0.1', port: randomPort(), exclusive: true }, () => resolve(true));
       });
+      if (ok) servers.push(srv);
     }
     return servers.map((s) => (s.address() as net.AddressInfo).port);
   } finally {
@@ -185,17 +199,17 @@ export async function freePorts(n: number): Promise<number[]> {
   }
 }
 
-/** A free UDP port on 127.0.0.1. */
+/** A free UDP port on 127.0.0.1, outside the ephemeral range. */
 export async function freeUdpPort(): Promise<number> {
-  const sock = dgram.createSocket('udp4');
-  try {
-    await new Promise<void>((resolve, reject) => {
-      sock.once('error', reject);
-      sock.bind(0, '127.0.0.1', () => resolve());
+  for (;;) {
+    const sock = dgram.createSocket('udp4');
+    const port = randomPort();
+    const ok = await new Promise<boolean>((resolve) => {
+      sock.once('error', () => resolve(false));
+      sock.bind(port, '127.0.0.1', () => resolve(true));
     });
-    return sock.address().port;
-  } finally {
     await new Promise<void>((r) => sock.close(() => r()));
+    if (ok) return port;
   }
 }
 
