@@ -7,7 +7,11 @@
  * written; otherwise the address's default server. The table is built once
  * per address and configuration.
  */
+import os from 'node:os';
+import type { ConfContext } from '../conf/context.ts';
+import { compileHttpRegex } from './regex.ts';
 import type { NamedIndexes } from './regex.ts';
+import type { VariableHost, VariableRegistry } from './variables.ts';
 
 /** One `server_name` argument. */
 export interface ServerName {
@@ -126,4 +130,31 @@ export function conflictingNames<ServerConf extends NamedServer>(addr: NamedAddr
     }
   }
   return out;
+}
+
+/**
+ * The arguments of `server_name` (ngx_http_core_server_name, and stream's since
+ * nginx 1.25.5): exact names, wildcards and `~` regexes, added to `names`.
+ * `address` names the server's first listen in nginx's wildcard error.
+ */
+export function readServerNameArgs<R extends VariableHost>(cf: ConfContext, args: string[], names: ServerName[], vars: VariableRegistry<R>, address: string): void {
+  for (const raw of args) {
+    if ((raw[0] === '*' && (raw.length < 3 || raw[1] !== '.')) || (raw[0] === '.' && raw.length < 2)) {
+      throw cf.error(`server name "${raw}" is invalid`);
+    }
+    if (raw.startsWith('~')) {
+      if (raw.length === 1) throw cf.error(`empty regex in server name "${raw}"`);
+      const pattern = raw.slice(1);
+      // nginx matches caselessly only a pattern that has capitals (hosts are lowercased)
+      const re = compileHttpRegex(cf, vars, pattern, /[A-Z]/.test(pattern));
+      names.push({ name: pattern, regex: re.regex, httpRegex: re });
+      continue;
+    }
+    if (raw.includes('/')) cf.warn(`server name "${raw}" has suspicious symbols`);
+    const name = raw.toLowerCase() === '$hostname' ? os.hostname().toLowerCase() : raw.toLowerCase();
+    if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
+      throw cf.error(`invalid server name or wildcard "${raw}" on ${address}`);
+    }
+    names.push({ name });
+  }
 }

@@ -4,7 +4,6 @@
  * request path uses (addresses → servers, server → locations).
  */
 import net from 'node:net';
-import os from 'node:os';
 import { Level } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
@@ -20,6 +19,7 @@ import { checkNesting, indexLocations } from '../location.ts';
 import { unique } from '../../conf/setters.ts';
 import { errorPageDirectives, sendErrorPage } from './error-page.ts';
 import { compileHttpRegex } from '../regex.ts';
+import { readServerNameArgs } from '../../core/server-names.ts';
 import { checkServerSettings, coreSrv } from './settings.ts';
 import { conflictingNames } from '../virtual-server.ts';
 
@@ -205,25 +205,7 @@ function portRange(cf: ConfContext, addr: string): string[] {
 
 function readServerNames(cf: ConfContext, node: ConfNode): void {
   const srv = cf.data.server as ServerConf;
-  for (const raw of node.args) {
-    if ((raw[0] === '*' && (raw.length < 3 || raw[1] !== '.')) || (raw[0] === '.' && raw.length < 2)) {
-      throw cf.error(`server name "${raw}" is invalid`);
-    }
-    if (raw.startsWith('~')) {
-      if (raw.length === 1) throw cf.error(`empty regex in server name "${raw}"`);
-      const pattern = raw.slice(1);
-      // nginx matches caselessly only a pattern that has capitals (hosts are lowercased)
-      const re = compileHttpRegex(cf, httpMainOf(cf).variables, pattern, /[A-Z]/.test(pattern));
-      srv.names.push({ name: pattern, regex: re.regex, httpRegex: re });
-      continue;
-    }
-    if (raw.includes('/')) cf.warn(`server name "${raw}" has suspicious symbols`);
-    const name = raw.toLowerCase() === '$hostname' ? os.hostname().toLowerCase() : raw.toLowerCase();
-    if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
-      throw cf.error(`invalid server name or wildcard "${raw}" on ${srv.listens[0]?.spec.key ?? '0.0.0.0:80'}`);
-    }
-    srv.names.push({ name });
-  }
+  readServerNameArgs(cf, node.args, srv.names, httpMainOf(cf).variables, srv.listens[0]?.spec.key ?? '0.0.0.0:80');
 }
 
 const directives: Directive[] = [

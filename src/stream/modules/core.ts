@@ -30,8 +30,7 @@ import type { StreamAddress, StreamModule, StreamServerConf, StreamVariable } fr
 import { StreamSessions } from '../handler.ts';
 import { parseStreamListen } from '../listen.ts';
 import { udpDispatcher } from '../udp.ts';
-import { compileHttpRegex } from '../../core/regex.ts';
-import { conflictingNames } from '../../core/server-names.ts';
+import { conflictingNames, readServerNameArgs } from '../../core/server-names.ts';
 
 export interface StreamCoreSrvConf {
   errorLogs?: ErrorLogSpec[];
@@ -109,25 +108,7 @@ function readServer(cf: ConfContext, node: ConfNode): void {
 /** `server_name` (ngx_stream_core_server_name): exact names, wildcards and `~` regexes, as http's. */
 function readServerNames(cf: ConfContext, node: ConfNode): void {
   const srv = streamServerOf(cf);
-  for (const raw of node.args) {
-    if ((raw[0] === '*' && (raw.length < 3 || raw[1] !== '.')) || (raw[0] === '.' && raw.length < 2)) {
-      throw cf.error(`server name "${raw}" is invalid`);
-    }
-    if (raw.startsWith('~')) {
-      if (raw.length === 1) throw cf.error(`empty regex in server name "${raw}"`);
-      const pattern = raw.slice(1);
-      // nginx matches caselessly only a pattern that has capitals (names are lowercased)
-      const re = compileHttpRegex(cf, streamMainOf(cf).variables, pattern, /[A-Z]/.test(pattern));
-      srv.names.push({ name: pattern, regex: re.regex, httpRegex: re });
-      continue;
-    }
-    if (raw.includes('/')) cf.warn(`server name "${raw}" has suspicious symbols`);
-    const name = raw.toLowerCase() === '$hostname' ? os.hostname().toLowerCase() : raw.toLowerCase();
-    if (name.includes('*') && !(name.startsWith('*.') || name.endsWith('.*'))) {
-      throw cf.error(`invalid server name or wildcard "${raw}" on ${srv.listens[0]?.addrText ?? '0.0.0.0:80'}`);
-    }
-    srv.names.push({ name });
-  }
+  readServerNameArgs(cf, node.args, srv.names, streamMainOf(cf).variables, srv.listens[0]?.addrText ?? '0.0.0.0:80');
 }
 
 function readListen(cf: ConfContext, node: ConfNode): void {
