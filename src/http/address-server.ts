@@ -33,19 +33,6 @@ function headSettings(server: ServerConf): HeadSettings {
   };
 }
 
-/** Plain HTTP/1 connections counted as reading a request head (stub_status's Reading; TLS ones are not counted). */
-const readingHead = new WeakSet<HttpConnection>();
-
-/**
- * The connection's request head is complete (or the connection closed): it
- * no longer counts as reading. Returns whether it did (its request is counted).
- */
-export function requestHeadDone(conn: HttpConnection): boolean {
-  if (!readingHead.delete(conn)) return false;
-  statAdd(STAT.READING, -1);
-  return true;
-}
-
 /** Serves HTTP/1.x on one address for one cycle. */
 export class AddressServer {
   readonly addr: AddressConf;
@@ -84,22 +71,11 @@ export class AddressServer {
     socket.on('close', () => {
       this.connections.delete(conn);
       statAdd(STAT.ACTIVE, -1);
-      requestHeadDone(conn);
+      conn.countReading(false);
     });
     if (this.shuttingDown) conn.closing = true;
     if (this.secure && secureAccept) secureAccept(this, conn, socket);
-    else {
-      conn.start(this, socket);
-      // after the connection's own listener: a head it could not finish yet is being read
-      socket.on('data', () => {
-        if (conn.active === undefined && conn.reading && !readingHead.has(conn)) {
-          readingHead.add(conn);
-          // nginx counts a request once its first bytes are in
-          statAdd(STAT.READING, 1);
-          statAdd(STAT.REQUESTS, 1);
-        }
-      });
-    }
+    else conn.start(this, socket);
   }
 
   /**

@@ -21,6 +21,7 @@ import type { AddressServer } from './address-server.ts';
 import { BODY_INVALID, BodyFraming } from './body-framing.ts';
 import { coreLoc } from './core/settings.ts';
 import { handleRequest } from './phases.ts';
+import { STAT, statAdd } from '../core/shared.ts';
 import { HEAD_DONE, HEAD_ERROR, releaseHeadReader, takeHeadReader } from './head-reader.ts';
 import type { RequestHead } from './request-head.ts';
 import { HttpRequest } from './request.ts';
@@ -52,6 +53,16 @@ export class HttpConnection extends ConnectionLifetime {
     if (this.addr.proxyProtocol) this.phase = READ_PROXY;
     this.setTimer(server.headerTimeout, T_HEADER);
     if (initial?.length) this.onData(initial);
+  }
+
+  /** Counted in stub_status's Reading: a request head is partly in. */
+  private readingCounted = false;
+
+  /** stub_status's Reading: this connection is (or no longer is) reading a request head. */
+  countReading(reading: boolean): void {
+    if (reading === this.readingCounted) return;
+    this.readingCounted = reading;
+    statAdd(STAT.READING, reading ? 1 : -1);
   }
 
   /** Whether bytes of a request head are in (graceful shutdown waits for such a request). */
@@ -92,11 +103,17 @@ export class HttpConnection extends ConnectionLifetime {
     if (reader === undefined) {
       reader = this.reader = takeHeadReader(server.headContext);
       reader.head.pipelined = this.nextPipelined;
+      // nginx counts a request (stub_status's requests) once its first bytes are in
+      statAdd(STAT.REQUESTS, 1);
     }
     const b = this.pending!;
     if (this.deadline.kind !== T_HEADER) this.setTimer(server.headerTimeout, T_HEADER);
     const rc = reader.feed(b);
-    if (rc !== HEAD_DONE && rc !== HEAD_ERROR) return false;
+    if (rc !== HEAD_DONE && rc !== HEAD_ERROR) {
+      this.countReading(true);
+      return false;
+    }
+    this.countReading(false);
     const head = reader.head;
     this.reader = undefined;
     releaseHeadReader(reader);
@@ -231,6 +248,7 @@ export class HttpConnection extends ConnectionLifetime {
 
   /** The client went away or timed out before its head was complete: nginx logs the request with `status`. */
   protected closedWhileReading(message: string, status: number): void {
+    this.countReading(false);
     const reader = this.reader!;
     this.reader = undefined;
     reader.abort(status, message, this.pending);

@@ -15,7 +15,6 @@ import { escapeUri } from './uri.ts';
 import { requestLog } from './request-log.ts';
 import { mapUriToPath } from './core/root.ts';
 import { subrequestFinalized } from './subrequest.ts';
-import { requestHeadDone } from './address-server.ts';
 import { STAT, statAdd } from '../core/shared.ts';
 
 /**
@@ -24,8 +23,8 @@ import { STAT, statAdd } from '../core/shared.ts';
  * client went away or timed out) it is only logged.
  */
 export function handleRequest(r: HttpRequest, respond: boolean): void {
-  // nginx's request counters (stub_status): read, and being answered until the response is over
-  if (!requestHeadDone(r.conn)) statAdd(STAT.REQUESTS, 1);
+  // stub_status's Writing: being answered until the response is over (requests are counted
+  // as their first bytes come in, by the connection or the HTTP/2 stream)
   statAdd(STAT.WRITING, 1);
   r.sink.onClose(() => {
     statAdd(STAT.WRITING, -1);

@@ -12,6 +12,7 @@ import type { AddressServer as HttpAddressServer } from '../address-server.ts';
 import type { HttpConnection } from '../connection.ts';
 import type { ServerConf } from '../http-conf.ts';
 import { handleRequest } from '../phases.ts';
+import { STAT, statAdd } from '../../core/shared.ts';
 import { RequestHead } from '../request-head.ts';
 import { RequestBodySource } from '../request-body-source.ts';
 import { HttpRequest } from '../request.ts';
@@ -182,6 +183,7 @@ export function startStream(ctx: StreamContext, stream: http2.ServerHttp2Stream,
     onClose(r);
     sink.streamClosed();
   });
+  statAdd(STAT.REQUESTS, 1);
   handleRequest(r, true);
   return r;
 }
