@@ -129,10 +129,6 @@ const KEY_ROOM = SLOT_BYTES - KEY_OFFSET;
 /** Set in the key length when the slot holds the key's digest. */
 const DIGEST = 0x10000;
 
-/**
- * A hash table in a shared zone. Every method except lock/unlock expects
- * the caller to hold the lock (nginx's ngx_shmtx_lock around its tree work).
- */
 /** A futex mutex in `a[at]` (0 free, 1 held, 2 held with waiters): no syscall unless contended. */
 export function futexLock(a: Int32Array, at: number): void {
   let c = Atomics.compareExchange(a, at, 0, 1);
@@ -149,6 +145,10 @@ export function futexUnlock(a: Int32Array, at: number): void {
   }
 }
 
+/**
+ * A hash table in a shared zone. Every method except lock/unlock expects
+ * the caller to hold the lock (nginx's ngx_shmtx_lock around its tree work).
+ */
 export class SharedTable {
   readonly capacity: number;
   /** The slots' values: `f64[values(slot) + i]`, i < 3. */

@@ -8,6 +8,7 @@
  * to HTTP/1.x or HTTP/2 (ALPN). Bytes that are not TLS are served as HTTP
  * and answered 497 (see index.ts).
  */
+import { handshakeErrorText } from '../../../tls/handshake-errors.ts';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { LogLevel } from '../../../core/error-log.ts';
@@ -195,9 +196,7 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
     // after the handshake, errors belong to HTTP (which has its own handler)
     if (!established) {
       // OpenSSL 3's text as nginx prints it: `error:0A0000C1:SSL routines::no shared cipher`
-      const text = err.message.replace(/^[0-9A-F]+:error:/, 'error:').replace(/:[^:]*\.c:\d+:.*$/s, '')
-        .replace(/^(error:[0-9A-F]+:[^:]+:)[^:]*:/, '$1:');
-      connectionLog(server, conn, LogLevel.info, `SSL_do_handshake() failed (SSL: ${text}) while SSL handshaking`);
+      connectionLog(server, conn, LogLevel.info, `SSL_do_handshake() failed (SSL: ${handshakeErrorText(err)}) while SSL handshaking`);
     }
     tlsSocket.destroy();
   });
