@@ -1,8 +1,22 @@
 /**
  * A minimal DER reader for the few structures read here directly: names in
  * certificates (for nginx's DN format) and the session id inside an
- * SSL_SESSION. (OCSP and CRL structures go through pkijs.)
+ * SSL_SESSION (OCSP and CRL structures go through pkijs), and the writer of
+ * one element that the OCSP request and the X.509 builder lay out with.
  */
+
+function derLength(n: number): Buffer {
+  if (n < 0x80) return Buffer.from([n]);
+  const bytes: number[] = [];
+  for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v & 0xff);
+  return Buffer.from([0x80 | bytes.length, ...bytes]);
+}
+
+/** One DER element: tag, length, content. */
+export function der(tag: number, ...content: Buffer[]): Buffer {
+  const body = Buffer.concat(content);
+  return Buffer.concat([Buffer.from([tag]), derLength(body.length), body]);
+}
 
 export interface Der {
   /** The full tag byte (class, constructed bit, number). */

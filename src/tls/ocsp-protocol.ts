@@ -8,7 +8,7 @@
 import crypto from 'node:crypto';
 import dns from 'node:dns';
 import net from 'node:net';
-import { derChildren, oidText, readDer } from './der.ts';
+import { der, derChildren, oidText, readDer } from './der.ts';
 import { derTime, verifyChain } from './verify.ts';
 import { certFields, digestName, hasOcspSigning, issued, verifySignature } from './x509.ts';
 
@@ -23,18 +23,6 @@ export interface OcspResult {
 export class OcspError extends Error {}
 
 const ssl = (code: string, text: string) => `(SSL: error:${code}:OCSP routines::${text})`;
-
-function derLen(n: number): Buffer {
-  if (n < 0x80) return Buffer.from([n]);
-  const bytes: number[] = [];
-  for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v & 0xff);
-  return Buffer.from([0x80 | bytes.length, ...bytes]);
-}
-
-function der(tag: number, ...content: Buffer[]): Buffer {
-  const body = Buffer.concat(content);
-  return Buffer.concat([Buffer.from([tag]), derLen(body.length), body]);
-}
 
 const SHA1_ALG = der(0x30, der(0x06, Buffer.from('2b0e03021a', 'hex')), Buffer.from([0x05, 0x00]));
 

@@ -8,19 +8,8 @@
  */
 import crypto from 'node:crypto';
 import net from 'node:net';
-
-function length(n: number): Buffer {
-  if (n < 0x80) return Buffer.from([n]);
-  const bytes: number[] = [];
-  for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v & 0xff);
-  return Buffer.from([0x80 | bytes.length, ...bytes]);
-}
-
-/** One DER element: tag, length, content. */
-export function der(tag: number, ...content: Buffer[]): Buffer {
-  const body = Buffer.concat(content);
-  return Buffer.concat([Buffer.from([tag]), length(body.length), body]);
-}
+import { addressBytes } from '../core/inet.ts';
+import { der } from './der.ts';
 
 const seq = (...c: Buffer[]) => der(0x30, ...c);
 const set = (...c: Buffer[]) => der(0x31, ...c);
@@ -60,20 +49,8 @@ function commonName(cn: string | undefined): Buffer {
 function altNames(names: string[]): Buffer {
   return seq(...names.map((n) => {
     if (!net.isIP(n)) return der(0x82, Buffer.from(n, 'latin1'));
-    if (net.isIPv4(n)) return der(0x87, Buffer.from(n.split('.').map(Number)));
-    return der(0x87, ipv6Bytes(n));
+    return der(0x87, Buffer.from(addressBytes(n)!));
   }));
-}
-
-/** The 16 bytes of an IPv6 address in text. */
-export function ipv6Bytes(a: string): Buffer {
-  const [head, tail] = a.split('::');
-  const h = head ? head.split(':') : [];
-  const t = tail !== undefined && tail ? tail.split(':') : [];
-  const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill('0'), ...t];
-  const out = Buffer.alloc(16);
-  groups.forEach((g, i) => out.writeUInt16BE(parseInt(g, 16), i * 2));
-  return out;
 }
 
 function extension(id: string, critical: boolean, value: Buffer): Buffer {

@@ -7,7 +7,8 @@
  */
 import crypto from 'node:crypto';
 import { setAlpnChallenge } from '../../tls/certificate-registry.ts';
-import { createSelfSigned, ipv6Bytes } from '../../tls/x509-builder.ts';
+import { addressBytes } from '../../core/inet.ts';
+import { createSelfSigned } from '../../tls/x509-builder.ts';
 import type { Identifier } from '../identifiers.ts';
 import type { Solver } from './solver.ts';
 
@@ -15,7 +16,7 @@ import type { Solver } from './solver.ts';
 function sniOf(id: Identifier): string {
   if (id.type !== 'ip') return id.value;
   if (!id.value.includes(':')) return `${id.value.split('.').reverse().join('.')}.in-addr.arpa`;
-  const hex = ipv6Bytes(id.value).toString('hex');
+  const hex = Buffer.from(addressBytes(id.value)!).toString('hex');
   return `${[...hex].reverse().join('.')}.ip6.arpa`;
 }
 
