@@ -23,6 +23,13 @@ interface Output {
 
 const outputs = new WeakMap<HttpRequest, Output>();
 
+/** The request's held output, made on first use (from then on the head counts as sent for Lua). */
+function outputOf(r: HttpRequest): Output {
+  let out = outputs.get(r);
+  if (!out) outputs.set(r, (out = { pending: [], size: 0 }));
+  return out;
+}
+
 /** Status and Content-Type before the head, as ngx_http_lua_send_header_if_needed sets them. */
 function prepareHeader(r: HttpRequest): void {
   if (!r.status) r.status = 200;
@@ -62,7 +69,7 @@ function withHead<T>(r: HttpRequest, then: () => T): T | Promise<Awaited<T>> {
 
 /** Sends the head and what is waiting (ngx.flush); a promise when the writer must wait. */
 export function flushOutput(r: HttpRequest): Promise<void> | undefined {
-  if (!outputs.has(r)) outputs.set(r, { pending: [], size: 0 });
+  outputOf(r);
   const send = (): Promise<void> | undefined => {
     const data = takePending(r);
     if (data === undefined || r.method === 'HEAD') return undefined;
@@ -74,13 +81,12 @@ export function flushOutput(r: HttpRequest): Promise<void> | undefined {
 /** ngx.send_headers: the head counts as sent and goes out with the first output or the end. */
 export function startHead(r: HttpRequest): void {
   prepareHeader(r);
-  if (!outputs.has(r)) outputs.set(r, { pending: [], size: 0 });
+  outputOf(r);
 }
 
 /** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
 export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undefined {
-  let out = outputs.get(r);
-  if (!out) outputs.set(r, (out = { pending: [], size: 0 }));
+  const out = outputOf(r);
   if (data.length) {
     out.pending.push(data);
     out.size += data.length;
@@ -90,7 +96,7 @@ export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undef
 
 /** Ends the response: the head if still held, what is waiting, and the end of the body. */
 export function finishOutput(r: HttpRequest): Promise<void> | undefined {
-  if (!outputs.has(r)) outputs.set(r, { pending: [], size: 0 });
+  outputOf(r);
   const rc = withHead(r, () => {
     const data = takePending(r);
     endBody(r, r.method === 'HEAD' ? undefined : data);
