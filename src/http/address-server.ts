@@ -86,13 +86,18 @@ export class AddressServer {
     conn.start(this, socket, head);
   }
 
-  /** Graceful stop: idle keepalive connections close now, busy ones after their response. */
+  /**
+   * Graceful stop: idle keepalive connections close now, busy ones after their response.
+   * A connection that has not yet sent a byte is left to bring its request (served with
+   * `Connection: close`) or to time out, as nginx marks only keepalive connections idle
+   * (ngx_http_set_keepalive): its client is usually about to send, and would not retry.
+   */
   shutdown(): void {
     this.shuttingDown = true;
     for (const c of this.connections) {
       c.closing = true;
       if (shutdownHttp2(c)) continue;
-      if (!c.active) closeWhenIdle(c.socket, c, () => c.active !== undefined || c.reading);
+      if (!c.active && c.requests > 0) closeWhenIdle(c.socket, c, () => c.active !== undefined || c.reading);
     }
   }
 

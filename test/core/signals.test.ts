@@ -76,7 +76,10 @@ test('QUIT: a response being sent to a slow reader completes before the server e
   assert.equal((await srv.exited).code, 0);
 });
 
-test('QUIT: idle keepalive and silent connections are closed at once', async (t) => {
+test('QUIT: an idle keepalive connection is closed at once; a silent one still gets its request served', async (t) => {
+  // as Debian's nginx 1.22 does (checked by hand): ngx_close_idle_connections closes only keepalive
+  // connections (c->idle); a connection that has sent nothing yet is left to bring its request,
+  // which is answered with Connection: close, or to reach client_header_timeout
   const srv = await startGatehouse({ conf: conf() });
   t.after(() => srv.stop());
   const port = srv.port(8080);
@@ -86,11 +89,15 @@ test('QUIT: idle keepalive and silent connections are closed at once', async (t)
   const silent = await KeepAliveClient.connect(port);
   await sleep(400); // both idle for longer than the grace a just-used connection gets
   srv.signal('QUIT');
-  // the server's FIN ends both (the client keeps its half open, so poll `ended`)
-  for (const c of [idle, silent]) {
-    while (!c.ended) await sleep(10);
-    assert.equal(c.closeError, undefined);
-  }
+  // the server's FIN ends the keepalive one (the client keeps its half open, so poll `ended`)
+  while (!idle.ended) await sleep(10);
+  assert.equal(idle.closeError, undefined);
+  await srv.waitForLog('error.log', /gracefully shutting down$/m);
+  assert.equal(silent.ended, false);
+  await silent.send('GET / HTTP/1.1\r\nHost: localhost\r\n\r\n');
+  const r = await silent.readResponse();
+  assert.equal(r.status, 200);
+  assert.equal(r.header('connection'), 'close');
   assert.equal((await srv.exited).code, 0);
 });
 
@@ -115,11 +122,13 @@ test('USR1 reopens the error log in the master and every worker', async (t) => {
   // "reopening logs" is written before the reopen (as nginx does), by the master and both workers;
   // the master's "signal 10 (SIGUSR1) received, reopening logs" also ends so, and is not one of the three
   const threeReopens = /(: reopening logs$[^]*){3}/m;
-  await srv.waitForLog('error.log.1', threeReopens);
+  // each thread handles the signal in its own event loop; on two cores busy with the rest of the
+  // suite a thread can be scheduled seconds late, so wait as long as a server start may take
+  await srv.waitForLog('error.log.1', threeReopens, SERVER_START_LIMIT_MS);
   assert.equal(fs.existsSync(srv.path('error.log')), true);
   // a second USR1 is logged by every thread in the new file
   srv.signal('USR1');
-  await srv.waitForLog('error.log', threeReopens);
+  await srv.waitForLog('error.log', threeReopens, SERVER_START_LIMIT_MS);
   const fresh = srv.logLines('error.log');
   const threads = new Set(fresh.filter((l) => /: reopening logs$/.test(l)).map((l) => /#(\d+):/.exec(l)![1]));
   assert.equal(threads.size, 3, fresh.join('\n'));
