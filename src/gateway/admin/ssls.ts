@@ -25,7 +25,16 @@ export const ssls = defineResource({
     if (conf.key !== undefined) conf.key = seal(conf.key);
     if (Array.isArray(conf.keys)) conf.keys = conf.keys.map(seal);
   },
-  check(conf) {
+  check(conf, ctx) {
+    const acme = conf.acme as { issuer: string; fallback?: string[] } | undefined;
+    if (acme) {
+      if (conf.type === 'client') return 'acme: only server certificates are ordered from an issuer';
+      const known = ctx.settings.acmeIssuers ?? [];
+      const unknown = [acme.issuer, ...(acme.fallback ?? [])].find((name) => !known.includes(name));
+      if (unknown !== undefined) return `acme: unknown issuer "${unknown}" (config.yaml's gatehouse.acme.issuers has ${known.length ? known.map((k) => `"${k}"`).join(', ') : 'none'})`;
+      // a GET sent back (the certificate without its key): the gateway writes the issued pair in again
+      if (conf.key === undefined) delete conf.cert;
+    }
     if (conf.cert !== undefined) {
       const err = certError(conf.cert) ?? keyError(conf.key);
       if (err) return err;

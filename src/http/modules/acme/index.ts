@@ -167,6 +167,17 @@ function postconfiguration(http: HttpMainConf): void {
   http.addPhaseHandler('POST_READ', 200, answerHttp01);
 }
 
+/**
+ * The issuers and shared zone of a configuration's http block: the
+ * gateway's SSL objects order their certificates with them
+ * (src/gateway/acme/), answered by the same http-01, tls-alpn-01 and dns-01
+ * responders.
+ */
+export function acmeIssuers(http: HttpMainConf): { issuers: ReadonlyMap<string, IssuerConf>; doc: SharedDocument } | undefined {
+  const m = mains.get(http);
+  return m?.doc && m.issuers.size ? { issuers: m.issuers, doc: m.doc } : undefined;
+}
+
 /** http-01: the key authorization for a GET, before anything else runs (nginx-acme's POST_READ handler). */
 function answerHttp01(r: HttpRequest): number | Promise<number> {
   if (r.method !== 'GET' || !r.uri.startsWith(HTTP01_PREFIX)) return DECLINED;
