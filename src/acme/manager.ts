@@ -27,6 +27,7 @@ import { dns01Solver } from './solvers/dns-01.ts';
 import { dnsResponderSolver } from './solvers/dns-responder.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
+import type { Solver } from './solvers/solver.ts';
 import { accountKey, certificateFits, storeCertificate, storedCertificate } from './state.ts';
 import { certId, fetchRenewalInfo } from './renewal-info.ts';
 import { setCertificateStatus } from './status.ts';
@@ -54,6 +55,8 @@ export interface CertificateHome {
   install(order: OrderConf, issuer: IssuerConf, cert: RuntimeCertificate, log: ErrorLog): void | Promise<void>;
   /** Publishes the order's status (the manager logs the changes itself). */
   status(order: OrderConf, status: CertificateStatus): void;
+  /** The solver to answer challenges with, given the issuer's own (the gateway shares answers with its other nodes). */
+  solver?(issuer: IssuerConf, solver: Solver): Solver;
 }
 
 /** nginx's home: the TLS registry every worker serves from, state_path, the shared zone's status. */
@@ -267,9 +270,10 @@ export class AcmeManager {
 
   private async orderFrom(order: OrderConf, issuer: IssuerConf): Promise<void> {
     const client = this.client(issuer);
-    const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver()
+    const own = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver()
       : issuer.challenge === 'dns-01' ? (issuer.dnsHook ? dns01Solver(issuer.dnsHook) : dnsResponderSolver(this.doc))
         : http01Solver(this.doc);
+    const solver = this.home.solver?.(issuer, own) ?? own;
     const renewing = this.currentLeaf(order);
     const options = {
       commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),

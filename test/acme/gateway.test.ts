@@ -13,10 +13,11 @@ import path from 'node:path';
 import { freePorts } from '../kit/server.ts';
 import { startGateway } from '../gateway/harness.ts';
 import type { Gateway } from '../gateway/harness.ts';
+import { etcdSkip, startEtcd } from '../gateway/etcd-kit.ts';
 import { pebbleSkip, servedCertificate, startPebble, verifiedPeer, waitFor } from './pebble.ts';
 import type { Pebble } from './pebble.ts';
 
-function yaml(pebble: Pebble, httpPort: number, tlsPort: number, challenge = 'http-01', workers = 2): string {
+function yaml(pebble: Pebble, httpPort: number, tlsPort: number, challenge = 'http-01', workers = 2, etcd?: string): string {
   return `apisix:
   node_listen:
     - ip: 127.0.0.1
@@ -37,7 +38,7 @@ deployment:
       - name: admin
         key: edd1c9f034335f136f87ad84b625c8f1
         role: admin
-gatehouse:
+${etcd ? `  etcd:\n    host:\n      - ${etcd}\n    timeout: 5\n` : ''}gatehouse:
   acme:
     issuers:
       pebble:
@@ -152,4 +153,34 @@ test('tls-alpn-01 on the gateway\'s TLS port; a placeholder until issued; a fail
   });
   assert.ok(status.last_error, JSON.stringify(status));
   assert.ok(Date.parse(status.next_attempt) > Date.now());
+});
+
+test('gateway nodes sharing etcd: one orders, the validator may reach another, every node serves the certificate', { skip: pebbleSkip || etcdSkip, timeout: 150_000 }, async (t) => {
+  const etcd = await startEtcd();
+  t.after(() => etcd.destroy());
+  const [httpPort, tlsPort, aHttp, aTls] = await freePorts(4);
+  const pebble = await startPebble({ httpPort, tlsPort });
+  t.after(() => pebble.stop());
+  // node A starts first and takes the lease; pebble validates on node B's ports
+  const a = await startGateway({ yaml: yaml(pebble, aHttp, aTls, 'http-01', 1, etcd.url) });
+  t.after(() => a.stop());
+  const aLog = path.join(a.prefix, 'logs', 'error.log');
+  await waitFor('node A to lead', async () => (/acme: this node \(.*\) orders the certificates/.test(fs.readFileSync(aLog, 'utf8')) ? true : undefined));
+  const b = await startGateway({ yaml: yaml(pebble, httpPort, tlsPort, 'http-01', 1, etcd.url) });
+  t.after(() => b.stop());
+  const bLog = path.join(b.prefix, 'logs', 'error.log');
+  await waitFor('node B to follow', async () => (/acme: another node orders the certificates/.test(fs.readFileSync(bLog, 'utf8')) ? true : undefined));
+
+  const put = await b.admin('PUT', '/gateway/admin/ssls/c', { snis: ['cluster.example.test'], acme: { issuer: 'pebble' } });
+  assert.equal(put.status, 201, put.text);
+  const root = await pebble.root();
+  const onB = await waitFor('the certificate on node B', () => verifiedPeer(tlsPort, 'cluster.example.test', root), 60_000);
+  const onA = await waitFor('the certificate on node A', () => verifiedPeer(aTls, 'cluster.example.test', root));
+  assert.equal(onA.serialNumber, onB.serialNumber);
+  assert.match(pebble.log(), /Attempting to validate w\/ HTTP: http:\/\/cluster\.example\.test:\d+\/\.well-known\/acme-challenge\//);
+  assert.equal((pebble.log().match(/Issued certificate serial/g) ?? []).length, 1);
+  assert.match(fs.readFileSync(aLog, 'utf8'), /acme: certificate "ssl-c-[^"]+" issued by "pebble"/);
+  assert.doesNotMatch(fs.readFileSync(bLog, 'utf8'), /acme: certificate "ssl-c-[^"]+" issued/);
+  // the answer left the store once the authorization was final
+  await waitFor('the challenge keys gone', async () => ((await etcd.call('/v3/kv/range', { key: Buffer.from('/gateway/gatehouse_acme/challenges/').toString('base64'), range_end: Buffer.from('/gateway/gatehouse_acme/challenges0').toString('base64'), count_only: true })).count === undefined ? true : undefined));
 });

@@ -4,12 +4,15 @@
  * written with compare-and-swap and a time to live (etcd's lease; the
  * embedded store expires it too), refreshed at a third of its life. A node
  * that stops (or loses the store) lets the lease run out and another takes
- * it over. The holder is named by host and prefix, so a reload or a
- * restart of the same node takes its own lease back at once.
+ * it over (within a minute and a half). The holder is named by host and
+ * prefix, so a reload or a restart of the same node takes its own lease
+ * back at once. The key is `<prefix>/gatehouse_acme/leader`, inside the
+ * configuration's prefix (the one an etcd user is granted); each refresh is
+ * a write every 20 s.
  */
 import type { Store } from '../store/store.ts';
 
-const TTL_S = 30;
+const TTL_S = 60;
 
 interface Held { holder: string; until: number }
 
@@ -18,7 +21,8 @@ export class StoreLease {
   private readonly key: string;
   private readonly holder: string;
   private readonly onChange: (leading: boolean) => void;
-  private leading = false;
+  /** undefined until the first round (whose answer is always told). */
+  private leading: boolean | undefined;
   /** Until when this node's last write holds the lease. */
   private until = 0;
   private revision = 0;
@@ -43,7 +47,7 @@ export class StoreLease {
       leading = await this.acquire();
     } catch {
       // the store is away: the lease is ours as long as our last write said
-      leading = this.leading && Date.now() < this.until;
+      leading = this.leading === true && Date.now() < this.until;
     }
     if (this.stopped) return;
     if (leading !== this.leading) {

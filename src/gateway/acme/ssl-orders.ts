@@ -29,6 +29,7 @@ import type { Keyring } from '../data-encryption.ts';
 import type { ConfigFollower } from '../store/follower.ts';
 import type { Store } from '../store/store.ts';
 import type { ConfigView, SslConf } from '../router/config-view.ts';
+import { SharedChallenges } from './challenges.ts';
 import { StoreLease } from './leader.ts';
 
 export interface GatewayAcmeOptions {
@@ -73,6 +74,7 @@ function statusJson(s: CertificateStatus): Record<string, unknown> {
 export class GatewayAcme {
   private readonly o: GatewayAcmeOptions;
   private readonly lease: StoreLease;
+  private readonly challenges: SharedChallenges;
   private leading = false;
   private stopped = false;
   private readonly tracked = new Map<string, Tracked>();
@@ -87,22 +89,25 @@ export class GatewayAcme {
 
   constructor(o: GatewayAcmeOptions) {
     this.o = o;
-    this.lease = new StoreLease(o.store, `${o.keyPrefix}_acme/leader`, o.node, (leading) => {
+    this.lease = new StoreLease(o.store, `${o.keyPrefix}/gatehouse_acme/leader`, o.node, (leading) => {
       this.leading = leading;
       o.log.notice(leading ? `acme: this node (${o.node}) orders the certificates of the SSL objects` : `acme: another node orders the certificates of the SSL objects`);
       if (leading) this.sync();
       else this.stopAll();
     });
+    this.challenges = new SharedChallenges(o.store, o.keyPrefix, o.node, o.doc, o.log);
     o.follower.onChange(() => this.sync());
   }
 
   start(): void {
     this.lease.start();
+    void this.challenges.start();
   }
 
   stop(): void {
     this.stopped = true;
     this.lease.stop(false);
+    this.challenges.stop();
     this.stopAll();
   }
 
@@ -202,6 +207,7 @@ export class GatewayAcme {
         this.issued.set(id, cert);
         await this.write(id, signature, { cert });
       },
+      solver: (issuer, solver) => this.challenges.wrap(issuer, solver),
       status: (_order, status) => {
         this.statuses.set(id, status);
         void this.write(id, signature, { status });
