@@ -184,3 +184,31 @@ test('gateway nodes sharing etcd: one orders, the validator may reach another, e
   // the answer left the store once the authorization was final
   await waitFor('the challenge keys gone', async () => ((await etcd.call('/v3/kv/range', { key: Buffer.from('/gateway/gatehouse_acme/challenges/').toString('base64'), range_end: Buffer.from('/gateway/gatehouse_acme/challenges0').toString('base64'), count_only: true })).count === undefined ? true : undefined));
 });
+
+test('renewal of an SSL object\'s short-lived certificate at half its lifetime, written into the object and served without a reload', { skip: pebbleSkip, timeout: 120_000 }, async (t) => {
+  const [httpPort, tlsPort] = await freePorts(2);
+  const pebble = await startPebble({ httpPort, tlsPort, validitySeconds: 20 });
+  t.after(() => pebble.stop());
+  const gw = await startGateway({ yaml: yaml(pebble, httpPort, tlsPort, 'http-01', 2) });
+  t.after(() => gw.stop());
+  assert.equal((await gw.admin('PUT', '/gateway/admin/ssls/r', { snis: ['renew.example.test'], acme: { issuer: 'pebble' } })).status, 201);
+  const root = await pebble.root();
+  const first = await waitFor('the first certificate', () => verifiedPeer(tlsPort, 'renew.example.test', root), 60_000);
+  const status = await waitFor('the first status', async () => {
+    const v = await sslObject(gw, 'r');
+    return v.acme?.status?.state === 'valid' ? v.acme.status : undefined;
+  });
+  const from = Date.parse(status.not_before);
+  const lifetime = Date.parse(status.not_after) - from;
+  assert.ok(Math.abs(Date.parse(status.renew_at) - (from + lifetime / 2)) <= lifetime * 0.02 + 1000, `renew_at ${status.renew_at}`);
+  const second = await waitFor('the renewed certificate', async () => {
+    const p = await verifiedPeer(tlsPort, 'renew.example.test', root);
+    return p && p.serialNumber !== first.serialNumber ? p : undefined;
+  }, 40_000);
+  assert.ok(Date.parse(second.valid_from) < Date.parse(first.valid_to), 'renewed before the first one expired');
+  const renewed = await waitFor('the renewed status', async () => {
+    const v = await sslObject(gw, 'r');
+    return v.acme?.status?.not_after !== status.not_after && v.acme?.status?.state === 'valid' ? v : undefined;
+  });
+  assert.equal(renewed.key, undefined);
+});
