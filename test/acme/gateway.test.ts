@@ -118,6 +118,11 @@ test('an SSL object with acme gets its certificate from pebble by http-01, writt
   assert.equal((await verifiedPeer(tlsPort, 'shop.example.test', root))?.serialNumber, peer.serialNumber);
   assert.equal(issued(), 1);
 
+  // a PATCH keeps the issued pair (the merged object has cert and key) and orders nothing
+  const patched = await gw.admin('PATCH', '/gateway/admin/ssls/1', { labels: { team: 'store' } });
+  assert.equal(patched.status, 200, patched.text);
+  assert.equal((await sslObject(gw, '1')).cert, value.cert);
+
   // a restart (the reload of a node) orders nothing: the object has a valid certificate
   await gw.stop();
   const restarted = await startGateway({ prefix: gw.prefix });
