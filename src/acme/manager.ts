@@ -8,7 +8,8 @@
  * order is retried after 1 min, 10 min, 100 min, then daily (± 2 %), or
  * later when the CA's Retry-After says so. What it obtains goes to the
  * state path and to the run-time certificate registry, from which every
- * worker serves it at its next handshake. A reload stops this manager and
+ * worker serves it at its next handshake (or, for the gateway's SSL objects,
+ * wherever the manager's CertificateHome puts it). A reload stops this manager and
  * starts the next one, which finds the valid certificates and only
  * schedules their renewal; an order under way is finished, not placed
  * again.
@@ -18,6 +19,7 @@ import fs from 'node:fs';
 import type { ErrorLog } from '../core/error-log.ts';
 import type { SharedDocument } from '../core/shared-document.ts';
 import { runtimeCertificate, setRuntimeCertificate } from '../tls/certificate-registry.ts';
+import type { RuntimeCertificate } from '../tls/certificate-registry.ts';
 import { AcmeClient, AcmeError } from './client.ts';
 import { generateKey } from './jws.ts';
 import { orderCertificate } from './order.ts';
@@ -25,6 +27,7 @@ import { dns01Solver } from './solvers/dns-01.ts';
 import { dnsResponderSolver } from './solvers/dns-responder.ts';
 import { http01Solver } from './solvers/http-01.ts';
 import { tlsAlpn01Solver } from './solvers/tls-alpn-01.ts';
+import type { Solver } from './solvers/solver.ts';
 import { accountKey, certificateFits, storeCertificate, storedCertificate } from './state.ts';
 import { certId, fetchRenewalInfo } from './renewal-info.ts';
 import { setCertificateStatus } from './status.ts';
@@ -38,6 +41,42 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Orders under way in this thread, by certificate. */
 const ordering = new Map<string, Promise<void>>();
+
+/**
+ * Where an order's certificate is served from, kept and reported: for
+ * nginx's `acme_certificate` the run-time certificate registry, the
+ * issuer's state_path and the shared zone's status (registryHome); for
+ * the gateway, an SSL object in the store (src/gateway/acme/).
+ */
+export interface CertificateHome {
+  /** The certificate served now for the order, if any (fitness is checked by the manager). */
+  current(order: OrderConf): RuntimeCertificate | undefined;
+  /** Serves and keeps a certificate just issued by `issuer`. */
+  install(order: OrderConf, issuer: IssuerConf, cert: RuntimeCertificate, log: ErrorLog): void | Promise<void>;
+  /** Publishes the order's status (the manager logs the changes itself). */
+  status(order: OrderConf, status: CertificateStatus): void;
+  /** The solver to answer challenges with, given the issuer's own (the gateway shares answers with its other nodes). */
+  solver?(issuer: IssuerConf, solver: Solver): Solver;
+}
+
+/** nginx's home: the TLS registry every worker serves from, state_path, the shared zone's status. */
+export function registryHome(doc: SharedDocument): CertificateHome {
+  return {
+    current: (order) => runtimeCertificate(order.id),
+    install(order, issuer, cert, log) {
+      try {
+        storeCertificate(order, issuer, cert);
+      } catch (err) {
+        log.error(`acme: cannot save certificate "${order.id}" in "${issuer.statePath}": ${(err as Error).message}`);
+      }
+      setRuntimeCertificate(order.id, cert);
+    },
+    status: (order, status) => setCertificateStatus(doc, order.id, status),
+  };
+}
+
+/** One client per issuer, shared by the managers that order from it (one account lookup). */
+const clients = new WeakMap<IssuerConf, AcmeClient>();
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -61,13 +100,15 @@ export class AcmeManager {
   private readonly renewAt = new Map<OrderConf, number>();
   /** Which issuer the certificate served for an order came from. */
   private readonly issuers = new Map<OrderConf, IssuerConf>();
-  private readonly clients = new Map<IssuerConf, AcmeClient>();
   private readonly failures = new Map<OrderConf, number>();
+  private readonly home: CertificateHome;
 
-  constructor(orders: OrderConf[], doc: SharedDocument, log: ErrorLog) {
+  /** `doc`: the shared zone the challenge answers go to; `home`: where certificates go (default: nginx's registry). */
+  constructor(orders: OrderConf[], doc: SharedDocument, log: ErrorLog, home: CertificateHome = registryHome(doc)) {
     this.orders = orders;
     this.doc = doc;
     this.log = log;
+    this.home = home;
   }
 
   start(): void {
@@ -126,14 +167,14 @@ export class AcmeManager {
   }
 
   private currentLeaf(order: OrderConf): crypto.X509Certificate | undefined {
-    const current = runtimeCertificate(order.id);
+    const current = this.home.current(order);
     const leaf = current && certificateFits(current, order.names);
     return leaf && Date.parse(leaf.validTo) > Date.now() ? leaf : undefined;
   }
 
   private status(order: OrderConf, s: Omit<CertificateStatus, 'issuer' | 'identifiers'>): void {
     try {
-      setCertificateStatus(this.doc, order.id, { issuer: this.issuedBy(order).name, identifiers: order.names, ...s });
+      this.home.status(order, { issuer: this.issuedBy(order).name, identifiers: order.names, ...s });
     } catch (err) {
       this.log.error(`acme: cannot record the status of "${order.id}": ${(err as Error).message}`);
     }
@@ -170,14 +211,14 @@ export class AcmeManager {
   }
 
   private client(issuer: IssuerConf): AcmeClient {
-    let c = this.clients.get(issuer);
+    let c = clients.get(issuer);
     if (!c) {
       const trusted = issuer.trustedCertificate ? fs.readFileSync(issuer.trustedCertificate, 'latin1') : undefined;
       c = new AcmeClient({
         uri: issuer.uri, trusted, verify: issuer.verify, contacts: issuer.contacts,
         eab: issuer.eab, acceptTos: issuer.acceptTos, profile: issuer.profile, resolve: issuer.resolve,
       }, accountKey(issuer));
-      this.clients.set(issuer, c);
+      clients.set(issuer, c);
     }
     return c;
   }
@@ -229,9 +270,10 @@ export class AcmeManager {
 
   private async orderFrom(order: OrderConf, issuer: IssuerConf): Promise<void> {
     const client = this.client(issuer);
-    const solver = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver()
+    const own = issuer.challenge === 'tls-alpn-01' ? tlsAlpn01Solver()
       : issuer.challenge === 'dns-01' ? (issuer.dnsHook ? dns01Solver(issuer.dnsHook) : dnsResponderSolver(this.doc))
         : http01Solver(this.doc);
+    const solver = this.home.solver?.(issuer, own) ?? own;
     const renewing = this.currentLeaf(order);
     const options = {
       commonName: issuer.commonNameInCsr, preferredChain: issuer.preferredChain, notice: (m: string) => this.log.notice(m),
@@ -240,12 +282,7 @@ export class AcmeManager {
     const cert = await orderCertificate(client, order.names, () => generateKey(order.key), solver, options);
     const leaf = certificateFits(cert, order.names);
     if (!leaf) throw new AcmeError('the issued certificate does not cover the names or match the key');
-    try {
-      storeCertificate(order, issuer, cert);
-    } catch (err) {
-      this.log.error(`acme: cannot save certificate "${order.id}" in "${issuer.statePath}": ${(err as Error).message}`);
-    }
-    setRuntimeCertificate(order.id, cert);
+    await this.home.install(order, issuer, cert, this.log);
     this.failures.delete(order);
     this.issuers.set(order, issuer);
     this.serving(order, leaf, 'issued');

@@ -74,6 +74,7 @@ export class GatewayRuntime implements AdminEndpoint {
         keys: this.config.admin.keys,
         enableCors: this.config.admin.cors,
         serverHeader: this.serverHeader,
+        acmeIssuers: [...(this.config.acme?.issuers.keys() ?? [])],
       },
     };
     let snapshot: string | undefined;

@@ -41,6 +41,8 @@ export interface AdminSettings {
   enableCors: boolean;
   /** `Server` header value. */
   serverHeader: string;
+  /** gatehouse.acme.issuers: the issuers an SSL object's `acme.issuer` may name. */
+  acmeIssuers?: string[];
 }
 
 export interface AdminContext {

@@ -1,6 +1,7 @@
 /** /ssls (apisix/admin/ssl.lua): private keys are never returned by GET. */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { sslSchema } from '../schema/resources.ts';
+import type { Keyring } from '../data-encryption.ts';
 import { defineResource } from './resource.ts';
 
 /** `$secret://` and `$env://` references are resolved at run time, not parsed here. */
@@ -11,9 +12,11 @@ function certError(cert: unknown): string | undefined {
   try { new X509Certificate(cert as string); return undefined; } catch (e) { return `failed to parse cert: ${(e as Error).message}`; }
 }
 
-function keyError(key: unknown): string | undefined {
+/** A stored key is encrypted (PATCH merges into the stored value): checked decrypted, as APISIX's aes_decrypt_pkey does. */
+function keyError(key: unknown, keyring: Keyring | undefined): string | undefined {
   if (isRef(key)) return undefined;
-  try { createPrivateKey(key as string); return undefined; } catch (e) { return `failed to parse key: ${(e as Error).message}`; }
+  const pem = typeof key === 'string' && !key.startsWith('---') && keyring ? keyring.decrypt(key) ?? key : key;
+  try { createPrivateKey(pem as string); return undefined; } catch (e) { return `failed to parse key: ${(e as Error).message}`; }
 }
 
 export const ssls = defineResource({
@@ -25,16 +28,25 @@ export const ssls = defineResource({
     if (conf.key !== undefined) conf.key = seal(conf.key);
     if (Array.isArray(conf.keys)) conf.keys = conf.keys.map(seal);
   },
-  check(conf) {
+  check(conf, ctx) {
+    const acme = conf.acme as { issuer: string; fallback?: string[] } | undefined;
+    if (acme) {
+      if (conf.type === 'client') return 'acme: only server certificates are ordered from an issuer';
+      const known = ctx.settings.acmeIssuers ?? [];
+      const unknown = [acme.issuer, ...(acme.fallback ?? [])].find((name) => !known.includes(name));
+      if (unknown !== undefined) return `acme: unknown issuer "${unknown}" (config.yaml's gatehouse.acme.issuers has ${known.length ? known.map((k) => `"${k}"`).join(', ') : 'none'})`;
+      // a GET sent back (the certificate without its key): the gateway writes the issued pair in again
+      if (conf.key === undefined) delete conf.cert;
+    }
     if (conf.cert !== undefined) {
-      const err = certError(conf.cert) ?? keyError(conf.key);
+      const err = certError(conf.cert) ?? keyError(conf.key, ctx.keyring);
       if (err) return err;
     }
     const certs = (conf.certs as unknown[] | undefined) ?? [];
     const keys = (conf.keys as unknown[] | undefined) ?? [];
     if (certs.length !== keys.length) return 'mismatched number of certs and keys';
     for (let i = 0; i < certs.length; i++) {
-      const err = certError(certs[i]) ?? keyError(keys[i]);
+      const err = certError(certs[i]) ?? keyError(keys[i], ctx.keyring);
       if (err) return `failed to handle cert-key pair[${i + 1}]: ${err}`;
     }
     const client = conf.client as { ca?: unknown } | undefined;

@@ -10,6 +10,8 @@ import fs from 'node:fs';
 import { parseDocument } from 'yaml';
 import type { Document } from 'yaml';
 import { DEFAULT_KEYRING } from '../data-encryption.ts';
+import { acmeOf } from './acme-yaml.ts';
+import type { AcmeYaml } from './acme-yaml.ts';
 import { etcdOf, isDataPlane, standaloneOf } from './deployment.ts';
 import type { EtcdConfig } from './deployment.ts';
 import { at, bool, ConfigError, isObj, listens, optionalStr, port, str } from './yaml-values.ts';
@@ -53,6 +55,8 @@ export interface GatewayConfig {
   envs: string[];
   /** gatehouse.plugins_dir (Gatehouse's own): custom plugins in TypeScript or JavaScript, relative to the prefix. */
   pluginsDir: string | undefined;
+  /** gatehouse.acme (Gatehouse's own): the ACME issuers SSL objects can name (src/gateway/config/acme-yaml.ts). */
+  acme: AcmeYaml | undefined;
   /** plugin_attr.prometheus: where the metrics are exported (undefined address: no export server). */
   prometheus: { exportAddr: Listen | undefined; exportUri: string; metricPrefix: string };
   /** Keys generated at this start (printed once). */
@@ -160,6 +164,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       standalone,
       envs: envsOf(at(root, 'nginx_config.envs')),
       pluginsDir: optionalStr(at(root, 'gatehouse.plugins_dir'), 'gatehouse.plugins_dir'),
+      acme: acmeOf(root),
       prometheus: prometheusOf(root),
       generated,
       ssl: sslOf(root),

@@ -7,6 +7,7 @@
  * (`gateway_route`) and proxies to the `gateway_backend` group, as APISIX's
  * `proxy_pass $upstream_scheme://apisix_backend$upstream_uri`. `gatehouse gateway -T` prints it.
  */
+import { acmeNginxLines } from './acme-yaml.ts';
 import type { GatewayConfig, Listen } from './config-yaml.ts';
 
 function listenAddr(l: Listen): string {
@@ -33,6 +34,8 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     `    gateway_config ${cfg.file};`,
     `    gateway_store ${storeFile};`,
     '',
+    // gatehouse.acme: the issuers SSL objects order their certificates from (nginx-acme's acme_issuer)
+    ...acmeNginxLines(cfg.acme),
   ];
   if (cfg.enableAdmin) {
     const allowRules = cfg.admin.allow === undefined ? [] : [...cfg.admin.allow.map((a) => `            allow ${a};`), '            deny all;'];

@@ -15,6 +15,7 @@
 import crypto from 'node:crypto';
 import tls from 'node:tls';
 import type { HandshakeChoice } from '../../tls/handshake-choice.ts';
+import { createSelfSigned } from '../../tls/x509-builder.ts';
 import type { HttpRequest } from '../../http/request.ts';
 import type { ConfigView, SslConf } from '../router/config-view.ts';
 
@@ -110,9 +111,11 @@ function choiceOf(conf: SslConf, defaults: SslSettings): HandshakeChoice {
   if (c) return c;
   const protocols = (conf.ssl_protocols?.length ? conf.ssl_protocols : defaults.protocols).slice().sort() as tls.SecureVersion[];
   const ca = conf.client?.ca;
+  // an object whose certificate is ordered (`acme`) serves a self-signed placeholder until it is issued, as acme_certificate does
+  const own = conf.cert === undefined && conf.acme ? placeholder(conf) : { cert: conf.cert, key: conf.key };
   const context = tls.createSecureContext({
-    cert: [conf.cert, ...(conf.certs ?? [])],
-    key: [conf.key, ...(conf.keys ?? [])],
+    cert: [own.cert, ...(conf.certs ?? [])],
+    key: [own.key, ...(conf.keys ?? [])],
     ca,
     minVersion: protocols[0],
     maxVersion: protocols[protocols.length - 1],
@@ -126,6 +129,12 @@ function choiceOf(conf: SslConf, defaults: SslSettings): HandshakeChoice {
   }
   choices.set(conf, c);
   return c;
+}
+
+function placeholder(conf: SslConf): { cert: string; key: string } {
+  const key = crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).privateKey;
+  const names = conf.snis?.length ? conf.snis : conf.sni !== undefined ? [conf.sni] : [];
+  return { cert: createSelfSigned(key, { names }), key: key.export({ type: 'pkcs8', format: 'pem' }) as string };
 }
 
 /** What a connection's handshake matched: the SNI (or fallback) and its SSL object. */

@@ -70,8 +70,11 @@ export interface SslConf {
   type?: string;
   sni?: string;
   snis?: string[];
+  /** Absent on an object whose certificate is ordered (`acme`) until it is issued. */
   cert: string;
   key: string;
+  /** Gatehouse: the certificate comes from an ACME issuer (src/gateway/acme/). */
+  acme?: { issuer: string; fallback?: string[]; key?: string; status?: Record<string, unknown> };
   certs?: string[];
   keys?: string[];
   client?: { ca: string; depth?: number; skip_mtls_uri_regex?: string[] };

@@ -259,6 +259,23 @@ export const credentialSchema: Schema = {
   additionalProperties: false,
 };
 
+/**
+ * Gatehouse's `acme` field of an SSL object: the certificate is ordered from
+ * an issuer of config.yaml's `gatehouse.acme.issuers` (src/gateway/acme/);
+ * `status` is written by the gateway (what GET shows).
+ */
+const acmeDef: Schema = {
+  type: 'object',
+  properties: {
+    issuer: { type: 'string', minLength: 1 },
+    fallback: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
+    key: { type: 'string', enum: ['ecdsa:256', 'ecdsa:384', 'ecdsa:521', 'rsa:2048', 'rsa:3072', 'rsa:4096'] },
+    status: { type: 'object' },
+  },
+  required: ['issuer'],
+  additionalProperties: false,
+};
+
 export const sslSchema: Schema = {
   type: 'object',
   properties: common({
@@ -280,9 +297,11 @@ export const sslSchema: Schema = {
     },
     status: { type: 'integer', enum: [1, 0], default: 1 },
     ssl_protocols: { type: 'array', maxItems: 3, uniqueItems: true, items: { enum: ['TLSv1.1', 'TLSv1.2', 'TLSv1.3'] } },
+    acme: acmeDef,
   }, false),
   if: { properties: { type: { enum: ['server'] } } },
-  then: { oneOf: [{ required: ['sni', 'key', 'cert'] }, { required: ['snis', 'key', 'cert'] }] },
+  // Gatehouse: with `acme` the certificate and key come from the issuer (written in by the gateway)
+  then: { oneOf: [{ required: ['sni', 'key', 'cert'] }, { required: ['snis', 'key', 'cert'] }, { required: ['sni', 'acme'], not: { required: ['key'] } }, { required: ['snis', 'acme'], not: { required: ['key'] } }] },
   else: { required: ['key', 'cert'] },
   additionalProperties: false,
 };

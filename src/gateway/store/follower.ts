@@ -49,6 +49,7 @@ export class ConfigFollower {
   private readonly store: Store;
   private readonly prefix: string;
   private readonly snapshotFile: string | undefined;
+  private readonly listeners: Array<() => void> = [];
 
   /** `prefix` ends with `/`; `snapshotFile`: where the last configuration is kept (undefined: nowhere). */
   constructor(store: Store, prefix: string, snapshotFile: string | undefined) {
@@ -57,6 +58,15 @@ export class ConfigFollower {
     this.snapshotFile = snapshotFile;
     if (snapshotFile) this.loadSnapshot(snapshotFile);
     void this.sync();
+  }
+
+  /** Calls `fn` after each change applied to the copy (the gateway's ACME orders follow the SSL objects). */
+  onChange(fn: () => void): void {
+    this.listeners.push(fn);
+  }
+
+  private changed(): void {
+    for (const fn of this.listeners) fn();
   }
 
   report(): FollowerReport {
@@ -147,6 +157,7 @@ export class ConfigFollower {
     this.lastRelistChanges = changes;
     this.revision = revision;
     this.saveSnapshotSoon();
+    if (changes) this.changed();
   }
 
   private applyEvents(events: WatchEvent[], revision: number): void {
@@ -158,6 +169,7 @@ export class ConfigFollower {
     }
     this.revision = Math.max(this.revision, revision);
     this.saveSnapshotSoon();
+    this.changed();
   }
 
   private saveSnapshotSoon(): void {

@@ -35,6 +35,11 @@ import type { chooseCertificate, httpsClientError } from '../../gateway/dataplan
 import { requestLog } from '../request-log.ts';
 import { certificateChoosers } from './ssl/handshake.ts';
 import type { ServerConf } from '../http-conf.ts';
+import { httpConf } from '../http-conf.ts';
+import type { WorkerRuntime } from '../../core/cycle.ts';
+import { acmeIssuers } from './acme/index.ts';
+import os from 'node:os';
+import path from 'node:path';
 
 interface GatewayMain { config?: string; store?: string }
 
@@ -141,6 +146,32 @@ const variables: HttpVariable[] = [
   { name: 'gateway_upstream_connection', noCache: true, get: upstreamVar((s) => (s.ctx.websocket ? s.ctx.header('connection') : '')) },
 ];
 
+/**
+ * SSL objects with `acme` get their certificates from the issuers of
+ * config.yaml's gatehouse.acme (the acme module's `acme_issuer` blocks in
+ * the generated configuration): worker 0 of the node holding the store's
+ * lease orders them (src/gateway/acme/).
+ */
+function startAcme(cycle: Cycle, worker: WorkerRuntime, rt: GatewayRuntime, storeFile: string): void {
+  const http = httpConf(cycle);
+  const acme = http && acmeIssuers(http);
+  if (!acme || worker.workerId !== 0) return;
+  if (rt.config.standalone) {
+    worker.log.warn('acme: SSL objects cannot be given certificates in standalone mode (the configuration file is read-only)');
+    return;
+  }
+  void import('../../gateway/acme/ssl-orders.ts').then(({ GatewayAcme }) => {
+    const task = new GatewayAcme({
+      store: rt.store, keyPrefix: rt.config.keyPrefix, keyring: rt.ctx.keyring, follower: rt.follower,
+      view: () => rt.dataPlane.current().view, issuers: acme.issuers, doc: acme.doc, log: worker.log,
+      node: `${os.hostname()}:${path.dirname(path.dirname(storeFile))}`,
+    });
+    task.start();
+    worker.onShutdown(() => task.stop());
+    worker.onClose(() => task.stop());
+  });
+}
+
 export const gatewayModule: HttpModule = {
   name: 'ngx_http_gateway_module',
   directives: [
@@ -211,5 +242,6 @@ export const gatewayModule: HttpModule = {
     runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError });
     setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
+    startAcme(cycle, worker, rt, m.store);
   },
 };

@@ -27,7 +27,7 @@ import { addIdentifier } from '../../../acme/identifiers.ts';
 import type { KeySpec } from '../../../acme/jws.ts';
 import { AcmeManager } from '../../../acme/manager.ts';
 import { http01Answer, HTTP01_PREFIX } from '../../../acme/solvers/http-01.ts';
-import { dnsAnswer } from '../../../acme/solvers/dns-responder.ts';
+import { dnsAnswer, dnsTcpConnection } from '../../../acme/solvers/dns-responder.ts';
 import { certificateFits, orderId, storedCertificate } from '../../../acme/state.ts';
 import { certificateStatuses } from '../../../acme/status.ts';
 import type { IssuerConf, OrderConf } from '../../../acme/state.ts';
@@ -48,6 +48,8 @@ interface AcmeMain {
   doc?: SharedDocument;
   /** `acme_dns_port`: the UDP listener answering dns-01 queries. */
   dnsListener?: string;
+  /** And the TCP one at the same address. */
+  dnsTcpListener?: string;
 }
 
 const mains = new WeakMap<object, AcmeMain>();
@@ -93,7 +95,11 @@ function acmeDnsPort(cf: ConfContext, node: ConfNode): string | void {
   const host = (at[1] ?? '0.0.0.0').replace(/^\[|\]$/g, '');
   const key = `udp:${host.includes(':') ? `[${host}]` : host}:${port}`;
   Cycle.of(cf).addListener({ key, protocol: 'http', host, port, udp: true });
+  // and over TCP, for answers too long for UDP (RFC 7766)
+  const tcpKey = key.slice(4);
+  Cycle.of(cf).addListener({ key: tcpKey, protocol: 'http', host, port });
   m.dnsListener = key;
+  m.dnsTcpListener = tcpKey;
 }
 
 function acmeCertificate(cf: ConfContext, node: ConfNode): string | void {
@@ -167,6 +173,17 @@ function postconfiguration(http: HttpMainConf): void {
   http.addPhaseHandler('POST_READ', 200, answerHttp01);
 }
 
+/**
+ * The issuers and shared zone of a configuration's http block: the
+ * gateway's SSL objects order their certificates with them
+ * (src/gateway/acme/), answered by the same http-01, tls-alpn-01 and dns-01
+ * responders.
+ */
+export function acmeIssuers(http: HttpMainConf): { issuers: ReadonlyMap<string, IssuerConf>; doc: SharedDocument } | undefined {
+  const m = mains.get(http);
+  return m?.doc && m.issuers.size ? { issuers: m.issuers, doc: m.doc } : undefined;
+}
+
 /** http-01: the key authorization for a GET, before anything else runs (nginx-acme's POST_READ handler). */
 function answerHttp01(r: HttpRequest): number | Promise<number> {
   if (r.method !== 'GET' || !r.uri.startsWith(HTTP01_PREFIX)) return DECLINED;
@@ -226,6 +243,7 @@ function initWorker(cycle: Cycle, worker: WorkerRuntime): void {
       const answer = dnsAnswer(doc, msg);
       if (answer) socket.send(answer, from.port, from.address);
     });
+    if (m.dnsTcpListener) worker.onConnection(m.dnsTcpListener, (socket) => dnsTcpConnection(doc, socket));
   }
   if (!m.orders.size || worker.workerId !== 0) return;
   // servers asking for the same names and key share one certificate
