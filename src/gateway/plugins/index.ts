@@ -19,15 +19,16 @@ import { redirect } from './redirect.ts';
 import { requestId } from './request-id.ts';
 import { prometheus } from './prometheus.ts';
 import { responseRewrite } from './response-rewrite.ts';
+import { serverlessPreFunction } from './serverless-pre-function.ts';
+import { serverlessPostFunction } from './serverless-post-function.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 const PENDING: Array<[string, number]> = [
-  ['serverless-pre-function', 10000],
   ['traffic-split', 966],
-  ['serverless-post-function', -2000],
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
+  serverlessPreFunction, serverlessPostFunction,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];
