@@ -96,9 +96,12 @@ export class DataPlane {
   access(r: HttpRequest, codes: PhaseCodes, keep: (r: HttpRequest, s: GatewayRequestState) => void): number | Promise<number> {
     const v = this.current();
     const rawHost = r.header('host') ?? '';
-    const read = (name: string): string | undefined => r.main.variables.valueByName(r, name);
+    // APISIX's ctx.var: `http_user-id` is the header's variable `http_user_id`
+    const read = (name: string): string | undefined =>
+      r.main.variables.valueByName(r, name.startsWith('http_') && name.includes('-') ? name.toLowerCase().replace(/-/g, '_') : name);
     const hit = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
     const ctx = new RequestContext(r, hit, v.consumerKeys, v.view.consumers, read);
+    ctx.upstreams = v.view.upstreams;
     const state: GatewayRequestState = { ctx, chains: [] };
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));
@@ -157,6 +160,9 @@ export class DataPlane {
 
   /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
   private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number {
+    // a plugin chose another upstream (traffic-split): it stands for the route's
+    const choice = ctx.upstreamChoice;
+    if (choice) route = { ...route, upstream: choice.upstream, upstreamKey: choice.key, missing: undefined };
     if (route.missing === 'service') return 404;
     if (route.missing === 'upstream_id') return 502;
     if (route.missing === 'none') return 503;

@@ -5,7 +5,7 @@
  * returns `{ status, body }` as `core.response.exit(status, body)` does: a
  * body object goes out as JSON with a trailing newline.
  */
-import type { Consumer } from '../router/config-view.ts';
+import type { Consumer, UpstreamConf } from '../router/config-view.ts';
 import type { MatchedRoute } from '../router/router.ts';
 
 export interface PluginAnswer {
@@ -53,6 +53,10 @@ export interface PluginContext {
   upstreamUri: string;
   upstreamHost: string | undefined;
   upstreamMethod: string | undefined;
+  /** An upstream object of the configuration version, by id (traffic-split). */
+  upstreamById(id: string): UpstreamConf | undefined;
+  /** Proxies to `upstream` instead of the route's; `key` names its balancer state (traffic-split). */
+  useUpstream(upstream: UpstreamConf, key: string): void;
   /** Consumers whose `plugin` conf has `field` equal to `value` (auth plugins). */
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined;
   consumerByName(name: string): Consumer | undefined;
