@@ -62,6 +62,8 @@ export interface Consumer {
   /** The consumer's own auth confs, then each credential's (id, plugins). */
   credentials: Array<{ id: string | undefined; plugins: Plugins }>;
   customId?: string;
+  /** The consumer group it belongs to (`group_id`). */
+  groupId?: string;
 }
 
 /** An SSL object (apisix/schema_def.lua ssl), its keys decrypted. */
@@ -166,6 +168,7 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
           view.consumers.set(id, {
             username: String(v.username ?? id), plugins: (v.plugins ?? {}) as Plugins, credentials: [],
             customId: (v.labels as Record<string, string> | undefined)?.custom_id,
+            groupId: v.group_id === undefined ? undefined : String(v.group_id),
           });
         } else if (parts.length === 4 && parts[2] === 'credentials') {
           creds.push([id, parts[3], v]);
