@@ -2,6 +2,7 @@
  * More plugins on the gateway's request path against a loopback origin:
  * response-rewrite `filters` (t/plugin/response-rewrite2.t, 3.t) and
  * consumer-restriction by `consumer_group_id` (t/plugin/consumer-restriction2.t),
+ * cors with plugin metadata and `timing_allow_origins` (t/plugin/cors3.t, cors4.t),
  * restated in our own cases.
  */
 import assert from 'node:assert/strict';
@@ -90,5 +91,45 @@ describe('consumer-restriction by consumer_group_id', () => {
     const no = await untilRouted(gw, '/cg', (x) => x.status === 401, { headers: { apikey: 'k-rose' } });
     assert.equal(no.body, '{"message":"no silver"}\n');
     assert.equal((await proxy(gw, '/cg', { headers: { apikey: 'k-jack' } })).status, 200);
+  });
+});
+
+describe('cors with plugin metadata and timing origins', () => {
+  before(async () => {
+    await put(gw, 'plugin_metadata/cors', { allow_origins: { key_1: 'https://domain.com', key_2: 'https://sub.domain.com,https://sub2.domain.com', key_3: '*' } });
+  });
+
+  it('allow_origins_by_metadata: an origin of a named list is echoed; one of no named list gets nothing', async () => {
+    await put(gw, 'routes/cm', { uri: '/cm', upstream: up(), plugins: { cors: { allow_origins_by_metadata: ['key_1', 'key_2'] } } });
+    const r = await untilRouted(gw, '/cm', (x) => x.headers['access-control-allow-origin'] !== undefined, { headers: { Origin: 'https://sub2.domain.com' } });
+    assert.equal(r.headers['access-control-allow-origin'], 'https://sub2.domain.com');
+    assert.equal((await proxy(gw, '/cm', { headers: { Origin: 'https://domain.com' } })).headers['access-control-allow-origin'], 'https://domain.com');
+    assert.equal((await proxy(gw, '/cm', { headers: { Origin: 'https://other.com' } })).headers['access-control-allow-origin'], undefined);
+  });
+
+  it('a metadata list of * allows every origin; the route\'s own list is tried when the metadata does not allow', async () => {
+    await put(gw, 'routes/cm', { uri: '/cm', upstream: up(), plugins: { cors: { allow_origins_by_metadata: ['key_3'] } } });
+    const r = await untilRouted(gw, '/cm', (x) => x.headers['access-control-allow-origin'] === 'https://any.com', { headers: { Origin: 'https://any.com' } });
+    assert.equal(r.headers['access-control-allow-methods'], '*');
+    await put(gw, 'routes/cm', { uri: '/cm', upstream: up(), plugins: { cors: { allow_origins_by_metadata: ['key_1'], allow_origins: 'https://own.com,https://own2.com' } } });
+    const own = await untilRouted(gw, '/cm', (x) => x.headers['access-control-allow-origin'] === 'https://own2.com', { headers: { Origin: 'https://own2.com' } });
+    assert.equal(own.headers.vary, 'Origin');
+    assert.equal((await proxy(gw, '/cm', { headers: { Origin: 'https://domain.com' } })).headers['access-control-allow-origin'], 'https://domain.com');
+  });
+
+  it('the Admin API checks the metadata with cors\' metadata schema', async () => {
+    const r = await gw.admin('PUT', '/gateway/admin/plugin_metadata/cors', { allow_origins: { k: 'not an origin' } });
+    assert.equal(r.status, 400);
+  });
+
+  it('timing_allow_origins and timing_allow_origins_by_regex give Timing-Allow-Origin to the origins they allow', async () => {
+    await put(gw, 'routes/ct', { uri: '/ct', upstream: up(), plugins: { cors: { timing_allow_origins: 'http://a.test,http://b.test' } } });
+    const r = await untilRouted(gw, '/ct', (x) => x.headers['timing-allow-origin'] === 'http://b.test', { headers: { Origin: 'http://b.test' } });
+    assert.equal(r.headers['access-control-allow-origin'], '*');
+    assert.equal((await proxy(gw, '/ct', { headers: { Origin: 'http://c.test' } })).headers['timing-allow-origin'], undefined);
+    await put(gw, 'routes/ct', { uri: '/ct', upstream: up(), plugins: { cors: { timing_allow_origins_by_regex: ['.*\\.example\\.org$'] } } });
+    const rx = await untilRouted(gw, '/ct', (x) => x.headers['timing-allow-origin'] === 'http://x.example.org', { headers: { Origin: 'http://x.example.org' } });
+    assert.equal(rx.status, 200);
+    assert.equal((await proxy(gw, '/ct', { headers: { Origin: 'http://x.example.com' } })).headers['timing-allow-origin'], undefined);
   });
 });

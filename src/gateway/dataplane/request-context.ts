@@ -42,6 +42,8 @@ export class RequestContext implements PluginContext {
   upstreamChoice: { upstream: UpstreamConf; key: string } | undefined;
   /** The configuration version's upstream objects (set by the request path). */
   upstreams: Map<string, UpstreamConf> | undefined;
+  /** The configuration version's plugin metadata (set by the request path). */
+  metadata: Map<string, Record<string, unknown>> | undefined;
   private uri: string | undefined;
   private args: string | undefined;
   private readonly pending: Array<[name: string, value: string | undefined, add: boolean]> = [];
@@ -130,6 +132,10 @@ export class RequestContext implements PluginContext {
 
   upstreamById(id: string): UpstreamConf | undefined {
     return this.upstreams?.get(id);
+  }
+
+  pluginMetadata(name: string): Record<string, unknown> | undefined {
+    return this.metadata?.get(name);
   }
 
   useUpstream(upstream: UpstreamConf, key: string): void {

@@ -102,6 +102,7 @@ export class DataPlane {
     const hit = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
     const ctx = new RequestContext(r, hit, v.consumerKeys, v.view.consumers, read);
     ctx.upstreams = v.view.upstreams;
+    ctx.metadata = v.view.pluginMetadata;
     const state: GatewayRequestState = { ctx, chains: [] };
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));

@@ -57,6 +57,8 @@ export interface PluginContext {
   upstreamById(id: string): UpstreamConf | undefined;
   /** Proxies to `upstream` instead of the route's; `key` names its balancer state (traffic-split). */
   useUpstream(upstream: UpstreamConf, key: string): void;
+  /** The plugin's metadata object of the configuration version (`/plugin_metadata/NAME`). */
+  pluginMetadata(name: string): Record<string, unknown> | undefined;
   /** Consumers whose `plugin` conf has `field` equal to `value` (auth plugins). */
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined;
   consumerByName(name: string): Consumer | undefined;

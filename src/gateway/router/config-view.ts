@@ -106,6 +106,8 @@ export interface ConfigView {
   ssls: Array<{ conf: SslConf; revision: number }>;
   /** Stream routes in creation order. */
   streamRoutes: StreamRouteConf[];
+  /** Plugin metadata by plugin name (cors' allow_origins). */
+  pluginMetadata: Map<string, Record<string, unknown>>;
 }
 
 /**
@@ -130,7 +132,7 @@ function parse(kv: KeyValue, prepare: (v: Record<string, unknown>) => void): Rec
 
 export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: number, plugins: PluginRegistry, keyring: Keyring | undefined): ConfigView {
   const view: ConfigView = {
-    revision, routes: [], services: new Map(), upstreams: new Map(), pluginConfigs: new Map(), globalRules: [], consumers: new Map(),
+    revision, routes: [], services: new Map(), upstreams: new Map(), pluginConfigs: new Map(), globalRules: [], consumers: new Map(), pluginMetadata: new Map(),
     ssls: [], streamRoutes: [],
   };
   // APISIX stores PEM keys encrypted (a PEM key starts with `---`); a key no keyring entry opens stays as stored
@@ -162,6 +164,7 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       case 'plugin_configs': view.pluginConfigs.set(id, v as unknown as { plugins: Plugins }); break;
       case 'ssls': if (parts.length === 2) view.ssls.push({ conf: v as unknown as SslConf, revision: kv.modRevision }); break;
       case 'stream_routes': if (parts.length === 2) view.streamRoutes.push(v as unknown as StreamRouteConf); break;
+      case 'plugin_metadata': view.pluginMetadata.set(id, v); break;
       case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
       case 'consumers':
         if (parts.length === 2) {
