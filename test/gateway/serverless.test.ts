@@ -53,6 +53,12 @@ describe('serverless: the Admin API checks the functions', () => {
     assert.match(msg, /^failed to check the configuration of plugin serverless-pre-function err: failed to loadstring: \[string "return function\( end"\]:1: /);
   });
 
+  it('a bare name: LuaJIT\'s words, \'=\' expected near \'<eof>\'', async () => {
+    const r = await gw.admin('PUT', '/gateway/admin/routes/bad', route('a'));
+    assert.equal(r.status, 400);
+    assert.deepEqual(r.json, { error_msg: 'failed to check the configuration of plugin serverless-pre-function err: failed to loadstring: [string "a"]:1: \'=\' expected near \'<eof>\'' });
+  });
+
   it('a source that returns no function: only accept Lua function', async () => {
     const r = await gw.admin('PUT', '/gateway/admin/routes/bad', route('local a = 123;'));
     assert.equal(r.status, 400);

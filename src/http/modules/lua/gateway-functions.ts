@@ -32,6 +32,15 @@ const HOOK_PHASE: Record<ServerlessConf['phase'], string> = {
   rewrite: 'access', access: 'access', before_proxy: 'access', header_filter: 'header_filter', body_filter: 'body_filter', log: 'log',
 };
 
+/**
+ * A compile error as LuaJIT words it: Lua 5.4's one "syntax error" (an
+ * expression that is not a call, where an assignment was due) is LuaJIT's
+ * `'=' expected`, and LuaJIT quotes the end of input.
+ */
+function luajitSyntax(message: string): string {
+  return message.replace(/: syntax error near (.*)$/, ": '=' expected near $1").replace(/near <eof>$/, "near '<eof>'");
+}
+
 export interface GatewayLua extends LuaFunctions {
   /** The request is over: its ngx.ctx (api_ctx) and cosockets go. */
   release(r: HttpRequest): void;
@@ -158,7 +167,7 @@ export async function createGatewayLua(opts: GatewayLuaOptions): Promise<Gateway
       bridge.call(L, 1, 1);
       const err = bridge.toString(L, -1);
       bridge.api.lua_settop(L, -2);
-      return err;
+      return err && luajitSyntax(err);
     },
     run(conf: ServerlessConf, pctx: PluginContext) {
       const g = pctx as RequestContext;
