@@ -171,6 +171,24 @@ describe('serverless on the request path', () => {
     await untilLogged('lua entry thread aborted: runtime error:');
   });
 
+  it('before_proxy runs after access, in OpenResty\'s access phase', async () => {
+    await put(gw, 'routes/s12', { uri: '/s12', plugins: {
+      'serverless-pre-function': { phase: 'before_proxy', functions: ["return function() ngx.req.set_header('X-Phase', ngx.get_phase() .. ':' .. (ngx.req.get_headers()['x-access'] or '-')) end"] },
+      'serverless-post-function': { phase: 'access', functions: ["return function() ngx.req.set_header('X-Access', 'done') end"] },
+    }, upstream: up() });
+    const r = await untilRouted(gw, '/s12', (x) => x.echo?.headers['x-phase'] !== undefined);
+    assert.equal(r.echo!.headers['x-phase'], 'access:done');
+  });
+
+  it('in a global rule the function runs for every request, a 404 too', async () => {
+    await put(gw, 'global_rules/g1', { plugins: { 'serverless-post-function': { phase: 'header_filter', functions: ["return function() ngx.header['X-Global'] = ngx.status end"] } } });
+    const r = await untilRouted(gw, '/nowhere', (x) => x.headers['x-global'] !== undefined);
+    assert.equal(r.status, 404);
+    assert.equal(r.headers['x-global'], '404');
+    assert.equal(r.body, '{"error_msg":"404 Route Not Found"}\n');
+    await gw.admin('DELETE', '/gateway/admin/global_rules/g1');
+  });
+
   it('ngx.sleep in access waits, then the request goes on to the upstream', async () => {
     await put(gw, 'routes/s11', { uri: '/s11', plugins: { 'serverless-pre-function': { functions: ["return function() ngx.sleep(0.01); ngx.req.set_header('X-Slept', 'yes') end"] } }, upstream: up() });
     const r = await untilRouted(gw, '/s11', (x) => x.echo?.headers['x-slept'] === 'yes');
