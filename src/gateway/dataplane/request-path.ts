@@ -227,6 +227,7 @@ export class DataPlane {
   /** Whether plugins filter this response's body (decided after the header filters; the length then goes). */
   filtersBody(s: GatewayRequestState): boolean {
     let any = false;
+    s.bodyFilters = undefined;
     for (const chain of s.chains) {
       for (const l of chain) {
         if (!l.plugin.bodyFilter || !runs(l, s.ctx) || (l.plugin.filtersBody && !l.plugin.filtersBody(l.conf, s.ctx))) continue;
