@@ -3,6 +3,7 @@
  * response-rewrite `filters` (t/plugin/response-rewrite2.t, 3.t) and
  * consumer-restriction by `consumer_group_id` (t/plugin/consumer-restriction2.t),
  * cors with plugin metadata and `timing_allow_origins` (t/plugin/cors3.t, cors4.t),
+ * consumer group plugins (t/node/consumer-group.t),
  * restated in our own cases.
  */
 import assert from 'node:assert/strict';
@@ -131,5 +132,26 @@ describe('cors with plugin metadata and timing origins', () => {
     const rx = await untilRouted(gw, '/ct', (x) => x.headers['timing-allow-origin'] === 'http://x.example.org', { headers: { Origin: 'http://x.example.org' } });
     assert.equal(rx.status, 200);
     assert.equal((await proxy(gw, '/ct', { headers: { Origin: 'http://x.example.com' } })).headers['timing-allow-origin'], undefined);
+  });
+});
+
+describe('consumer group plugins', () => {
+  it('after authentication the group\'s plugins merge into the route, under the consumer\'s own', async () => {
+    await put(gw, 'consumer_groups/team', { plugins: {
+      'proxy-rewrite': { headers: { set: { 'X-Group': 'team' } } },
+      'response-rewrite': { headers: { set: { 'X-Group-Answer': 'team' } } },
+    } });
+    await put(gw, 'consumers', { username: 'ann', group_id: 'team', plugins: { 'key-auth': { key: 'k-ann' } } });
+    await put(gw, 'consumers', { username: 'bob', group_id: 'team', plugins: {
+      'key-auth': { key: 'k-bob' }, 'proxy-rewrite': { headers: { set: { 'X-Group': 'bob-own' } } },
+    } });
+    await put(gw, 'routes/grp', { uri: '/grp', upstream: up(), plugins: { 'key-auth': {} } });
+    const ann = await untilRouted(gw, '/grp', (x) => x.echo?.headers['x-group'] === 'team', { headers: { apikey: 'k-ann' } });
+    assert.equal(ann.headers['x-group-answer'], 'team');
+    const bob = await proxy(gw, '/grp', { headers: { apikey: 'k-bob' } });
+    assert.equal(bob.echo!.headers['x-group'], 'bob-own');
+    assert.equal(bob.headers['x-group-answer'], 'team');
+    const solo = await proxy(gw, '/grp', { headers: { apikey: 'k-solo' } });
+    assert.equal(solo.echo!.headers['x-group'], undefined);
   });
 });

@@ -133,10 +133,14 @@ export class DataPlane {
     const ctx = state.ctx;
     let chain = routeChain;
     let added: PhaseResult | Promise<PhaseResult>;
-    if (ctx.consumer && Object.keys(ctx.consumer.plugins).length > 0) {
-      // the consumer's plugins win over the route's; those it adds run their rewrite now
+    const consumer = ctx.consumer;
+    // a consumer in a group that does not exist (apisix/init.lua: failed to fetch consumer group config)
+    if (consumer?.withGroup === null) return answer(r, ctx, { status: 503 }, codes);
+    const consumerPlugins = consumer && (consumer.withGroup ?? consumer.plugins);
+    if (consumerPlugins && Object.keys(consumerPlugins).length > 0) {
+      // the consumer's plugins (over its group's) win over the route's; those it adds run their rewrite now
       const before = new Set(chain.map((l) => l.plugin.name));
-      chain = this.consumerChain(route.plugins, ctx.consumer.plugins);
+      chain = this.consumerChain(route.plugins, consumerPlugins);
       state.chains[state.chains.length - 1] = chain;
       added = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
     }

@@ -64,6 +64,12 @@ export interface Consumer {
   customId?: string;
   /** The consumer group it belongs to (`group_id`). */
   groupId?: string;
+  /**
+   * The group's plugins under the consumer's own (what merges into the route
+   * after authentication); undefined without a group; null when the group
+   * does not exist (APISIX answers 503).
+   */
+  withGroup?: Plugins | null;
 }
 
 /** An SSL object (apisix/schema_def.lua ssl), its keys decrypted. */
@@ -139,6 +145,7 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
   const openKey = (k: unknown): unknown => (typeof k === 'string' && !k.startsWith('---') && keyring ? keyring.decrypt(k) ?? k : k);
   const sorted = [...kvs].sort((a, b) => a.createRevision - b.createRevision);
   const creds: Array<[string, string, Record<string, unknown>]> = [];
+  const groups = new Map<string, Record<string, unknown>>();
   const open = (p: unknown): void => {
     if (keyring) plugins.mapSecrets(p, 'consumer', (v) => keyring.decrypt(v));
   };
@@ -165,6 +172,7 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       case 'ssls': if (parts.length === 2) view.ssls.push({ conf: v as unknown as SslConf, revision: kv.modRevision }); break;
       case 'stream_routes': if (parts.length === 2) view.streamRoutes.push(v as unknown as StreamRouteConf); break;
       case 'plugin_metadata': view.pluginMetadata.set(id, v); break;
+      case 'consumer_groups': groups.set(id, v); break;
       case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
       case 'consumers':
         if (parts.length === 2) {
@@ -179,7 +187,13 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
         break;
     }
   }
-  for (const c of view.consumers.values()) c.credentials.push({ id: undefined, plugins: c.plugins });
+  for (const c of view.consumers.values()) {
+    c.credentials.push({ id: undefined, plugins: c.plugins });
+    if (c.groupId !== undefined) {
+      const group = groups.get(c.groupId);
+      c.withGroup = group ? { ...(group.plugins ?? {}) as Plugins, ...c.plugins } : null;
+    }
+  }
   for (const [user, credId, v] of creds) view.consumers.get(user)?.credentials.push({ id: credId, plugins: (v.plugins ?? {}) as Plugins });
   view.globalRules.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return view;
