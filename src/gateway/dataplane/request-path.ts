@@ -145,7 +145,7 @@ export class DataPlane {
       added = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
     }
     return after(added, r, ctx, codes, () => after(runPhase(chain, 'access', ctx), r, ctx, codes, () => {
-      const proxy = () => this.toUpstream(r, route, ctx, codes);
+      const proxy = () => this.toUpstream(r, withChoice(route, ctx), ctx, codes);
       const ready = () => (ctx.delayMs > 0 ? sleep(ctx.delayMs).then(proxy) : proxy());
       return after(runPhase(chain, 'beforeProxy', ctx), r, ctx, codes, ready);
     }));
@@ -165,9 +165,6 @@ export class DataPlane {
 
   /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
   private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number {
-    // a plugin chose another upstream (traffic-split): it stands for the route's
-    const choice = ctx.upstreamChoice;
-    if (choice) route = { ...route, upstream: choice.upstream, upstreamKey: choice.key, missing: undefined };
     if (route.missing === 'service') return 404;
     if (route.missing === 'upstream_id') return 502;
     if (route.missing === 'none') return 503;
@@ -263,6 +260,12 @@ export class DataPlane {
     }
     return undefined;
   }
+}
+
+/** The route with the upstream a plugin chose instead of its own (traffic-split), if one did. */
+function withChoice(route: MatchedRoute, ctx: RequestContext): MatchedRoute {
+  const choice = ctx.upstreamChoice;
+  return choice ? { ...route, upstream: choice.upstream, upstreamKey: choice.key, missing: undefined } : route;
 }
 
 /** The key `chash` hashes (hash_on vars / header / cookie / consumer). */

@@ -25,6 +25,8 @@ import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import { DECLINED, DONE } from '../http-conf.ts';
 import { useGzip } from './gzip.ts';
+import type { GatewayLua } from './lua/gateway-functions.ts';
+import { coreSettings } from '../../core/modules/core.ts';
 import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
@@ -34,8 +36,6 @@ import { setCycleRuntime } from '../../gateway/workers.ts';
 import type { chooseCertificate, httpsClientError } from '../../gateway/dataplane/certificates.ts';
 import { requestLog } from '../request-log.ts';
 import { certificateChoosers } from './ssl/handshake.ts';
-import type { GatewayLua } from './lua/gateway-functions.ts';
-import { coreSettings } from '../../core/modules/core.ts';
 import type { ServerConf } from '../http-conf.ts';
 
 interface GatewayMain { config?: string; store?: string }
@@ -45,8 +45,6 @@ const mains = new WeakMap<Cycle, GatewayMain>();
 interface Loaded {
   rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus; metrics: typeof serveMetrics;
   choose: typeof chooseCertificate; clientError: typeof httpsClientError;
-  /** The request is over for the serverless functions' Lua (its ngx.ctx, its cosockets). */
-  releaseLua(r: HttpRequest): void;
 }
 const runtimes = new WeakMap<Cycle, Loaded>();
 
@@ -131,6 +129,25 @@ function routeBodyFilter(r: HttpRequest, chunk: Buffer, eof: boolean, self: Body
   return nextBodyFilter(r, self, out.chunk, out.eof);
 }
 
+/** Each cycle's Lua for the serverless functions, once a request or a check made it. */
+const luas = new WeakMap<Cycle, { lua?: GatewayLua }>();
+
+/** Hands the serverless plugins the worker's Lua: a VM of its own, made when one is first needed. */
+async function provideLua(cycle: Cycle, worker: Parameters<NonNullable<HttpModule['initWorker']>>[1]): Promise<void> {
+  const { provideLuaFunctions } = await import('../../gateway/plugins/serverless.ts');
+  const held: { lua?: GatewayLua } = {};
+  luas.set(cycle, held);
+  provideLuaFunctions(async () => {
+    const { createGatewayLua } = await import('./lua/gateway-functions.ts');
+    held.lua = await createGatewayLua({
+      workerId: worker.workerId, workerCount: coreSettings(cycle).workerProcesses, prefix: cycle.paths.prefix,
+      onShutdown: (fn) => worker.onShutdown(fn),
+    });
+    return held.lua;
+  });
+  worker.onClose(() => held.lua?.close());
+}
+
 function routeLog(r: HttpRequest): number {
   const s = stateOf(r);
   const cycle = routeLocs.get(r.loc);
@@ -138,7 +155,8 @@ function routeLog(r: HttpRequest): number {
   if (loaded) workerMetrics.requests++;
   if (s && loaded) {
     loaded.rt.dataPlane.log(s);
-    loaded.releaseLua(r);
+    // the request is over for the serverless functions' Lua too (its ngx.ctx, its cosockets)
+    luas.get(cycle!)?.lua?.release(r);
   }
   return DECLINED;
 }
@@ -222,26 +240,12 @@ export const gatewayModule: HttpModule = {
   async initWorker(cycle, worker) {
     const m = mains.get(cycle);
     if (!m?.config || !m.store) return;
-    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }, { provideLuaFunctions }] = await Promise.all([
+    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'), import('../../gateway/dataplane/certificates.ts'),
-      import('../../gateway/plugins/serverless.ts'),
     ]);
-    // serverless functions run on a Lua VM of the worker's own, made when one is first needed
-    let lua: GatewayLua | undefined;
-    provideLuaFunctions(async () => {
-      const { createGatewayLua } = await import('./lua/gateway-functions.ts');
-      lua = await createGatewayLua({
-        workerId: worker.workerId, workerCount: coreSettings(cycle).workerProcesses, prefix: cycle.paths.prefix,
-        onShutdown: (fn) => worker.onShutdown(fn),
-      });
-      return lua;
-    });
-    worker.onClose(() => lua?.close());
+    await provideLua(cycle, worker);
     const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
-    runtimes.set(cycle, {
-      rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError,
-      releaseLua: (r) => lua?.release(r),
-    });
+    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError });
     setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
   },
