@@ -38,7 +38,7 @@ http {
 `;
 }
 
-async function cpuPerRequest(pid: number, port: number, path: string, seconds: number, headers: string[] = []): Promise<number> {
+export async function cpuPerRequest(pid: number, port: number, path: string, seconds: number, headers: string[] = []): Promise<number> {
   const cpu0 = cpuMicros(pid);
   const w = await wrkRun(port, path, seconds, 50, 'http', headers);
   if (w.errors) console.log(`  ${path} on ${port}: ${w.errors} socket errors or non-2xx responses`);

@@ -23,6 +23,7 @@ import { report, rounds, ROUNDS, type Figures, type Kind } from './rounds.ts';
 import { luaCases } from './lua.ts';
 import { gatewayCase } from './gateway.ts';
 import { gatewayRouteCase } from './gateway-route.ts';
+import { gatewayRouterCase } from './gateway-router.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const ONLY = process.env.BENCH_ONLY?.split(',');
@@ -175,6 +176,7 @@ async function main(): Promise<void> {
   if (wanted('tls')) await tlsCases();
   if (wanted('lua')) await luaCases(SECONDS, WARMUP_SECONDS);
   if (wanted('gateway-route')) await gatewayRouteCase(SECONDS, WARMUP_SECONDS, ROUNDS);
+  if (wanted('gateway-router')) await gatewayRouterCase(SECONDS, WARMUP_SECONDS, ROUNDS);
   if (wanted('gateway')) await gatewayCase(SECONDS);
   printSummary(`${ROUNDS} rounds, same-round medians; ${((Date.now() - started) / 60000).toFixed(1)} min`);
   const out = process.env.BENCH_JSON;

@@ -11,7 +11,7 @@
 import { type HostFunction, type LuaBridge, LuaError, T } from './bridge.ts';
 import { PcreError, type TranslatedPattern, translatePcre } from './pcre.ts';
 
-interface Compiled {
+export interface Compiled {
   readonly regex: RegExp;
   readonly withIndices: RegExp;
   readonly pattern: TranslatedPattern;
@@ -48,7 +48,8 @@ class Subject {
 const CACHE_MAX = 1024;
 const cache = new Map<string, Compiled>();
 
-function compile(pattern: string, options: string): Compiled {
+/** A PCRE pattern with ngx.re's options as a JavaScript RegExp (cached); throws PcreError with the reason. */
+export function compile(pattern: string, options: string): Compiled {
   const key = options + '\0' + pattern;
   const hit = cache.get(key);
   if (hit) return hit;

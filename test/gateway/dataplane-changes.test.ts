@@ -5,6 +5,8 @@
  * version it started with; many changes while requests flow lose none.
  */
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
@@ -22,6 +24,17 @@ before(async () => {
 after(async () => { await Promise.all([gw.stop(), a.close(), b.close(), slow.close()]); });
 
 const to = (o: Origin) => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
+
+/** A GET over a keepalive agent (the load's connections stay open across changes). */
+function get(g: Gateway, path: string, agent: http.Agent): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: g.proxyPort, path, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+    }).on('error', reject);
+  });
+}
 
 describe('changes at run time', () => {
   it('every worker routes a changed upstream within a fraction of a second of the write', async () => {
@@ -81,6 +94,56 @@ describe('changes at run time', () => {
     };
     await Promise.all([writer, client(), client(), client()]);
     assert.deepEqual([...statuses.keys()], [200], JSON.stringify([...statuses]));
+  });
+
+  it('routes changed 100 times a second while a load runs: no request fails, each is answered whole by one version', async () => {
+    // each version names itself on the answer and goes to its own origin (odd: b, even: a): a mix of two would show
+    const version = (i: number) => ({
+      uri: '/churn', upstream: to(i % 2 ? b : a),
+      plugins: { 'response-rewrite': { headers: { set: { 'X-Version': String(i) } } } },
+    });
+    await put(gw, 'routes/churn', version(0));
+    await untilRouted(gw, '/churn', (r) => r.headers['x-version'] === '0');
+    const CHANGES = 200;
+    let started = 0;
+    let writing = true;
+    const t0 = performance.now();
+    const writer = (async () => {
+      // paced at 100 a second; a slow write does not hold the next back (up to 4 in flight)
+      const inFlight = new Set<Promise<void>>();
+      for (let i = 1; i <= CHANGES; i++) {
+        const due = t0 + i * 10;
+        if (performance.now() < due) await sleep(due - performance.now());
+        while (inFlight.size >= 4) await Promise.race(inFlight);
+        started = i;
+        const w: Promise<void> = put(gw, 'routes/churn', version(i)).finally(() => inFlight.delete(w));
+        inFlight.add(w);
+      }
+      await Promise.all(inFlight);
+      writing = false;
+    })();
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+    const failures: string[] = [];
+    let answered = 0;
+    const seen = new Set<number>();
+    const client = async () => {
+      while (writing) {
+        const newest = started;
+        const r = await get(gw, '/churn', agent).catch((e: Error) => ({ status: 0, headers: {} as http.IncomingHttpHeaders, body: e.message }));
+        const v = Number(r.headers['x-version']);
+        const port = (JSON.parse(r.status === 200 ? r.body : '{}') as { port?: number }).port;
+        if (r.status !== 200) failures.push(`${r.status} ${r.body}`);
+        else if (!(v >= 0 && v <= Math.max(newest, started)) || port !== (v % 2 ? b.port : a.port)) failures.push(`version ${v} from port ${port}`);
+        else seen.add(v);
+        answered++;
+      }
+    };
+    await Promise.all([writer, ...Array.from({ length: 8 }, client)]);
+    agent.destroy();
+    const seconds = (performance.now() - t0) / 1000;
+    console.log(`# ${CHANGES} changes in ${seconds.toFixed(2)} s (${(CHANGES / seconds).toFixed(0)}/s), ${answered} requests answered, ${seen.size} versions seen`);
+    assert.deepEqual(failures, []);
+    assert.ok(seen.size > 10, `only ${seen.size} versions answered`);
   });
 
   it('limit-count is counted once for all workers: 5 of 12 requests pass, whichever worker takes them', async () => {

@@ -7,7 +7,7 @@ export const globalRules = defineResource({
   name: 'global_rules', kind: 'global rule', schema: globalRuleSchema,
   unsupported: ['post'],
   async check(conf, ctx, id) {
-    const err = checkPlugins(ctx, conf.plugins);
+    const err = await checkPlugins(ctx, conf.plugins);
     if (err) return err;
     const { kvs } = await ctx.store.list(`${ctx.settings.keyPrefix}/global_rules/`);
     for (const kv of kvs) {

@@ -26,8 +26,8 @@ export async function firstReferrer(ctx: AdminContext, dirs: Array<[dir: string,
   return undefined;
 }
 
-/** Checks a `plugins` object of a route, service, global rule or plugin config. */
-export function checkPlugins(ctx: AdminContext, plugins: unknown): string | undefined {
+/** Checks a `plugins` object of a route, service, global rule or plugin config: schemas, then the plugins' own checks. */
+export async function checkPlugins(ctx: AdminContext, plugins: unknown): Promise<string | undefined> {
   if (plugins === undefined) return undefined;
-  return ctx.plugins.check(plugins as Record<string, unknown>, 'route');
+  return ctx.plugins.check(plugins as Record<string, unknown>, 'route') ?? await ctx.plugins.checkFurther(plugins as Record<string, unknown>);
 }

@@ -21,7 +21,7 @@ export const routes = defineResource({
     return await mustExist(ctx, 'upstreams', 'upstream', conf.upstream_id)
       ?? await mustExist(ctx, 'services', 'service', conf.service_id)
       ?? await mustExist(ctx, 'plugin_configs', 'plugin config', conf.plugin_config_id)
-      ?? checkPlugins(ctx, conf.plugins)
+      ?? await checkPlugins(ctx, conf.plugins)
       ?? checkVars(conf.vars);
   },
 });

@@ -11,7 +11,7 @@ export const services = defineResource({
       const err = await checkUpstream(conf.upstream as Record<string, unknown>, ctx);
       if (err) return err;
     }
-    return await mustExist(ctx, 'upstreams', 'upstream', conf.upstream_id) ?? checkPlugins(ctx, conf.plugins);
+    return await mustExist(ctx, 'upstreams', 'upstream', conf.upstream_id) ?? await checkPlugins(ctx, conf.plugins);
   },
   async deleteCheck(id, ctx) {
     const who = await firstReferrer(ctx, [['routes', 'route'], ['stream_routes', 'stream_route']], 'service_id', id);

@@ -7,7 +7,7 @@
 import type { HttpRequest } from '../../http/request.ts';
 import { escapeUri } from '../../http/uri.ts';
 import type { PluginContext } from '../plugins/phase-api.ts';
-import type { Consumer } from '../router/config-view.ts';
+import type { Consumer, UpstreamConf } from '../router/config-view.ts';
 import type { MatchedRoute, RouteMatch } from '../router/router.ts';
 import type { VarReader } from '../router/expr.ts';
 
@@ -38,6 +38,12 @@ export class RequestContext implements PluginContext {
   gzipLevel: number | undefined;
   delayMs = 0;
   answered = false;
+  /** A plugin's choice of upstream instead of the route's (traffic-split). */
+  upstreamChoice: { upstream: UpstreamConf; key: string } | undefined;
+  /** The configuration version's upstream objects (set by the request path). */
+  upstreams: Map<string, UpstreamConf> | undefined;
+  /** The configuration version's plugin metadata (set by the request path). */
+  metadata: Map<string, Record<string, unknown>> | undefined;
   private uri: string | undefined;
   private args: string | undefined;
   private readonly pending: Array<[name: string, value: string | undefined, add: boolean]> = [];
@@ -122,6 +128,18 @@ export class RequestContext implements PluginContext {
 
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined {
     return this.keys.get(`${plugin}\0${field}\0${value}`);
+  }
+
+  upstreamById(id: string): UpstreamConf | undefined {
+    return this.upstreams?.get(id);
+  }
+
+  pluginMetadata(name: string): Record<string, unknown> | undefined {
+    return this.metadata?.get(name);
+  }
+
+  useUpstream(upstream: UpstreamConf, key: string): void {
+    this.upstreamChoice = { upstream, key };
   }
 
   consumerByName(name: string): Consumer | undefined {

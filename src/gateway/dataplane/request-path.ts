@@ -15,7 +15,7 @@ import { sendSimple } from '../../http/response.ts';
 import { useUpstreamTimeouts, usePeerChooser } from '../../http/upstream/peer-choice.ts';
 import type { UpstreamTimeouts } from '../../http/upstream/peer-choice.ts';
 import type { Keyring } from '../data-encryption.ts';
-import type { PluginAnswer, PluginContext } from '../plugins/phase-api.ts';
+import type { BodyChunk, PhaseResult, PluginAnswer, PluginContext } from '../plugins/phase-api.ts';
 import type { PluginRegistry } from '../plugins/registry.ts';
 import { readConfig } from '../router/config-view.ts';
 import type { ConfigView, Consumer, Plugins } from '../router/config-view.ts';
@@ -35,6 +35,8 @@ export interface GatewayRequestState {
   ctx: RequestContext;
   /** Chains whose header filters run: global rules', then the route's. */
   chains: ChainLink[][];
+  /** The links whose body filters run for this response, by priority. */
+  bodyFilters?: ChainLink[];
 }
 
 interface Version {
@@ -94,35 +96,59 @@ export class DataPlane {
   access(r: HttpRequest, codes: PhaseCodes, keep: (r: HttpRequest, s: GatewayRequestState) => void): number | Promise<number> {
     const v = this.current();
     const rawHost = r.header('host') ?? '';
-    const read = (name: string): string | undefined => r.main.variables.valueByName(r, name);
+    // APISIX's ctx.var: `http_user-id` is the header's variable `http_user_id`
+    const read = (name: string): string | undefined =>
+      r.main.variables.valueByName(r, name.startsWith('http_') && name.includes('-') ? name.toLowerCase().replace(/-/g, '_') : name);
     const hit = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
-    const route = hit?.route;
     const ctx = new RequestContext(r, hit, v.consumerKeys, v.view.consumers, read);
+    ctx.upstreams = v.view.upstreams;
+    ctx.metadata = v.view.pluginMetadata;
     const state: GatewayRequestState = { ctx, chains: [] };
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));
     state.chains.push(...globals);
-    for (const chain of globals) {
-      const a = runPhase(chain, 'rewrite', ctx) ?? runPhase(chain, 'access', ctx);
+    return this.globalsFrom(0, globals, r, hit?.route, state, codes);
+  }
+
+  /** Global rules from the `i`th: rewrite then access of each (a function that waits makes the rest wait). */
+  private globalsFrom(i: number, globals: ChainLink[][], r: HttpRequest, route: MatchedRoute | undefined, state: GatewayRequestState, codes: PhaseCodes): number | Promise<number> {
+    const ctx = state.ctx;
+    for (; i < globals.length; i++) {
+      const chain = globals[i];
+      const a = then(runPhase(chain, 'rewrite', ctx), (x) => x ?? runPhase(chain, 'access', ctx));
+      if (a instanceof Promise) {
+        const next = i + 1;
+        return a.then((x) => (x ? answer(r, ctx, x, codes) : this.globalsFrom(next, globals, r, route, state, codes)));
+      }
       if (a) return answer(r, ctx, a, codes);
     }
     if (!route) return answer(r, ctx, { status: 404, body: { error_msg: '404 Route Not Found' } }, codes);
-    let chain = chainOf(this.registry, route.plugins);
+    const chain = chainOf(this.registry, route.plugins);
     state.chains.push(chain);
-    let a = runPhase(chain, 'rewrite', ctx);
-    if (a) return answer(r, ctx, a, codes);
-    if (ctx.consumer && Object.keys(ctx.consumer.plugins).length > 0) {
-      // the consumer's plugins win over the route's; those it adds run their rewrite now
+    return after(runPhase(chain, 'rewrite', ctx), r, ctx, codes, () => this.routeAccess(r, route, chain, state, codes));
+  }
+
+  /** After the route's rewrite: the consumer's plugins merged in, access, before_proxy, then the upstream. */
+  private routeAccess(r: HttpRequest, route: MatchedRoute, routeChain: ChainLink[], state: GatewayRequestState, codes: PhaseCodes): number | Promise<number> {
+    const ctx = state.ctx;
+    let chain = routeChain;
+    let added: PhaseResult | Promise<PhaseResult>;
+    const consumer = ctx.consumer;
+    // a consumer in a group that does not exist (apisix/init.lua: failed to fetch consumer group config)
+    if (consumer?.withGroup === null) return answer(r, ctx, { status: 503 }, codes);
+    const consumerPlugins = consumer && (consumer.withGroup ?? consumer.plugins);
+    if (consumerPlugins && Object.keys(consumerPlugins).length > 0) {
+      // the consumer's plugins (over its group's) win over the route's; those it adds run their rewrite now
       const before = new Set(chain.map((l) => l.plugin.name));
-      chain = this.consumerChain(route.plugins, ctx.consumer.plugins);
+      chain = this.consumerChain(route.plugins, consumerPlugins);
       state.chains[state.chains.length - 1] = chain;
-      a = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
-      if (a) return answer(r, ctx, a, codes);
+      added = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
     }
-    a = runPhase(chain, 'access', ctx);
-    if (a) return answer(r, ctx, a, codes);
-    if (ctx.delayMs > 0) return sleep(ctx.delayMs).then(() => this.toUpstream(r, route, ctx, codes));
-    return this.toUpstream(r, route, ctx, codes);
+    return after(added, r, ctx, codes, () => after(runPhase(chain, 'access', ctx), r, ctx, codes, () => {
+      const proxy = () => this.toUpstream(r, withChoice(route, ctx), ctx, codes);
+      const ready = () => (ctx.delayMs > 0 ? sleep(ctx.delayMs).then(proxy) : proxy());
+      return after(runPhase(chain, 'beforeProxy', ctx), r, ctx, codes, ready);
+    }));
   }
 
   /** The route's chain with the consumer's plugins merged in, built once per pair of configurations. */
@@ -199,6 +225,30 @@ export class DataPlane {
     }
   }
 
+  /** Whether plugins filter this response's body (decided after the header filters; the length then goes). */
+  filtersBody(s: GatewayRequestState): boolean {
+    let any = false;
+    s.bodyFilters = undefined;
+    for (const chain of s.chains) {
+      for (const l of chain) {
+        if (!l.plugin.bodyFilter || !runs(l, s.ctx) || (l.plugin.filtersBody && !l.plugin.filtersBody(l.conf, s.ctx))) continue;
+        (s.bodyFilters ??= []).push(l);
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  /** A piece of the body through the plugins' body filters, in priority order. */
+  filterBody(s: GatewayRequestState, piece: BodyChunk): BodyChunk {
+    for (const l of s.bodyFilters ?? []) {
+      try {
+        piece = l.plugin.bodyFilter!(l.conf, s.ctx, piece) ?? piece;
+      } catch { /* the body is on its way: a failing filter passes it on as it is */ }
+    }
+    return piece;
+  }
+
   /** The body a plugin replaces the response's with (response-rewrite), decided in the header filter. */
   replacementBody(s: GatewayRequestState): Buffer | undefined {
     for (const chain of s.chains) {
@@ -210,6 +260,12 @@ export class DataPlane {
     }
     return undefined;
   }
+}
+
+/** The route with the upstream a plugin chose instead of its own (traffic-split), if one did. */
+function withChoice(route: MatchedRoute, ctx: RequestContext): MatchedRoute {
+  const choice = ctx.upstreamChoice;
+  return choice ? { ...route, upstream: choice.upstream, upstreamKey: choice.key, missing: undefined } : route;
 }
 
 /** The key `chash` hashes (hash_on vars / header / cookie / consumer). */
@@ -240,16 +296,35 @@ function runs(l: ChainLink, ctx: PluginContext): boolean {
   return ok;
 }
 
-function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access', ctx: PluginContext): PluginAnswer | undefined {
-  for (const l of chain) {
+type Maybe<T> = T | Promise<T>;
+
+/** `fn` on the value, at once when there is one, after the promise otherwise. */
+function then<T, U>(x: Maybe<T>, fn: (v: T) => Maybe<U>): Maybe<U> {
+  return x instanceof Promise ? x.then(fn) : fn(x);
+}
+
+/** A phase's answer ends the request; without one the request goes on with `next`. */
+function after(a: Maybe<PhaseResult>, r: HttpRequest, ctx: RequestContext, codes: PhaseCodes, next: () => number | Promise<number>): number | Promise<number> {
+  if (a instanceof Promise) return a.then((x) => (x ? answer(r, ctx, x, codes) : next()));
+  return a ? answer(r, ctx, a, codes) : next();
+}
+
+/** A phase of a chain, from link `from`: the first answer, or a promise of it when a function waits. */
+function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access' | 'beforeProxy', ctx: PluginContext, from = 0): Maybe<PluginAnswer | undefined> {
+  for (let i = from; i < chain.length; i++) {
+    const l = chain[i];
     const fn = l.plugin[phase];
     if (!fn || !runs(l, ctx)) continue;
-    let a: PluginAnswer | undefined | void;
+    let a: PhaseResult | Promise<PhaseResult>;
     try {
       a = fn.call(l.plugin, l.conf, ctx);
     } catch {
       // a plugin that fails (a pattern it cannot compile) answers 500, as a Lua error in a phase does
       return { status: 500 };
+    }
+    if (a instanceof Promise) {
+      const next = i + 1;
+      return a.then((x) => x || runPhase(chain, phase, ctx, next), () => ({ status: 500 }));
     }
     if (a) return a;
   }
@@ -259,6 +334,7 @@ function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access', ctx: PluginCo
 /** core.response.exit: a table body as JSON with a newline; no body: nginx's page for the status. */
 function answer(r: HttpRequest, ctx: RequestContext, a: PluginAnswer, codes: PhaseCodes): number | Promise<number> {
   ctx.answered = true;
+  if (a.engineCode !== undefined) return a.engineCode;
   for (const [k, v] of Object.entries(a.headers ?? {})) ctx.setResponseHeader(k, v);
   // as Lua's ngx.header.Location: sent as given (a relative one is not made absolute)
   if (a.location !== undefined) ctx.setResponseHeader('Location', a.location);

@@ -4,8 +4,8 @@
  * the service id), `blacklist` refuses, `whitelist` admits only its own,
  * `allowed_by_methods` admits a user only for its methods; refused:
  * `rejected_code` (403) `{"message":"The consumer_name is forbidden."}` or
- * `rejected_msg`. No value (no consumer yet): 401. Consumer groups are not
- * followed yet (consumer_group_id never has a value).
+ * `rejected_msg`. No value (no consumer yet, or one in no group for
+ * `consumer_group_id`): 401.
  */
 import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
@@ -22,6 +22,7 @@ function valueOf(type: string, ctx: PluginContext): string | undefined {
   switch (type) {
     case 'consumer_name': return ctx.consumer?.username;
     case 'route_id': return ctx.route?.id;
+    case 'consumer_group_id': return ctx.consumer?.groupId;
     case 'service_id': return ctx.route?.conf.service_id === undefined ? undefined : String(ctx.route.conf.service_id);
     default: return undefined;
   }

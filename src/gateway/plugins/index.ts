@@ -1,9 +1,4 @@
-/**
- * The plugins the gateway knows, one file each. Those not yet written in
- * full (issue 11: the data plane) are listed with APISIX's name and
- * priority and an object schema, so routes using them are accepted and
- * `/plugins/list` names them.
- */
+/** The plugins the gateway knows, one file each (APISIX's name, priority and schema). */
 import { basicAuth } from './basic-auth.ts';
 import { gzip } from './gzip.ts';
 import { keyAuth } from './key-auth.ts';
@@ -19,15 +14,13 @@ import { redirect } from './redirect.ts';
 import { requestId } from './request-id.ts';
 import { prometheus } from './prometheus.ts';
 import { responseRewrite } from './response-rewrite.ts';
+import { serverlessPreFunction } from './serverless-pre-function.ts';
+import { serverlessPostFunction } from './serverless-post-function.ts';
+import { trafficSplit } from './traffic-split.ts';
 import type { GatewayPlugin } from './registry.ts';
 
-const PENDING: Array<[string, number]> = [
-  ['serverless-pre-function', 10000],
-  ['traffic-split', 966],
-  ['serverless-post-function', -2000],
-];
 
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
-  ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
+  serverlessPreFunction, serverlessPostFunction, trafficSplit,
 ];

@@ -5,7 +5,7 @@
  * returns `{ status, body }` as `core.response.exit(status, body)` does: a
  * body object goes out as JSON with a trailing newline.
  */
-import type { Consumer } from '../router/config-view.ts';
+import type { Consumer, UpstreamConf } from '../router/config-view.ts';
 import type { MatchedRoute } from '../router/router.ts';
 
 export interface PluginAnswer {
@@ -14,7 +14,16 @@ export interface PluginAnswer {
   headers?: Record<string, string>;
   /** The Location of a redirect (nginx's page for the status goes with it). */
   location?: string;
+  /**
+   * The phase handler's result for the engine when Lua ended the request
+   * itself (`ngx.exit`, `ngx.say`: the response is written, or the engine's
+   * page for the code goes out); `status` is then the code for the log.
+   */
+  engineCode?: number;
 }
+
+/** A piece of the response body as a body filter sees it (`ngx.arg[1]`, `ngx.arg[2]`). */
+export interface BodyChunk { chunk: Buffer; eof: boolean }
 
 export type PhaseResult = PluginAnswer | undefined | void;
 
@@ -44,6 +53,12 @@ export interface PluginContext {
   upstreamUri: string;
   upstreamHost: string | undefined;
   upstreamMethod: string | undefined;
+  /** An upstream object of the configuration version, by id (traffic-split). */
+  upstreamById(id: string): UpstreamConf | undefined;
+  /** Proxies to `upstream` instead of the route's; `key` names its balancer state (traffic-split). */
+  useUpstream(upstream: UpstreamConf, key: string): void;
+  /** The plugin's metadata object of the configuration version (`/plugin_metadata/NAME`). */
+  pluginMetadata(name: string): Record<string, unknown> | undefined;
   /** Consumers whose `plugin` conf has `field` equal to `value` (auth plugins). */
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined;
   consumerByName(name: string): Consumer | undefined;
@@ -70,11 +85,20 @@ export interface PluginContext {
 }
 
 export interface PhaseFunctions<C> {
-  rewrite?(conf: C, ctx: PluginContext): PhaseResult;
-  access?(conf: C, ctx: PluginContext): PhaseResult;
+  /** rewrite / access / before_proxy may wait (a Lua function that sleeps): a promise of the result. */
+  rewrite?(conf: C, ctx: PluginContext): PhaseResult | Promise<PhaseResult>;
+  access?(conf: C, ctx: PluginContext): PhaseResult | Promise<PhaseResult>;
+  /** After every access function, before the upstream is chosen (APISIX's before_proxy). */
+  beforeProxy?(conf: C, ctx: PluginContext): PhaseResult | Promise<PhaseResult>;
   headerFilter?(conf: C, ctx: PluginContext): void;
   /** The request is over (APISIX's log phase): release what access took. */
   log?(conf: C, ctx: PluginContext): void;
   /** Whole-body replacement: returns the body to send instead (called once, at the end). */
   replaceBody?(conf: C, ctx: PluginContext): Buffer | undefined;
+  /** Whether bodyFilter takes part in this response (asked after the header filters; without it: yes). */
+  filtersBody?(conf: C, ctx: PluginContext): boolean;
+  /** Each piece of the response body, in priority order: what goes on instead (undefined: unchanged). */
+  bodyFilter?(conf: C, ctx: PluginContext, piece: BodyChunk): BodyChunk | undefined;
+  /** Checks beyond the schema (APISIX's check_schema): undefined, or the message. */
+  checkConf?(conf: C): string | undefined | Promise<string | undefined>;
 }

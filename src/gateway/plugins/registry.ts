@@ -8,6 +8,7 @@ import { validate } from '../schema/validate.ts';
 import type { Schema } from '../schema/validate.ts';
 import { mapField } from '../data-encryption.ts';
 import type { PhaseFunctions } from './phase-api.ts';
+import { withDefaults } from '../dataplane/plugin-chain.ts';
 
 /** A plugin: APISIX's name, priority and schemas, and the phase functions it runs on the request path. */
 export interface GatewayPlugin<C extends object = object> extends PhaseFunctions<C> {
@@ -105,6 +106,23 @@ export class PluginRegistry {
     }
     return undefined;
   }
+
+  /** After `check`: what the plugins check beyond their schemas (Lua that must compile). */
+  checkFurther(plugins: Record<string, unknown>): Promise<string | undefined> {
+    return checkFurther(this.byName, plugins);
+  }
+}
+
+/** The plugins' checks beyond their schemas (APISIX's check_schema), for confs the schemas accepted. */
+async function checkFurther(byName: Map<string, GatewayPlugin>, plugins: Record<string, unknown>): Promise<string | undefined> {
+  for (const [name, conf] of Object.entries(plugins)) {
+    const plugin = byName.get(name);
+    const c = conf as Record<string, unknown>;
+    if (!plugin?.checkConf || (c._meta as { disable?: boolean } | undefined)?.disable === true) continue;
+    const err = await plugin.checkConf(withDefaults(plugin.schema, c));
+    if (err) return `failed to check the configuration of plugin ${name} err: ${err}`;
+  }
+  return undefined;
 }
 
 function withoutMeta(c: Record<string, unknown>): Record<string, unknown> {

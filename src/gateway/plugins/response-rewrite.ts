@@ -4,8 +4,11 @@
  * `status_code`, headers are `add`ed (`"Name: value"`), `set` and
  * `remove`d (or the older flat `{name: value}` form, set), values with
  * `$var`s; `body` (base64-decoded with `body_base64`) replaces the body,
- * which then goes out without a length, as APISIX's.
+ * which then goes out without a length, as APISIX's; or `filters` (PCRE
+ * patterns with ngx.re's options, `once` or `global`, `$0`/`$1`/`${1}` in
+ * the replacement) rewrite the whole body once it is in.
  */
+import { compile } from '../../lua/re.ts';
 import { compileVars } from '../router/expr.ts';
 import type { Expr } from '../router/expr.ts';
 import type { PluginContext } from './phase-api.ts';
@@ -13,9 +16,53 @@ import { resolveVars } from './proxy-rewrite.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface Ops { add?: string[]; set?: Record<string, string>; remove?: string[] }
-interface ResponseRewriteConf { status_code?: number; body?: string; body_base64: boolean; headers?: Ops | Record<string, string>; vars?: unknown[] }
+interface Filter { regex: string; scope: 'once' | 'global'; replace: string; options: string }
+interface ResponseRewriteConf {
+  status_code?: number; body?: string; body_base64: boolean; headers?: Ops | Record<string, string>; vars?: unknown[]; filters?: Filter[];
+}
 
 const MATCHED = {};
+/** Per request: the body's pieces held until its end (APISIX's hold_body_chunk). */
+const HELD = {};
+
+/** ngx.re.sub's replacement: `$0`, `$1`, `${1}`, `$$`, the rest as written. */
+function replacement(template: string): (m: RegExpMatchArray) => string {
+  const parts = template.split(/(\$\$|\$\d+|\$\{\d+\})/);
+  return (m) => parts.map((p) => {
+    if (p === '$$') return '$';
+    const g = /^\$\{?(\d+)\}?$/.exec(p);
+    return g ? m[Number(g[1])] ?? '' : p;
+  }).join('');
+}
+
+/** The filters over the whole body, as latin1 text (bytes as the PCRE engine sees them). */
+function filtered(filters: Filter[], body: Buffer): Buffer {
+  let text = body.toString('latin1');
+  for (const f of filters) {
+    let re: RegExp;
+    try {
+      re = compile(f.regex, f.options).regex;
+    } catch {
+      continue;
+    }
+    const sub = replacement(f.replace);
+    re.lastIndex = 0;
+    if (f.scope === 'once') {
+      const m = re.exec(text);
+      if (m) text = text.slice(0, m.index) + sub(m) + text.slice(m.index + m[0].length);
+    } else {
+      let out = '';
+      let at = 0;
+      for (const m of text.matchAll(re)) {
+        out += text.slice(at, m.index) + sub(m);
+        at = m.index + m[0].length;
+      }
+      text = out + text.slice(at);
+    }
+  }
+  return Buffer.from(text, 'latin1');
+}
+
 const compiled = new WeakMap<object, Expr | undefined>();
 
 function matched(conf: ResponseRewriteConf, ctx: PluginContext): boolean {
@@ -48,9 +95,30 @@ export const responseRewrite: GatewayPlugin<ResponseRewriteConf> = {
       body_base64: { type: 'boolean', default: false },
       status_code: { type: 'integer', minimum: 200, maximum: 598 },
       vars: { type: 'array' },
-      filters: { type: 'array', minItems: 1 },
+      filters: {
+        type: 'array', minItems: 1,
+        items: {
+          type: 'object', required: ['regex', 'replace'],
+          properties: {
+            regex: { type: 'string', minLength: 1 },
+            scope: { type: 'string', enum: ['once', 'global'], default: 'once' },
+            replace: { type: 'string' },
+            options: { type: 'string', default: 'jo' },
+          },
+        },
+      },
     },
-    dependencies: { body_base64: ['body'] },
+    dependencies: { body_base64: ['body'], body: { not: { required: ['filters'] } }, filters: { not: { required: ['body'] } } },
+  },
+  checkConf(conf) {
+    for (const f of conf.filters ?? []) {
+      try {
+        compile(f.regex, f.options ?? 'jo');
+      } catch (e) {
+        return `regex "${f.regex}" validation failed: ${(e as Error).message}`;
+      }
+    }
+    return undefined;
   },
   headerFilter(conf, ctx) {
     if (!matched(conf, ctx)) return;
@@ -68,6 +136,16 @@ export const responseRewrite: GatewayPlugin<ResponseRewriteConf> = {
     }
     for (const [name, v] of Object.entries(h.set ?? {})) ctx.setResponseHeader(name, resolveVars(String(v), ctx));
     for (const name of h.remove ?? []) ctx.setResponseHeader(name, undefined);
+  },
+  filtersBody: (conf, ctx) => conf.filters !== undefined && ctx.state.get(MATCHED) === true,
+  bodyFilter(conf, ctx, piece) {
+    let held = ctx.state.get(HELD) as Buffer[] | undefined;
+    if (!held) ctx.state.set(HELD, (held = []));
+    if (piece.chunk.length) held.push(piece.chunk);
+    if (!piece.eof) return { chunk: Buffer.alloc(0), eof: false };
+    // the filters' defaults are one level down: filled in here
+    const filters = conf.filters!.map((f) => ({ ...f, scope: f.scope ?? 'once', options: f.options ?? 'jo' }));
+    return { chunk: filtered(filters, Buffer.concat(held)), eof: true };
   },
   replaceBody(conf, ctx) {
     if (conf.body === undefined || !ctx.state.get(MATCHED)) return undefined;

@@ -62,6 +62,14 @@ export interface Consumer {
   /** The consumer's own auth confs, then each credential's (id, plugins). */
   credentials: Array<{ id: string | undefined; plugins: Plugins }>;
   customId?: string;
+  /** The consumer group it belongs to (`group_id`). */
+  groupId?: string;
+  /**
+   * The group's plugins under the consumer's own (what merges into the route
+   * after authentication); undefined without a group; null when the group
+   * does not exist (APISIX answers 503).
+   */
+  withGroup?: Plugins | null;
 }
 
 /** An SSL object (apisix/schema_def.lua ssl), its keys decrypted. */
@@ -107,6 +115,8 @@ export interface ConfigView {
   ssls: Array<{ conf: SslConf; revision: number }>;
   /** Stream routes in creation order. */
   streamRoutes: StreamRouteConf[];
+  /** Plugin metadata by plugin name (cors' allow_origins). */
+  pluginMetadata: Map<string, Record<string, unknown>>;
 }
 
 /**
@@ -131,13 +141,14 @@ function parse(kv: KeyValue, prepare: (v: Record<string, unknown>) => void): Rec
 
 export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: number, plugins: PluginRegistry, keyring: Keyring | undefined): ConfigView {
   const view: ConfigView = {
-    revision, routes: [], services: new Map(), upstreams: new Map(), pluginConfigs: new Map(), globalRules: [], consumers: new Map(),
+    revision, routes: [], services: new Map(), upstreams: new Map(), pluginConfigs: new Map(), globalRules: [], consumers: new Map(), pluginMetadata: new Map(),
     ssls: [], streamRoutes: [],
   };
   // APISIX stores PEM keys encrypted (a PEM key starts with `---`); a key no keyring entry opens stays as stored
   const openKey = (k: unknown): unknown => (typeof k === 'string' && !k.startsWith('---') && keyring ? keyring.decrypt(k) ?? k : k);
   const sorted = [...kvs].sort((a, b) => a.createRevision - b.createRevision);
   const creds: Array<[string, string, Record<string, unknown>]> = [];
+  const groups = new Map<string, Record<string, unknown>>();
   const open = (p: unknown): void => {
     if (keyring) plugins.mapSecrets(p, 'consumer', (v) => keyring.decrypt(v));
   };
@@ -163,12 +174,15 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       case 'plugin_configs': view.pluginConfigs.set(id, v as unknown as { plugins: Plugins }); break;
       case 'ssls': if (parts.length === 2) view.ssls.push({ conf: v as unknown as SslConf, revision: kv.modRevision }); break;
       case 'stream_routes': if (parts.length === 2) view.streamRoutes.push(v as unknown as StreamRouteConf); break;
+      case 'plugin_metadata': view.pluginMetadata.set(id, v); break;
+      case 'consumer_groups': groups.set(id, v); break;
       case 'global_rules': view.globalRules.push({ id, plugins: (v.plugins ?? {}) as Plugins }); break;
       case 'consumers':
         if (parts.length === 2) {
           view.consumers.set(id, {
             username: String(v.username ?? id), plugins: (v.plugins ?? {}) as Plugins, credentials: [],
             customId: (v.labels as Record<string, string> | undefined)?.custom_id,
+            groupId: v.group_id === undefined ? undefined : String(v.group_id),
           });
         } else if (parts.length === 4 && parts[2] === 'credentials') {
           creds.push([id, parts[3], v]);
@@ -176,7 +190,13 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
         break;
     }
   }
-  for (const c of view.consumers.values()) c.credentials.push({ id: undefined, plugins: c.plugins });
+  for (const c of view.consumers.values()) {
+    c.credentials.push({ id: undefined, plugins: c.plugins });
+    if (c.groupId !== undefined) {
+      const group = groups.get(c.groupId);
+      c.withGroup = group ? { ...(group.plugins ?? {}) as Plugins, ...c.plugins } : null;
+    }
+  }
   for (const [user, credId, v] of creds) view.consumers.get(user)?.credentials.push({ id: credId, plugins: (v.plugins ?? {}) as Plugins });
   view.globalRules.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return view;

@@ -25,6 +25,8 @@ import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import { DECLINED, DONE } from '../http-conf.ts';
 import { useGzip } from './gzip.ts';
+import type { GatewayLua } from './lua/gateway-functions.ts';
+import { coreSettings } from '../../core/modules/core.ts';
 import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import type { GatewayRequestState } from '../../gateway/dataplane/request-path.ts';
@@ -72,6 +74,8 @@ const routeLocs = new WeakMap<LocationConf, Cycle>();
 const STATE = {};
 /** r.ctx key of the body a plugin replaces the response's with. */
 const REPLACED = {};
+/** r.ctx key: a plugin's body filter ended the body. */
+const ENDED = {};
 
 function stateOf(r: HttpRequest): GatewayRequestState | undefined {
   return r.ctx.get(STATE) as GatewayRequestState | undefined;
@@ -102,23 +106,51 @@ function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const cycle = routeLocs.get(r.loc);
   const loaded = cycle && runtimes.get(cycle);
   if (!s || !loaded) return;
-  loaded.rt.dataPlane.headerFilter(r, s);
+  const dp = loaded.rt.dataPlane;
+  dp.headerFilter(r, s);
   if (s.ctx.gzipLevel !== undefined) useGzip(r, s.ctx.gzipLevel);
-  const replaced = loaded.rt.dataPlane.replacementBody(s);
-  if (replaced === undefined || r.method === 'HEAD') return;
-  r.ctx.set(REPLACED, replaced);
-  // the body changed: its length, validators and encoding go (APISIX's clear_header_as_body_modified)
+  const replaced = dp.replacementBody(s);
+  if (r.method === 'HEAD') return;
+  if (replaced !== undefined) r.ctx.set(REPLACED, replaced);
+  else if (!dp.filtersBody(s)) return;
+  // the body changes: its length, validators and encoding go (APISIX's clear_header_as_body_modified)
   r.contentLength = undefined;
   r.lastModified = undefined;
   r.setHeader('ETag', undefined);
-  r.setHeader('Content-Encoding', undefined);
+  if (replaced !== undefined) r.setHeader('Content-Encoding', undefined);
   joinBodyFilter(r, body);
 }
 
-/** The response's own body is dropped; the replacement goes with its end. */
-function replaceBodyFilter(r: HttpRequest, eof: boolean, self: BodyFilterEntry): boolean {
-  if (!eof) return true;
-  return nextBodyFilter(r, self, r.ctx.get(REPLACED) as Buffer, true);
+/** A replaced body goes with the response's end (its own is dropped); else each piece through the plugins' body filters. */
+function routeBodyFilter(r: HttpRequest, chunk: Buffer, eof: boolean, self: BodyFilterEntry): boolean {
+  const replaced = r.ctx.get(REPLACED) as Buffer | undefined;
+  if (replaced !== undefined) return eof ? nextBodyFilter(r, self, replaced, true) : true;
+  const s = stateOf(r);
+  const loaded = runtimes.get(routeLocs.get(r.loc)!);
+  if (!s || !loaded || r.ctx.get(ENDED)) return true;
+  const out = loaded.rt.dataPlane.filterBody(s, { chunk, eof });
+  // a filter that ended the body early (ngx.arg[2] = true): what comes later is dropped
+  if (out.eof && !eof) r.ctx.set(ENDED, true);
+  return nextBodyFilter(r, self, out.chunk, out.eof);
+}
+
+/** Each cycle's Lua for the serverless functions, once a request or a check made it. */
+const luas = new WeakMap<Cycle, { lua?: GatewayLua }>();
+
+/** Hands the serverless plugins the worker's Lua: a VM of its own, made when one is first needed. */
+async function provideLua(cycle: Cycle, worker: Parameters<NonNullable<HttpModule['initWorker']>>[1]): Promise<void> {
+  const { provideLuaFunctions } = await import('../../gateway/plugins/serverless.ts');
+  const held: { lua?: GatewayLua } = {};
+  luas.set(cycle, held);
+  provideLuaFunctions(async () => {
+    const { createGatewayLua } = await import('./lua/gateway-functions.ts');
+    held.lua = await createGatewayLua({
+      workerId: worker.workerId, workerCount: coreSettings(cycle).workerProcesses, prefix: cycle.paths.prefix,
+      onShutdown: (fn) => worker.onShutdown(fn),
+    });
+    return held.lua;
+  });
+  worker.onClose(() => held.lua?.close());
 }
 
 function routeLog(r: HttpRequest): number {
@@ -126,7 +158,11 @@ function routeLog(r: HttpRequest): number {
   const cycle = routeLocs.get(r.loc);
   const loaded = cycle && runtimes.get(cycle);
   if (loaded) workerMetrics.requests++;
-  if (s && loaded) loaded.rt.dataPlane.log(s);
+  if (s && loaded) {
+    loaded.rt.dataPlane.log(s);
+    // the request is over for the serverless functions' Lua too (its ngx.ctx, its cosockets)
+    luas.get(cycle!)?.lua?.release(r);
+  }
   return DECLINED;
 }
 
@@ -223,7 +259,7 @@ export const gatewayModule: HttpModule = {
     // before the access log (100): APISIX's log phase
     http.addPhaseHandler('LOG', 90, routeLog);
     // before gzip (1500): a replaced body is compressed too
-    const body: BodyFilterEntry = http.addBodyFilter(1460, (r, _chunk, eof) => replaceBodyFilter(r, eof, body));
+    const body: BodyFilterEntry = http.addBodyFilter(1460, (r, chunk, eof) => routeBodyFilter(r, chunk, eof, body));
     http.addHeaderFilter(1460, (r) => routeHeaderFilter(r, body));
   },
   initConf(cycle) {
@@ -238,6 +274,7 @@ export const gatewayModule: HttpModule = {
     const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'), import('../../gateway/dataplane/certificates.ts'),
     ]);
+    await provideLua(cycle, worker);
     const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
     runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError });
     setCycleRuntime(cycle, rt);

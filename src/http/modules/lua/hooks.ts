@@ -36,7 +36,7 @@ function finishResponse(ctx: HookContext): HandlerResult | Promise<HandlerResult
 }
 
 /** What a rewrite, access or content hook's end means for the phase (ngx_http_lua_handle_exit and friends). */
-function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
+export function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
   const r = ctx.r!;
   if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
     ctx.runtime.logFailure(ctx, outcome);
