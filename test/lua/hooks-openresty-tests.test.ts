@@ -80,6 +80,9 @@ const pair = await luaPair({ after }, `
             rewrite_by_lua_block { ngx.ctx.foo = 32 ngx.req.set_uri("/ctx-after", true) }
         }
         location /ctx-after { content_by_lua_block { ngx.say(ngx.ctx.foo) } }
+        location /exit-created-access { access_by_lua_block { ngx.exit(201) } }
+        location /exit-created-content { content_by_lua_block { ngx.exit(201) } }
+        location /exit-after-say { content_by_lua_block { ngx.say("x") ngx.exit(201) } }
         location /set-headers {
             set_by_lua $v 'ngx.send_headers()';
             return 200 $v;
@@ -152,4 +155,12 @@ test('ngx.log: a table without __tostring is argument #1, the STDERR level print
 test('the ctx option of a capture is the subrequest\'s ngx.ctx; a set_uri jump starts a new ngx.ctx (t/033-ctx.t)', async () => {
   assert.equal((await same(pair, '/ctx-capture')).body, 'dog = hello\ndog = hiya\nparent: nil seen: true\n');
   assert.equal((await same(pair, '/ctx-jump')).body, 'nil\n');
+});
+
+test('ngx.exit(2xx) before any output answers with that status; after output the status stays', async () => {
+  assert.equal((await same(pair, '/exit-created-access')).status, 201);
+  assert.equal((await same(pair, '/exit-created-content')).status, 201);
+  const said = await same(pair, '/exit-after-say');
+  assert.equal(said.status, 200);
+  assert.equal(said.body, 'x\n');
 });

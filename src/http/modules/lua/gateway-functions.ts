@@ -153,8 +153,6 @@ export async function createGatewayLua(opts: GatewayLuaOptions): Promise<Gateway
       const { code, body } = outcome.value as { code: unknown; body: unknown };
       if (typeof code === 'number') return { status: code, body: body === undefined || body === null ? undefined : body };
     }
-    // ngx.exit(2xx) before any output answers with that status (OpenResty's exit code)
-    if (ctx.exit !== undefined && ctx.exit >= 200 && ctx.exit < 300 && ctx.exit !== 204 && !headStarted(r)) r.status = ctx.exit;
     const code = afterHook(ctx, outcome as never);
     const asResult = (c: number): PhaseResult => (c === DECLINED || c === OK ? undefined : { status: c > 0 ? c : r.status, engineCode: c });
     return code instanceof Promise ? code.then(asResult) : asResult(code);

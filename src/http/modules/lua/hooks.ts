@@ -62,7 +62,12 @@ export function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): Ha
     dropOutput(r);
     return DONE;
   }
-  if (code === DONE || (code >= 200 && code < 300 && code !== 204) || headStarted(r)) return finishResponse(ctx);
+  if (code === DONE || headStarted(r)) return finishResponse(ctx);
+  if (code >= 200 && code < 300 && code !== 204) {
+    // ngx.exit(2xx) before any output answers with that status and no body (as OpenResty 0.10.23)
+    r.status = code;
+    return finishResponse(ctx);
+  }
   return code;
 }
 
