@@ -1,0 +1,314 @@
+/**
+ * An upstream's health checks (`checks`), as APISIX runs them with
+ * lua-resty-healthcheck (apisix/healthcheck_manager.lua): a target per node
+ * (its address and `checks.active.port`), in one of four states — healthy,
+ * mostly healthy, mostly unhealthy, unhealthy — held in the workers' shared
+ * table (src/gateway/dataplane/counters.ts, APISIX's `upstream-healthcheck`
+ * shared dict), so every worker sees what any of them learnt.
+ *
+ * A success clears the failure counts and a failure the success count; a
+ * target turns healthy after `healthy.successes` successes in a row and
+ * unhealthy after `http_failures` bad statuses, `tcp_failures` failed
+ * connections or `timeouts` timeouts in a row (one count per kind). Active
+ * probes (health-probe.ts) run every `healthy.interval` seconds on the
+ * healthy targets and every `unhealthy.interval` on the others; each worker
+ * keeps the timers, but a period is claimed in the shared table, so one
+ * worker probes (resty.healthcheck's shm lock per period). Passive reports
+ * come from the proxied requests (GatewayChooser and the log phase).
+ *
+ * The state is keyed by the upstream's key (`route/1`, `upstream/2`) and its
+ * `checks`: a route edit that keeps the checks keeps the state, a change of
+ * `checks` starts afresh (APISIX builds a new checker).
+ */
+import { crc32 } from 'node:zlib';
+import type { ConfigView, UpstreamConf } from '../router/config-view.ts';
+import { peekSlot, withSlot } from './counters.ts';
+import type { GatewayNode } from './balancer.ts';
+import { probe } from './health-probe.ts';
+
+export interface ActiveChecks {
+  type: 'http' | 'https' | 'tcp';
+  timeout: number;
+  concurrency: number;
+  host: string | undefined;
+  port: number | undefined;
+  http_method: string;
+  http_path: string;
+  https_verify_certificate: boolean;
+  req_headers: string[];
+  healthy: { interval: number; http_statuses: number[]; successes: number };
+  unhealthy: { interval: number; http_statuses: number[]; http_failures: number; tcp_failures: number; timeouts: number };
+}
+
+interface Thresholds {
+  healthyStatuses: number[];
+  unhealthyStatuses: number[];
+  successes: number;
+  httpFailures: number;
+  tcpFailures: number;
+  timeouts: number;
+}
+
+type Raw = Record<string, unknown> | undefined;
+const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' ? v as Record<string, unknown> : {});
+
+/** `checks.active` with APISIX's schema defaults (apisix/schema_def.lua health_checker_active). */
+function activeOf(raw: Raw): ActiveChecks {
+  const a = obj(raw);
+  const h = obj(a.healthy);
+  const u = obj(a.unhealthy);
+  return {
+    type: (a.type as ActiveChecks['type']) ?? 'http',
+    timeout: (a.timeout as number) ?? 1,
+    concurrency: (a.concurrency as number) ?? 10,
+    host: a.host as string | undefined,
+    port: a.port as number | undefined,
+    http_method: (a.http_method as string) ?? 'GET',
+    http_path: (a.http_path as string) ?? '/',
+    https_verify_certificate: (a.https_verify_certificate as boolean) ?? true,
+    req_headers: (a.req_headers as string[]) ?? [],
+    healthy: {
+      interval: (h.interval as number) ?? 1, http_statuses: (h.http_statuses as number[]) ?? [200, 302],
+      successes: (h.successes as number) ?? 2,
+    },
+    unhealthy: {
+      interval: (u.interval as number) ?? 1,
+      http_statuses: (u.http_statuses as number[]) ?? [429, 404, 500, 501, 502, 503, 504, 505],
+      http_failures: (u.http_failures as number) ?? 5, tcp_failures: (u.tcp_failures as number) ?? 2,
+      timeouts: (u.timeouts as number) ?? 3,
+    },
+  };
+}
+
+function activeThresholds(a: ActiveChecks): Thresholds {
+  return {
+    healthyStatuses: a.healthy.http_statuses, unhealthyStatuses: a.unhealthy.http_statuses, successes: a.healthy.successes,
+    httpFailures: a.unhealthy.http_failures, tcpFailures: a.unhealthy.tcp_failures, timeouts: a.unhealthy.timeouts,
+  };
+}
+
+/** `checks.passive` with APISIX's defaults; without it nothing passive is counted (resty.healthcheck's 0 limits). */
+function passiveThresholds(raw: Raw): Thresholds | undefined {
+  if (!raw) return undefined;
+  const h = obj(raw.healthy);
+  const u = obj(raw.unhealthy);
+  return {
+    healthyStatuses: (h.http_statuses as number[]) ?? [200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302, 303, 304, 305, 306, 307, 308],
+    unhealthyStatuses: (u.http_statuses as number[]) ?? [429, 500, 503],
+    successes: (h.successes as number) ?? 5, httpFailures: (u.http_failures as number) ?? 5,
+    tcpFailures: (u.tcp_failures as number) ?? 2, timeouts: (u.timeouts as number) ?? 7,
+  };
+}
+
+// target states in the shared table (value 0 of the slot; a new slot is 0: healthy)
+const HEALTHY = 0;
+const MOSTLY_HEALTHY = 1;
+const MOSTLY_UNHEALTHY = 2;
+const UNHEALTHY = 3;
+const STATE_NAMES = ['healthy', 'mostly_healthy', 'mostly_unhealthy', 'unhealthy'];
+// failure counts share value 2 of the slot: http + tcp * 256 + timeouts * 65536 (each at most 254)
+const FAILURE_UNIT = { http: 1, tcp: 256, timeout: 65536 } as const;
+type FailureKind = keyof typeof FAILURE_UNIT;
+
+export interface HealthTarget {
+  /** The node's host:port (as the balancer names it). */
+  node: string;
+  host: string;
+  port: number;
+  /** `checks.active.host`: SNI and the target's name. */
+  hostname: string | undefined;
+  /** The Host header of a probe: `upstream_host` with pass_host rewrite, else the node's name, else the host. */
+  hostHeader: string;
+  key: string;
+}
+
+/** What a worker's log says about state changes (the runtime sets it). */
+let warn: (msg: string) => void = () => undefined;
+export function setHealthLog(fn: (msg: string) => void): void {
+  warn = fn;
+}
+
+export class HealthChecker {
+  readonly name: string;
+  readonly checksSig: string;
+  readonly active: ActiveChecks;
+  readonly passive: Thresholds | undefined;
+  private readonly activeLimits: Thresholds;
+  /** By node name. */
+  readonly targets = new Map<string, HealthTarget>();
+  private readonly timers: NodeJS.Timeout[] = [];
+  private readonly lockKey: string;
+
+  constructor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[]) {
+    const checks = obj(conf.checks);
+    this.name = `upstream#${upstreamKey}`;
+    this.checksSig = JSON.stringify(checks);
+    this.active = activeOf(checks.active as Raw);
+    this.activeLimits = activeThresholds(this.active);
+    this.passive = passiveThresholds(checks.passive as Raw);
+    const base = `hc\0${this.name}\0${crc32(this.checksSig)}`;
+    this.lockKey = `${base}\0lock`;
+    for (const n of nodes) {
+      const port = this.active.port ?? n.port;
+      const host = n.host.startsWith('[') ? n.host.slice(1, -1) : n.host;
+      const hostHeader = conf.pass_host === 'rewrite' && conf.upstream_host ? conf.upstream_host : this.active.host ?? n.host;
+      this.targets.set(n.name, { node: n.name, host, port, hostname: this.active.host, hostHeader, key: `${base}\0${host}:${port}\0${this.active.host ?? ''}` });
+    }
+  }
+
+  /** Starts the active probes' timers (unref'd: they do not keep a worker alive). */
+  start(): void {
+    const loop = (healthySide: boolean, seconds: number): void => {
+      if (seconds <= 0) return;
+      const t = setInterval(() => void this.probeSide(healthySide, seconds * 1000), seconds * 1000);
+      t.unref();
+      this.timers.push(t);
+    };
+    loop(true, this.active.healthy.interval);
+    loop(false, this.active.unhealthy.interval);
+  }
+
+  stop(): void {
+    for (const t of this.timers.splice(0)) clearInterval(t);
+  }
+
+  /** The target's state name (for the control view and logs). */
+  stateOf(t: HealthTarget): string {
+    return STATE_NAMES[peekSlot(t.key, (f, v) => f[v]) ?? HEALTHY];
+  }
+
+  /** Healthy or mostly healthy (resty.healthcheck's get_target_status); unknown targets are healthy. */
+  isHealthy(node: string): boolean {
+    const t = this.targets.get(node);
+    if (!t) return true;
+    const s = peekSlot(t.key, (f, v) => f[v]) ?? HEALTHY;
+    return s === HEALTHY || s === MOSTLY_HEALTHY;
+  }
+
+  /** A passive report of a failed try (connection error, or timeout). */
+  reportFailure(node: string, kind: 'tcp' | 'timeout'): void {
+    const t = this.targets.get(node);
+    if (t && this.passive) this.failure(t, kind, this.passive);
+  }
+
+  /** A status seen from `node`, counted against the passive (or active) lists. */
+  reportStatus(node: string, status: number, limits = this.passive): void {
+    const t = this.targets.get(node);
+    if (!t || !limits) return;
+    if (limits.healthyStatuses.includes(status)) this.success(t, limits);
+    else if (limits.unhealthyStatuses.includes(status)) this.failure(t, 'http', limits);
+  }
+
+  private success(t: HealthTarget, limits: Thresholds): void {
+    if (limits.successes === 0) return;
+    const change = withSlot(t.key, (f, v) => {
+      const s = f[v];
+      if (s === HEALTHY) return undefined;
+      f[v + 2] = 0;
+      const n = ++f[v + 1];
+      const next = n >= limits.successes ? HEALTHY : s === UNHEALTHY ? MOSTLY_UNHEALTHY : s;
+      if (next === HEALTHY) f[v + 1] = 0;
+      f[v] = next;
+      return next !== s ? [s, next, n] : undefined;
+    });
+    if (change) this.logChange(t, change, `healthy SUCCESS increment (${change[2]}/${limits.successes})`);
+  }
+
+  private failure(t: HealthTarget, kind: FailureKind, limits: Thresholds): void {
+    const limit = kind === 'http' ? limits.httpFailures : kind === 'tcp' ? limits.tcpFailures : limits.timeouts;
+    if (limit === 0) return;
+    const unit = FAILURE_UNIT[kind];
+    const change = withSlot(t.key, (f, v) => {
+      const s = f[v];
+      if (s === UNHEALTHY) return undefined;
+      f[v + 1] = 0;
+      const n = Math.floor(f[v + 2] / unit) % 256 + 1;
+      f[v + 2] += unit;
+      const next = n >= limit ? UNHEALTHY : s === HEALTHY ? MOSTLY_HEALTHY : s;
+      if (next === UNHEALTHY) f[v + 2] = 0;
+      f[v] = next;
+      return next !== s ? [s, next, n] : undefined;
+    });
+    const what = kind === 'http' ? 'HTTP' : kind === 'tcp' ? 'TCP' : 'TIMEOUT';
+    if (change) this.logChange(t, change, `unhealthy ${what} increment (${change[2]}/${limit})`);
+  }
+
+  private logChange(t: HealthTarget, change: number[], what: string): void {
+    if (change[1] === HEALTHY || change[1] === UNHEALTHY) {
+      warn(`[healthcheck] (${this.name}) ${what} for '${t.hostname ?? ''}(${t.host}:${t.port})', target is now ${STATE_NAMES[change[1]]}`);
+    }
+  }
+
+  /** Claims this period for this worker in the shared table (one worker probes per period). */
+  private claim(side: string, periodMs: number): boolean {
+    return withSlot(`${this.lockKey}\0${side}`, (f, v, now) => {
+      if (f[v] > now) return false;
+      f[v] = now + periodMs - 1;
+      return true;
+    });
+  }
+
+  private async probeSide(healthySide: boolean, periodMs: number): Promise<void> {
+    const due = [...new Map([...this.targets.values()].map((t) => [t.key, t])).values()]
+      .filter((t) => this.isHealthyTarget(t) === healthySide);
+    if (due.length === 0 || !this.claim(healthySide ? 'healthy' : 'unhealthy', periodMs)) return;
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < due.length) {
+        const t = due[next++];
+        const r = await probe(t, this.active);
+        if (r.kind === 'status') this.reportStatus(t.node, r.status, this.activeLimits);
+        else if (r.kind === 'connected') this.success(t, this.activeLimits);
+        else this.failure(t, r.kind, this.activeLimits);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, Math.min(this.active.concurrency, due.length)) }, worker));
+  }
+
+  private isHealthyTarget(t: HealthTarget): boolean {
+    const s = peekSlot(t.key, (f, v) => f[v]) ?? HEALTHY;
+    return s === HEALTHY || s === MOSTLY_HEALTHY;
+  }
+}
+
+/** This worker's checkers, by upstream key. */
+const checkers = new Map<string, { sig: string; checker: HealthChecker }>();
+
+/** The checker of an upstream with `checks`, made (and started) the first time a request uses it. */
+export function checkerFor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[]): HealthChecker | undefined {
+  if (!conf.checks) return undefined;
+  const sig = JSON.stringify([conf.checks, conf.nodes, conf.pass_host, conf.upstream_host]);
+  const have = checkers.get(upstreamKey);
+  if (have?.sig === sig) return have.checker;
+  have?.checker.stop();
+  const checker = new HealthChecker(upstreamKey, conf, nodes);
+  checker.start();
+  checkers.set(upstreamKey, { sig, checker });
+  return checker;
+}
+
+/** The upstream an upstream key names in `view`. */
+function upstreamAt(view: ConfigView, key: string): UpstreamConf | undefined {
+  const slash = key.indexOf('/');
+  const kind = key.slice(0, slash);
+  const id = key.slice(slash + 1);
+  if (kind === 'upstream') return view.upstreams.get(id);
+  if (kind === 'service') return view.services.get(id)?.upstream;
+  if (kind === 'route') return view.routes.find((r) => String(r.id) === id)?.upstream;
+  return undefined;
+}
+
+/** A new configuration version: checkers whose upstream is gone or has other checks stop (APISIX destroys them). */
+export function pruneCheckers(view: ConfigView): void {
+  for (const [key, { checker }] of checkers) {
+    const u = upstreamAt(view, key);
+    if (u?.checks && JSON.stringify(u.checks) === checker.checksSig) continue;
+    checker.stop();
+    checkers.delete(key);
+  }
+}
+
+/** Every checker of this worker (the control API's `/v1/healthcheck`). */
+export function allCheckers(): HealthChecker[] {
+  return [...checkers.values()].map((c) => c.checker);
+}
