@@ -34,6 +34,7 @@ import { setCycleRuntime } from '../../gateway/workers.ts';
 import type { chooseCertificate, httpsClientError } from '../../gateway/dataplane/certificates.ts';
 import { requestLog } from '../request-log.ts';
 import { certificateChoosers } from './ssl/handshake.ts';
+import { pageTails } from '../special-response.ts';
 import type { ServerConf } from '../http-conf.ts';
 
 interface GatewayMain { config?: string; store?: string }
@@ -132,6 +133,8 @@ function upstreamVar(pick: (s: GatewayRequestState) => string | undefined): (r: 
   };
 }
 
+const APISIX_PAGE_TAIL = '<hr><center>openresty</center>\r\n<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n';
+
 const variables: HttpVariable[] = [
   { name: 'gateway_upstream_scheme', noCache: true, get: upstreamVar((s) => s.ctx.upstreamScheme) },
   { name: 'gateway_upstream_host', noCache: true, get: upstreamVar((s) => s.ctx.upstreamHost) },
@@ -181,6 +184,8 @@ export const gatewayModule: HttpModule = {
       name: 'gateway_route', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => {
         routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf));
+        // nginx's own pages of the proxy server (a 502 when every try failed, a 504...) end as APISIX's runtime ends them
+        pageTails.set(cf.data.server as ServerConf, APISIX_PAGE_TAIL);
         declareCounters();
       },
     },
