@@ -25,6 +25,7 @@ import type { ChosenPeer, PeerChooser } from '../../upstream/peer-chooser.ts';
 import type { ConfigView, UpstreamConf } from '../router/config-view.ts';
 import { ewmaPick, ewmaUpdate } from './ewma.ts';
 import { checkerFor } from './health.ts';
+import { addressOf, resolveNames } from './node-names.ts';
 import type { HealthChecker } from './health.ts';
 
 export interface GatewayNode {
@@ -152,6 +153,11 @@ export class UpstreamBalancer {
       const list = this.nodes.filter((n) => n.priority === p);
       return { rr: new WeightedRoundRobin(list), ring: chash ? new HashRing(list) : undefined, nodes: list };
     });
+  }
+
+  /** Resolves the nodes' host names whose answers are missing or expired (undefined: none to wait for). */
+  resolveNames(): Promise<void> | undefined {
+    return resolveNames(this.nodes.map((n) => n.host));
   }
 
   /** The next node not in `tried` (nor unhealthy while some node is healthy), from the highest priority group that has one. */
@@ -290,7 +296,9 @@ export class GatewayChooser implements PeerChooser {
     this.lastNode = n.name;
     b.active.set(n.name, (b.active.get(n.name) ?? 0) + 1);
     const host = n.host.startsWith('[') ? n.host.slice(1, -1) : n.host;
-    const peer: ChosenPeer = net.isIP(host) ? peerAt(host, n.port) : { name: n.name, addr: { name: n.name, host, port: n.port } };
+    // a name: its resolved address (node-names.ts), else the system resolver at connect time
+    const ip = net.isIP(host) ? host : addressOf(host);
+    const peer: ChosenPeer = ip ? peerAt(ip, n.port) : { name: n.name, addr: { name: n.name, host, port: n.port } };
     return b.pool || b.tls ? { ...peer, pool: b.pool, tls: b.tls } : peer;
   }
 

@@ -140,13 +140,15 @@ export class DataPlane {
   }
 
   /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
-  private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number {
+  private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number | Promise<number> {
     if (route.missing === 'service') return 404;
     if (route.missing === 'upstream_id') return 502;
     if (route.missing === 'none') return 503;
     const u = route.upstream!;
     const b = balancerFor(u, route.upstreamKey, this.version?.view);
     if (b.nodes.length === 0) return 503;
+    const resolving = b.resolveNames();
+    if (resolving) return resolving.then(() => this.toUpstream(r, route, ctx, codes));
     const chooser = chooserFor(r, b, hashKey(u, ctx));
     const first = chooser.firstNode();
     if (!first) return 502;
