@@ -185,6 +185,14 @@ describe('the upstream\'s own answers', () => {
     assert.match(String(r.headers.server), /^APISIX/);
   });
 
+  it('two nodes refused: X-APISIX-Upstream-Status has both tries', async () => {
+    const [d1, d2] = await Promise.all([startOrigin(), startOrigin()]);
+    await Promise.all([d1.close(), d2.close()]);
+    await put(gw, 'routes/p502b', { uri: '/p502b', upstream: { type: 'roundrobin', nodes: { [d1.node]: 1, [d2.node]: 1 } } });
+    const r = await untilRouted(gw, '/p502b', (x) => x.status === 502);
+    assert.equal(r.headers['x-apisix-upstream-status'], '502, 502');
+  });
+
   it('a node slower than the read timeout: APISIX\'s 504 page', async () => {
     const slow = http.createServer((_req, res) => { setTimeout(() => res.end('late'), 2000); });
     await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));

@@ -179,7 +179,8 @@ export class DataPlane {
     ctx.status = r.status;
     ctx.flushResponseHeaders();
     const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
-    if (r.status >= 500 && upstreamStatus) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
+    // apisix/init.lua set_resp_upstream_status: when the last try's status is a 5xx, all of them ("502, 502")
+    if (upstreamStatus && /5\d\d$/.test(upstreamStatus.replace(/[\s:]+$/, ''))) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
     for (const chain of s.chains) {
       for (const l of chain) {
         if (!l.plugin.headerFilter || !runs(l, ctx)) continue;
