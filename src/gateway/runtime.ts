@@ -85,7 +85,7 @@ export class GatewayRuntime implements AdminEndpoint {
     }
     this.follower = new ConfigFollower(this.store, this.config.keyPrefix + '/', snapshot);
     configureNodeNames(this.config.dnsResolver, this.config.dnsResolverValid);
-    setHealthLog((msg) => log.warn(msg));
+    setHealthLog((msg) => log.warn(msg), this.config.keyPrefix + '/');
     this.dataPlane = new DataPlane({
       follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
       mode: this.config.routerHttp, serverHeader: this.serverHeader,

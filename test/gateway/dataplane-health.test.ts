@@ -7,7 +7,9 @@
  * route edit that keeps the checks.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
@@ -89,6 +91,9 @@ describe('active checks', () => {
       await b.close();
       // a refused connection counts (tcp_failures 1): the answers become all 200 from a
       await untilSteady('/hc2', 10, (p, status) => p === a.port && status === 200);
+      // resty.healthcheck's warning for each count, the checker named by the upstream's resource key
+      const log = fs.readFileSync(path.join(gw.prefix, 'logs', 'error.log'), 'utf8');
+      assert.ok(log.includes(`[healthcheck] (upstream#/gateway/routes/hc2) unhealthy TCP increment (1/1) for '127.0.0.1(127.0.0.1:${bPort})'`), log.slice(-2000));
       b = await checkedOrigin(bPort);
       await untilRouted(gw, '/hc2', (r) => r.echo?.port === bPort);
     } finally {

@@ -122,10 +122,18 @@ export interface HealthTarget {
   key: string;
 }
 
-/** What a worker's log says about state changes (the runtime sets it). */
+/** Where the counts are logged, and the store's key prefix that names checkers (`/gateway/` as APISIX's `/apisix/`); the runtime sets them. */
 let warn: (msg: string) => void = () => undefined;
-export function setHealthLog(fn: (msg: string) => void): void {
+let keyPrefix = '/apisix/';
+export function setHealthLog(fn: (msg: string) => void, prefix: string): void {
   warn = fn;
+  keyPrefix = prefix;
+}
+
+/** `route/1` → `/gateway/routes/1`: the upstream's resource key, as APISIX names its checker. */
+function resourceKey(upstreamKey: string): string {
+  const slash = upstreamKey.indexOf('/');
+  return `${keyPrefix}${upstreamKey.slice(0, slash)}s${upstreamKey.slice(slash)}`;
 }
 
 export class HealthChecker {
@@ -141,7 +149,7 @@ export class HealthChecker {
 
   constructor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[]) {
     const checks = obj(conf.checks);
-    this.name = `upstream#${upstreamKey}`;
+    this.name = `upstream#${resourceKey(upstreamKey)}`;
     this.checksSig = JSON.stringify(checks);
     this.active = activeOf(checks.active as Raw);
     this.activeLimits = activeThresholds(this.active);
@@ -209,9 +217,9 @@ export class HealthChecker {
       const next = n >= limits.successes ? HEALTHY : s === UNHEALTHY ? MOSTLY_UNHEALTHY : s;
       if (next === HEALTHY) f[v + 1] = 0;
       f[v] = next;
-      return next !== s ? [s, next, n] : undefined;
+      return n;
     });
-    if (change) this.logChange(t, change, `healthy SUCCESS increment (${change[2]}/${limits.successes})`);
+    if (change !== undefined) this.logCount(t, `healthy SUCCESS increment (${change}/${limits.successes})`);
   }
 
   private failure(t: HealthTarget, kind: FailureKind, limits: Thresholds): void {
@@ -227,16 +235,15 @@ export class HealthChecker {
       const next = n >= limit ? UNHEALTHY : s === HEALTHY ? MOSTLY_HEALTHY : s;
       if (next === UNHEALTHY) f[v + 2] = 0;
       f[v] = next;
-      return next !== s ? [s, next, n] : undefined;
+      return n;
     });
     const what = kind === 'http' ? 'HTTP' : kind === 'tcp' ? 'TCP' : 'TIMEOUT';
-    if (change) this.logChange(t, change, `unhealthy ${what} increment (${change[2]}/${limit})`);
+    if (change !== undefined) this.logCount(t, `unhealthy ${what} increment (${change}/${limit})`);
   }
 
-  private logChange(t: HealthTarget, change: number[], what: string): void {
-    if (change[1] === HEALTHY || change[1] === UNHEALTHY) {
-      warn(`[healthcheck] (${this.name}) ${what} for '${t.hostname ?? ''}(${t.host}:${t.port})', target is now ${STATE_NAMES[change[1]]}`);
-    }
+  /** resty.healthcheck's warning for every count: `(upstream#/apisix/routes/1) unhealthy TCP increment (1/2) for 'foo.com(127.0.0.1:1970)'`. */
+  private logCount(t: HealthTarget, what: string): void {
+    warn(`[healthcheck] (${this.name}) ${what} for '${t.hostname ?? t.host}(${t.host}:${t.port})'`);
   }
 
   /** Claims this period for this worker in the shared table (one worker probes per period). */
