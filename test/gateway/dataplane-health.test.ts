@@ -124,8 +124,11 @@ describe('passive checks', () => {
   it('failures seen by both workers add up to one count; a route edit keeping the checks keeps the state', async () => {
     const a = await startOrigin();
     let failing = true;
+    /** The upstream connections b's failing answers went over: each worker keeps its own (its keepalive pool). */
+    const failedOver = new Set<number>();
     const b = await startOrigin((req, res) => {
       if (!failing || req.url === '/status') return false;
+      failedOver.add(req.socket.remotePort!);
       res.statusCode = 500;
       res.end('bad');
       return true;
@@ -134,14 +137,15 @@ describe('passive checks', () => {
       // probes only every 300 s: what changes the state here is the proxied traffic
       const checks = {
         active: { type: 'http', http_path: '/status', healthy: { interval: 300 }, unhealthy: { interval: 300 } },
-        passive: { healthy: { successes: 1 }, unhealthy: { http_statuses: [500], http_failures: 3 } },
+        passive: { healthy: { successes: 1 }, unhealthy: { http_statuses: [500], http_failures: 6 } },
       };
       const upstream = { type: 'roundrobin', nodes: { [a.node]: 1, [b.node]: 1 }, checks };
       await put(gw, 'routes/pc', { uri: '/pc', upstream });
       await untilRouted(gw, '/pc', (r) => r.status === 200);
-      // new connections spread over both workers; b turns unhealthy after 3 failures whichever worker saw them
+      // new client connections spread over both workers; b turns unhealthy after 6 failures whichever worker saw them
       await untilSteady('/pc', 10, (p) => p === a.port);
-      assert.equal(b.seen.filter((s) => s.url === '/pc').length, 3);
+      assert.equal(b.seen.filter((s) => s.url === '/pc').length, 6);
+      assert.ok(failedOver.size >= 2, `the failures came through ${failedOver.size} worker(s)`);
       // the same upstream checks on an edited route: b stays out
       await put(gw, 'routes/pc', { uri: '/pc', desc: 'edited', upstream });
       await untilRouted(gw, '/pc', () => true);
