@@ -13,14 +13,26 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { startGateway } from './harness.ts';
+import { freePorts } from '../kit/server.ts';
+import { defaultYaml, startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
+let controlPort: number;
 
-before(async () => { gw = await startGateway({ workers: 2 }); });
+before(async () => {
+  [controlPort] = await freePorts(1);
+  const yaml = defaultYaml(2).replace('apisix:\n', `apisix:\n  enable_control: true\n  control:\n    ip: 127.0.0.1\n    port: ${controlPort}\n`);
+  gw = await startGateway({ yaml });
+});
+
+/** GET on the control API: status and JSON. */
+async function control(uri: string): Promise<{ status: number; json: unknown }> {
+  const r = await fetch(`http://127.0.0.1:${controlPort}${uri}`);
+  return { status: r.status, json: await r.json() };
+}
 after(async () => { await gw.stop(); });
 
 /** An origin whose health path answers `health.status` (changed by the test); other requests get the echo. */
@@ -114,6 +126,37 @@ describe('active checks', () => {
       const seen = new Set<number>();
       for (let i = 0; i < 8; i++) seen.add((await proxy(gw, '/hc3')).echo?.port ?? 0);
       assert.deepEqual([...seen].sort(), [a.port, b.port].sort());
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+});
+
+describe('the control API', () => {
+  it('/v1/healthcheck shows each target\'s state and counts', async () => {
+    const [a, b] = await Promise.all([checkedOrigin(), checkedOrigin()]);
+    try {
+      await put(gw, 'routes/hcv', { uri: '/hcv', upstream: { type: 'roundrobin', nodes: { [a.node]: 1, [b.node]: 1 },
+        checks: { active: active({ unhealthy: { interval: 1, http_failures: 2 } }) } } });
+      // before any request: listed, without nodes (no checker yet)
+      const none = await control('/v1/healthcheck/routes/hcv');
+      assert.deepEqual(none, { status: 200, json: { name: '/gateway/routes/hcv', type: 'http' } });
+      b.health.status = 500;
+      await untilRouted(gw, '/hcv', (r) => r.status === 200);
+      const deadline = Date.now() + 10_000;
+      let view: { nodes?: Array<{ port: number; status: string; counter: Record<string, number> }> } = {};
+      while (Date.now() < deadline) {
+        view = (await control('/v1/healthcheck/routes/hcv')).json as typeof view;
+        if (view.nodes?.find((n) => n.port === b.port)?.status === 'unhealthy') break;
+        await sleep(50);
+      }
+      const nb = view.nodes?.find((n) => n.port === b.port);
+      assert.equal(nb?.status, 'unhealthy', JSON.stringify(view));
+      assert.equal(view.nodes?.find((n) => n.port === a.port)?.status, 'healthy');
+      const all = (await control('/v1/healthcheck')).json as Array<{ name: string }>;
+      assert.ok(all.some((e) => e.name === '/gateway/routes/hcv'));
+      assert.deepEqual(await control('/v1/healthcheck/routes/nope'), { status: 404, json: { error_msg: 'routes[nope] not found' } });
+      assert.deepEqual(await control('/v1/healthcheck/things/1'), { status: 400, json: { error_msg: 'invalid src type things' } });
     } finally {
       await Promise.all([a.close(), b.close()]);
     }

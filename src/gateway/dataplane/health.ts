@@ -164,8 +164,26 @@ export class HealthChecker {
     }
   }
 
+  /** The control view of a target: resty.healthcheck's get_target_list entry. */
+  report(t: HealthTarget): { ip: string; port: number; hostname: string; status: string; counter: Record<string, number> } {
+    const [state, successes, failures] = peekSlot(t.key, (f, v) => [f[v], f[v + 1], f[v + 2]]) ?? [HEALTHY, 0, 0];
+    return {
+      ip: t.host, port: t.port, hostname: t.hostname ?? t.host, status: STATE_NAMES[state],
+      counter: {
+        success: successes, http_failure: failures % 256, tcp_failure: Math.floor(failures / 256) % 256,
+        timeout_failure: Math.floor(failures / 65536) % 256,
+      },
+    };
+  }
+
+  /** Whether some worker made this checker (a request used the upstream): APISIX lists targets only then. */
+  registered(): boolean {
+    return peekSlot(`${this.lockKey}\0made`, () => true) ?? false;
+  }
+
   /** Starts the active probes' timers (unref'd: they do not keep a worker alive). */
   start(): void {
+    withSlot(`${this.lockKey}\0made`, () => undefined);
     const loop = (healthySide: boolean, seconds: number): void => {
       if (seconds <= 0) return;
       const t = setInterval(() => void this.probeSide(healthySide, seconds * 1000), seconds * 1000);

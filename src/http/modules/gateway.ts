@@ -20,6 +20,7 @@ import { fullName } from '../../conf/parser.ts';
 import { setting } from '../../conf/setters.ts';
 import { Cycle } from '../../core/cycle.ts';
 import type { serveAdmin, serveMetrics, serveStatus } from '../../gateway/admin/http-adapter.ts';
+import type { serveControl } from '../../gateway/dataplane/control.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
@@ -42,7 +43,7 @@ interface GatewayMain { config?: string; store?: string }
 const mains = new WeakMap<Cycle, GatewayMain>();
 /** A worker's gateway, loaded only where a configuration has one (nginx configurations do not pay for it). */
 interface Loaded {
-  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus; metrics: typeof serveMetrics;
+  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus; metrics: typeof serveMetrics; control: typeof serveControl;
   choose: typeof chooseCertificate; clientError: typeof httpsClientError;
 }
 const runtimes = new WeakMap<Cycle, Loaded>();
@@ -177,6 +178,19 @@ export const gatewayModule: HttpModule = {
       },
     },
     {
+      // APISIX's control API: /v1/healthcheck
+      name: 'gateway_control', contexts: Ctx.LOCATION, args: 0,
+      handler: (cf) => {
+        const cycle = Cycle.of(cf);
+        (cf.data.location as LocationConf).contentHandler = (r) => {
+          const loaded = runtimes.get(cycle);
+          if (!loaded) return 500;
+          const rt = loaded.rt;
+          return loaded.control(r, rt.dataPlane.current().view, rt.config.keyPrefix + '/', rt.serverHeader);
+        };
+      },
+    },
+    {
       name: 'gateway_metrics', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => answerWith(cf, 'metrics'),
     },
@@ -209,11 +223,14 @@ export const gatewayModule: HttpModule = {
   async initWorker(cycle, worker) {
     const m = mains.get(cycle);
     if (!m?.config || !m.store) return;
-    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }] = await Promise.all([
+    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }, { serveControl }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'), import('../../gateway/dataplane/certificates.ts'),
+      import('../../gateway/dataplane/control.ts'),
     ]);
     const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
-    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError });
+    runtimes.set(cycle, {
+      rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, control: serveControl, choose: chooseCertificate, clientError: httpsClientError,
+    });
     setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
   },
