@@ -5,7 +5,7 @@
  * `name` its key in the store, `type` the active check's, `nodes` each
  * target's address, state and counts, read from the workers' shared table
  * (present once a request used the upstream and so made its checker);
- * `/v1/healthcheck/{routes|services|upstreams}/{id}` shows one.
+ * `/v1/healthcheck/{routes|services|upstreams|stream_routes}/{id}` shows one.
  */
 import type { HttpRequest } from '../../http/request.ts';
 import { DONE } from '../../http/http-conf.ts';
@@ -28,6 +28,7 @@ function entryOf(prefix: string, kind: string, id: string, u: UpstreamConf): Ent
 function sources(view: ConfigView, kind: string): Array<[string, UpstreamConf | undefined]> {
   if (kind === 'route') return view.routes.map((r) => [String(r.id), r.upstream]);
   if (kind === 'service') return [...view.services.values()].map((s) => [String(s.id), s.upstream]);
+  if (kind === 'stream_route') return view.streamRoutes.map((r) => [String(r.id), r.upstream]);
   return [...view.upstreams.entries()].map(([id, u]) => [id, u]);
 }
 
@@ -37,14 +38,14 @@ export function healthcheckView(view: ConfigView, prefix: string, uri: string): 
   if (segs[0] !== 'v1' || segs[1] !== 'healthcheck') return [404, { error_msg: 'not found' }];
   if (segs.length === 2) {
     const all: Entry[] = [];
-    for (const kind of ['route', 'service', 'upstream']) {
+    for (const kind of ['route', 'stream_route', 'service', 'upstream']) {
       for (const [id, u] of sources(view, kind)) if (u?.checks) all.push(entryOf(prefix, kind, id, u));
     }
     return [200, all];
   }
   const [, , srcType, srcId] = segs;
   if (!srcId) return [404, { error_msg: `missing src id for src type ${srcType}` }];
-  const kind = { routes: 'route', services: 'service', upstreams: 'upstream' }[srcType];
+  const kind = ({ routes: 'route', services: 'service', upstreams: 'upstream', stream_routes: 'stream_route' } as Record<string, string>)[srcType];
   if (!kind) return [400, { error_msg: `invalid src type ${srcType}` }];
   const found = sources(view, kind).find(([id]) => id === srcId);
   if (!found) return [404, { error_msg: `${srcType}[${srcId}] not found` }];

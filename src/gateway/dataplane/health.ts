@@ -320,6 +320,7 @@ function upstreamAt(view: ConfigView, key: string): UpstreamConf | undefined {
   if (kind === 'upstream') return view.upstreams.get(id);
   if (kind === 'service') return view.services.get(id)?.upstream;
   if (kind === 'route') return view.routes.find((r) => String(r.id) === id)?.upstream;
+  if (kind === 'stream_route') return view.streamRoutes.find((r) => String(r.id) === id)?.upstream;
   return undefined;
 }
 
