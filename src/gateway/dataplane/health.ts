@@ -20,6 +20,7 @@
  * `checks`: a route edit that keeps the checks keeps the state, a change of
  * `checks` starts afresh (APISIX builds a new checker).
  */
+import net from 'node:net';
 import { crc32 } from 'node:zlib';
 import type { ConfigView, UpstreamConf } from '../router/config-view.ts';
 import { peekSlot, withSlot } from './counters.ts';
@@ -159,7 +160,9 @@ export class HealthChecker {
     for (const n of nodes) {
       const port = this.active.port ?? n.port;
       const host = n.host.startsWith('[') ? n.host.slice(1, -1) : n.host;
-      const hostHeader = conf.pass_host === 'rewrite' && conf.upstream_host ? conf.upstream_host : this.active.host ?? n.host;
+      // as healthcheck_manager's compute_targets: upstream_host (rewrite), else the node's name, else checks.active.host, else the address
+      const hostHeader = conf.pass_host === 'rewrite' && conf.upstream_host ? conf.upstream_host
+        : net.isIP(host) === 0 ? n.host : this.active.host ?? n.host;
       this.targets.set(n.name, { node: n.name, host, port, hostname: this.active.host, hostHeader, key: `${base}\0${host}:${port}\0${this.active.host ?? ''}` });
     }
   }
@@ -298,17 +301,25 @@ export class HealthChecker {
 
 /** This worker's checkers, by upstream key. */
 const checkers = new Map<string, { sig: string; checker: HealthChecker }>();
+const byConf = new WeakMap<UpstreamConf, HealthChecker>();
 
 /** The checker of an upstream with `checks`, made (and started) the first time a request uses it. */
 export function checkerFor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[]): HealthChecker | undefined {
   if (!conf.checks) return undefined;
+  // the same configuration object: the same checker, without comparing the checks again
+  const known = byConf.get(conf);
+  if (known && checkers.get(upstreamKey)?.checker === known) return known;
   const sig = JSON.stringify([conf.checks, conf.nodes, conf.pass_host, conf.upstream_host]);
   const have = checkers.get(upstreamKey);
-  if (have?.sig === sig) return have.checker;
+  if (have?.sig === sig) {
+    byConf.set(conf, have.checker);
+    return have.checker;
+  }
   have?.checker.stop();
   const checker = new HealthChecker(upstreamKey, conf, nodes);
   checker.start();
   checkers.set(upstreamKey, { sig, checker });
+  byConf.set(conf, checker);
   return checker;
 }
 
