@@ -116,6 +116,32 @@ describe('tls client certificates', () => {
     assert.equal(r.body, 'client gateway-client');
   });
 
+  it('https health probes send the client certificate too: the node failing its probe is left out', async () => {
+    const sick = https.createServer({ key: server.key, cert: server.cert, ca: ca.cert, requestCert: true, rejectUnauthorized: true }, (req, res) => {
+      res.statusCode = req.url === '/status' ? 500 : 200;
+      res.end('sick');
+    });
+    await new Promise<void>((resolve) => sick.listen(0, '127.0.0.1', resolve));
+    try {
+      const sickNode = `127.0.0.1:${(sick.address() as AddressInfo).port}`;
+      await put(gw, 'routes/mtls3', { uri: '/mtls3', upstream: { type: 'roundrobin', scheme: 'https', nodes: { [node]: 1, [sickNode]: 1 },
+        tls: { client_cert: client.cert, client_key: client.key },
+        checks: { active: { type: 'https', http_path: '/status', https_verify_certificate: false,
+          healthy: { interval: 1, successes: 1 }, unhealthy: { interval: 1, http_failures: 1 } } } } });
+      await untilRouted(gw, '/mtls3', (x) => x.body === 'sick');
+      // the healthy node's probe passes (with the certificate), the sick one's answers 500: only the healthy one is used
+      const deadline = Date.now() + 10_000;
+      let run = 0;
+      while (run < 8) {
+        run = (await proxy(gw, '/mtls3')).body === 'client gateway-client' ? run + 1 : 0;
+        assert.ok(Date.now() < deadline, 'the sick node kept getting requests');
+      }
+    } finally {
+      sick.closeAllConnections();
+      sick.close();
+    }
+  });
+
   it('tls.client_cert_id names an SSL object of type client', async () => {
     await put(gw, 'ssls/upclient', { type: 'client', cert: client.cert, key: client.key });
     await put(gw, 'routes/mtls2', { uri: '/mtls2', upstream: { type: 'roundrobin', scheme: 'https', nodes: { [node]: 1 },

@@ -215,7 +215,7 @@ export function balancerFor(conf: UpstreamConf, key: string, view?: ConfigView):
     byKey.set(key, { sig, b });
     balancers.set(conf, b);
   }
-  b.checker = checkerFor(key, conf, b.nodes);
+  b.checker = checkerFor(key, conf, b.nodes, b.tls);
   return b;
 }
 

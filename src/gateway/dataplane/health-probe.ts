@@ -3,7 +3,7 @@
  * TCP connection to the target within `timeout` seconds — for `tcp` checks
  * that is the answer — then, for `http` / `https` (TLS, the certificate
  * verified unless `https_verify_certificate` is false, SNI the target's
- * `checks.active.host`), `GET http_path HTTP/1.0` with the Host header and
+ * `checks.active.host`, the upstream's client certificate if it has one), `GET http_path HTTP/1.0` with the Host header and
  * `req_headers`, and the status of the answer's first line. Every step
  * shares the one timeout.
  */
@@ -13,14 +13,14 @@ import type { ActiveChecks, HealthTarget } from './health.ts';
 
 export type ProbeResult = { kind: 'status'; status: number } | { kind: 'connected' } | { kind: 'tcp' } | { kind: 'timeout' };
 
-export function probe(t: HealthTarget, a: ActiveChecks): Promise<ProbeResult> {
+export function probe(t: HealthTarget, a: ActiveChecks, clientTls?: tls.ConnectionOptions): Promise<ProbeResult> {
   return new Promise((resolve) => {
     let done = false;
     let head = '';
     const secure = a.type === 'https';
     const servername = t.hostname && !net.isIP(t.hostname) ? t.hostname : undefined;
     const socket: net.Socket = secure
-      ? tls.connect({ host: t.host, port: t.port, servername, rejectUnauthorized: a.https_verify_certificate })
+      ? tls.connect({ ...clientTls, host: t.host, port: t.port, servername, rejectUnauthorized: a.https_verify_certificate })
       : net.connect({ host: t.host, port: t.port });
     const finish = (r: ProbeResult): void => {
       if (done) return;

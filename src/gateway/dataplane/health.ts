@@ -21,6 +21,7 @@
  * `checks` starts afresh (APISIX builds a new checker).
  */
 import net from 'node:net';
+import type tls from 'node:tls';
 import { crc32 } from 'node:zlib';
 import type { ConfigView, UpstreamConf } from '../router/config-view.ts';
 import { peekSlot, withSlot } from './counters.ts';
@@ -148,7 +149,11 @@ export class HealthChecker {
   private readonly timers: NodeJS.Timeout[] = [];
   private readonly lockKey: string;
 
-  constructor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[]) {
+  /** The upstream's client certificate, sent by `https` probes (t/node/healthcheck-https.t's nodes ask for one). */
+  readonly clientTls: tls.ConnectionOptions | undefined;
+
+  constructor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[], clientTls?: tls.ConnectionOptions) {
+    this.clientTls = clientTls;
     const checks = obj(conf.checks);
     this.name = `upstream#${resourceKey(upstreamKey)}`;
     this.checksSig = JSON.stringify(checks);
@@ -284,7 +289,7 @@ export class HealthChecker {
     const worker = async (): Promise<void> => {
       while (next < due.length) {
         const t = due[next++];
-        const r = await probe(t, this.active);
+        const r = await probe(t, this.active, this.clientTls);
         if (r.kind === 'status') this.reportStatus(t.node, r.status, this.activeLimits);
         else if (r.kind === 'connected') this.success(t, this.activeLimits);
         else this.failure(t, r.kind, this.activeLimits);
@@ -304,7 +309,7 @@ const checkers = new Map<string, { sig: string; checker: HealthChecker }>();
 const byConf = new WeakMap<UpstreamConf, HealthChecker>();
 
 /** The checker of an upstream with `checks`, made (and started) the first time a request uses it. */
-export function checkerFor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[]): HealthChecker | undefined {
+export function checkerFor(upstreamKey: string, conf: UpstreamConf, nodes: GatewayNode[], clientTls?: tls.ConnectionOptions): HealthChecker | undefined {
   if (!conf.checks) return undefined;
   // the same configuration object: the same checker, without comparing the checks again
   const known = byConf.get(conf);
@@ -316,7 +321,7 @@ export function checkerFor(upstreamKey: string, conf: UpstreamConf, nodes: Gatew
     return have.checker;
   }
   have?.checker.stop();
-  const checker = new HealthChecker(upstreamKey, conf, nodes);
+  const checker = new HealthChecker(upstreamKey, conf, nodes, clientTls);
   checker.start();
   checkers.set(upstreamKey, { sig, checker });
   byConf.set(conf, checker);
