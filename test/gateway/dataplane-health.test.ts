@@ -140,7 +140,7 @@ describe('the control API', () => {
         checks: { active: active({ unhealthy: { interval: 1, http_failures: 2 } }) } } });
       // before any request: listed, without nodes (no checker yet)
       const none = await control('/v1/healthcheck/routes/hcv');
-      assert.deepEqual(none, { status: 200, json: { name: '/gateway/routes/hcv', type: 'http' } });
+      assert.deepEqual(none, { status: 200, json: { name: '/routes/hcv', type: 'http' } });
       b.health.status = 500;
       await untilRouted(gw, '/hcv', (r) => r.status === 200);
       const deadline = Date.now() + 10_000;
@@ -154,7 +154,9 @@ describe('the control API', () => {
       assert.equal(nb?.status, 'unhealthy', JSON.stringify(view));
       assert.equal(view.nodes?.find((n) => n.port === a.port)?.status, 'healthy');
       const all = (await control('/v1/healthcheck')).json as Array<{ name: string }>;
-      assert.ok(all.some((e) => e.name === '/gateway/routes/hcv'));
+      assert.ok(all.some((e) => e.name === '/routes/hcv'));
+      // the counts stay at the limit once the state changed
+      assert.equal(nb?.counter.http_failure, 2);
       assert.deepEqual(await control('/v1/healthcheck/routes/nope'), { status: 404, json: { error_msg: 'routes[nope] not found' } });
       assert.deepEqual(await control('/v1/healthcheck/things/1'), { status: 400, json: { error_msg: 'invalid src type things' } });
     } finally {

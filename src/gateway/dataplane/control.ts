@@ -2,7 +2,7 @@
  * APISIX's control API health view (apisix/control/v1.lua): `GET
  * /v1/healthcheck` lists every route, service and upstream of the
  * configuration whose upstream has `checks`, as `{name, type, nodes}` —
- * `name` its key in the store, `type` the active check's, `nodes` each
+ * `name` its key in the store without the prefix (`/routes/1`), `type` the active check's, `nodes` each
  * target's address, state and counts, read from the workers' shared table
  * (present once a request used the upstream and so made its checker);
  * `/v1/healthcheck/{routes|services|upstreams|stream_routes}/{id}` shows one.
@@ -16,13 +16,13 @@ import { HealthChecker } from './health.ts';
 
 interface Entry { name: string; type: string | undefined; nodes?: ReturnType<HealthChecker['report']>[] }
 
-function entryOf(prefix: string, kind: string, id: string, u: UpstreamConf): Entry {
+function entryOf(kind: string, id: string, u: UpstreamConf): Entry {
   const checker = new HealthChecker(`${kind}/${id}`, u, nodesOf(u));
   const checks = u.checks ?? {};
   const type = (checks.active?.type ?? checks.passive?.type ?? (checks.active ? 'http' : undefined)) as string | undefined;
-  const e: Entry = { name: `${prefix}${kind}s/${id}`, type };
-  if (checker.registered()) e.nodes = [...new Map([...checker.targets.values()].map((t) => [t.key, t])).values()].map((t) => checker.report(t));
-  return e;
+  // the key without the store's prefix (`/routes/1`), fields in the order t/control/healthcheck.t shows
+  const nodes = checker.registered() ? [...new Map([...checker.targets.values()].map((t) => [t.key, t])).values()].map((t) => checker.report(t)) : undefined;
+  return nodes ? { name: `/${kind}s/${id}`, nodes, type } : { name: `/${kind}s/${id}`, type };
 }
 
 function sources(view: ConfigView, kind: string): Array<[string, UpstreamConf | undefined]> {
@@ -33,13 +33,13 @@ function sources(view: ConfigView, kind: string): Array<[string, UpstreamConf | 
 }
 
 /** The answer to a control API request: status and JSON body. */
-export function healthcheckView(view: ConfigView, prefix: string, uri: string): [number, unknown] {
+export function healthcheckView(view: ConfigView, uri: string): [number, unknown] {
   const segs = uri.split('/').filter(Boolean);
   if (segs[0] !== 'v1' || segs[1] !== 'healthcheck') return [404, { error_msg: 'not found' }];
   if (segs.length === 2) {
     const all: Entry[] = [];
     for (const kind of ['route', 'stream_route', 'service', 'upstream']) {
-      for (const [id, u] of sources(view, kind)) if (u?.checks) all.push(entryOf(prefix, kind, id, u));
+      for (const [id, u] of sources(view, kind)) if (u?.checks) all.push(entryOf(kind, id, u));
     }
     return [200, all];
   }
@@ -50,13 +50,13 @@ export function healthcheckView(view: ConfigView, prefix: string, uri: string): 
   const found = sources(view, kind).find(([id]) => id === srcId);
   if (!found) return [404, { error_msg: `${srcType}[${srcId}] not found` }];
   if (!found[1]?.checks) return [404, { error_msg: `no checker for ${srcType}[${srcId}]` }];
-  return [200, entryOf(prefix, kind, srcId, found[1])];
+  return [200, entryOf(kind, srcId, found[1])];
 }
 
 /** The content handler of `gateway_control`. */
-export async function serveControl(r: HttpRequest, view: ConfigView, prefix: string, serverHeader: string): Promise<number> {
+export async function serveControl(r: HttpRequest, view: ConfigView, serverHeader: string): Promise<number> {
   if (r.method !== 'GET' && r.method !== 'HEAD') return 405;
-  const [status, body] = healthcheckView(view, prefix, r.uri);
+  const [status, body] = healthcheckView(view, r.uri);
   r.ownServer = true;
   r.addHeader('Server', serverHeader);
   await sendSimple(r, status, Buffer.from(JSON.stringify(body), 'utf8'), 'application/json');

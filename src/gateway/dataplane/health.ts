@@ -173,14 +173,15 @@ export class HealthChecker {
   }
 
   /** The control view of a target: resty.healthcheck's get_target_list entry. */
-  report(t: HealthTarget): { ip: string; port: number; hostname: string; status: string; counter: Record<string, number> } {
+  report(t: HealthTarget): { counter: Record<string, number>; hostname: string; ip: string; port: number; status: string } {
     const [state, successes, failures] = peekSlot(t.key, (f, v) => [f[v], f[v + 1], f[v + 2]]) ?? [HEALTHY, 0, 0];
+    // in the order APISIX's t/control/healthcheck.t shows them
     return {
-      ip: t.host, port: t.port, hostname: t.hostname ?? t.host, status: STATE_NAMES[state],
       counter: {
-        success: successes, http_failure: failures % 256, tcp_failure: Math.floor(failures / 256) % 256,
+        http_failure: failures % 256, success: successes, tcp_failure: Math.floor(failures / 256) % 256,
         timeout_failure: Math.floor(failures / 65536) % 256,
       },
+      hostname: t.hostname ?? t.host, ip: t.host, port: t.port, status: STATE_NAMES[state],
     };
   }
 
@@ -240,8 +241,8 @@ export class HealthChecker {
       if (s === HEALTHY) return undefined;
       f[v + 2] = 0;
       const n = ++f[v + 1];
+      // the counts stay as they are once the state changed (the control view shows tcp_failure 2 for an unhealthy node)
       const next = n >= limits.successes ? HEALTHY : s === UNHEALTHY ? MOSTLY_UNHEALTHY : s;
-      if (next === HEALTHY) f[v + 1] = 0;
       f[v] = next;
       return n;
     });
@@ -259,7 +260,6 @@ export class HealthChecker {
       const n = Math.floor(f[v + 2] / unit) % 256 + 1;
       f[v + 2] += unit;
       const next = n >= limit ? UNHEALTHY : s === HEALTHY ? MOSTLY_HEALTHY : s;
-      if (next === UNHEALTHY) f[v + 2] = 0;
       f[v] = next;
       return n;
     });

@@ -186,7 +186,7 @@ export const gatewayModule: HttpModule = {
           const loaded = runtimes.get(cycle);
           if (!loaded) return 500;
           const rt = loaded.rt;
-          return loaded.control(r, rt.dataPlane.current().view, rt.config.keyPrefix + '/', rt.serverHeader);
+          return loaded.control(r, rt.dataPlane.current().view, rt.serverHeader);
         };
       },
     },
