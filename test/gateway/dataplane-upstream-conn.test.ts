@@ -74,6 +74,35 @@ describe('keepalive_pool', () => {
     }
   });
 
+  it('size: beyond it, the connections a node gave back are closed', async () => {
+    const closed = new Set<number>();
+    const held: Array<() => void> = [];
+    const server = http.createServer((req, res) => {
+      const port = String(req.socket.remotePort);
+      if (req.url?.includes('hold')) held.push(() => res.end(port));
+      else res.end(port);
+    });
+    server.on('connection', (sock: Socket) => { const p = sock.remotePort!; sock.on('close', () => closed.add(p)); });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const node = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+      await put(gw, 'routes/kp3', { uri: '/kp3', upstream: { type: 'roundrobin', nodes: { [node]: 1 }, keepalive_pool: { size: 1 } } });
+      await untilRouted(gw, '/kp3', (r) => r.status === 200);
+      // two requests in flight: two connections; both given back, one stays
+      const pending = [proxy(gw, '/kp3?hold'), proxy(gw, '/kp3?hold')];
+      await until('two requests held', () => held.length === 2);
+      for (const release of held) release();
+      const ports = (await Promise.all(pending)).map((r) => Number(r.body));
+      assert.notEqual(ports[0], ports[1]);
+      await until('one of the two closed', () => ports.some((p) => closed.has(p)));
+      const kept = ports.find((p) => !closed.has(p));
+      assert.equal(Number((await proxy(gw, '/kp3')).body), kept);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
   it('idle_timeout: an idle connection is closed by the gateway after it', async () => {
     const o = await connOrigin();
     try {

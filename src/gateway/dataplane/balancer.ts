@@ -20,6 +20,7 @@ import type tls from 'node:tls';
 import { crc32 } from 'node:zlib';
 import { FT } from '../../http/upstream/conf.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
+import type { KeepaliveConf } from '../../upstream/keepalive.ts';
 import { peerAt } from '../../upstream/peer-chooser.ts';
 import type { ChosenPeer, PeerChooser } from '../../upstream/peer-chooser.ts';
 import type { ConfigView, UpstreamConf } from '../router/config-view.ts';
@@ -131,8 +132,12 @@ export class UpstreamBalancer {
   readonly active = new Map<string, number>();
   /** The upstream's health checks, when it has `checks` (set by balancerFor, per request). */
   checker: HealthChecker | undefined;
-  /** The upstream's own idle connections (`keepalive_pool`, or a client certificate's); else the gateway's. */
-  readonly pool: KeepalivePool | undefined;
+  /**
+   * The upstream's own idle connections (`keepalive_pool`, or a client certificate's), one pool of
+   * `size` per node as APISIX names a pool per scheme, host and port; else the gateway's.
+   */
+  private readonly pools: Map<string, KeepalivePool> | undefined;
+  private readonly poolConf: KeepaliveConf | undefined;
   /** The client certificate for https nodes. */
   readonly tls: tls.ConnectionOptions | undefined;
 
@@ -143,9 +148,8 @@ export class UpstreamBalancer {
     const kp = conf.keepalive_pool;
     if (kp || this.tls) {
       // APISIX's defaults, as nginx_config.http.upstream's keepalive 320, keepalive_requests 1000, keepalive_timeout 60s
-      this.pool = new KeepalivePool({
-        max: kp?.size ?? 320, requests: kp?.requests ?? 1000, timeMs: 3600_000, timeoutMs: (kp?.idle_timeout ?? 60) * 1000,
-      });
+      this.poolConf = { max: kp?.size ?? 320, requests: kp?.requests ?? 1000, timeMs: 3600_000, timeoutMs: (kp?.idle_timeout ?? 60) * 1000 };
+      this.pools = new Map();
     }
     const prios = [...new Set(this.nodes.map((n) => n.priority))].sort((a, b) => b - a);
     const chash = conf.type === 'chash';
@@ -153,6 +157,19 @@ export class UpstreamBalancer {
       const list = this.nodes.filter((n) => n.priority === p);
       return { rr: new WeightedRoundRobin(list), ring: chash ? new HashRing(list) : undefined, nodes: list };
     });
+  }
+
+  /** The node's own pool, when the upstream has pools. */
+  poolOf(node: string): KeepalivePool | undefined {
+    if (!this.pools) return undefined;
+    let p = this.pools.get(node);
+    if (!p) this.pools.set(node, (p = new KeepalivePool(this.poolConf!)));
+    return p;
+  }
+
+  /** Closes the idle connections of a retired version. */
+  closePools(): void {
+    for (const p of this.pools?.values() ?? []) p.close();
   }
 
   /** Resolves the nodes' host names whose answers are missing or expired (undefined: none to wait for). */
@@ -209,7 +226,7 @@ export function balancerFor(conf: UpstreamConf, key: string, view?: ConfigView):
     const kept = byKey.get(key);
     if (kept && kept.sig === sig) b = kept.b;
     else {
-      kept?.b.pool?.close();
+      kept?.b.closePools();
       b = new UpstreamBalancer(conf, cert);
     }
     byKey.set(key, { sig, b });
@@ -299,7 +316,8 @@ export class GatewayChooser implements PeerChooser {
     // a name: its resolved address (node-names.ts), else the system resolver at connect time
     const ip = net.isIP(host) ? host : addressOf(host);
     const peer: ChosenPeer = ip ? peerAt(ip, n.port) : { name: n.name, addr: { name: n.name, host, port: n.port } };
-    return b.pool || b.tls ? { ...peer, pool: b.pool, tls: b.tls } : peer;
+    const pool = b.poolOf(n.name);
+    return pool || b.tls ? { ...peer, pool, tls: b.tls } : peer;
   }
 
   free(): boolean {
