@@ -220,6 +220,8 @@ const byKey = new Map<string, { sig: string; b: UpstreamBalancer }>();
 
 export function balancerFor(conf: UpstreamConf, key: string, view?: ConfigView): UpstreamBalancer {
   let b = balancers.get(conf);
+  // an SSL object named by client_cert_id may change while the upstream stays the same
+  if (b && conf.tls?.client_cert_id !== undefined && clientCertOf(conf, view)?.cert !== b.tls?.cert) b = undefined;
   if (!b) {
     const cert = clientCertOf(conf, view);
     const sig = JSON.stringify([conf.nodes, conf.type, conf.hash_on, conf.key, conf.keepalive_pool, cert?.cert]);
