@@ -113,6 +113,31 @@ describe('active checks', () => {
     }
   });
 
+  it('req_headers go with the probe; a probe unanswered within timeout counts as a timeout', async () => {
+    const a = await checkedOrigin();
+    // healthy only for probes that carry the header
+    const b = await startOrigin((req, res) => {
+      if (req.url !== '/status') return false;
+      res.statusCode = req.headers['x-probe'] === 'yes' ? 200 : 500;
+      res.end();
+      return true;
+    });
+    // never answers its probes
+    const c = await startOrigin((req) => req.url === '/status');
+    try {
+      await put(gw, 'routes/hc4', { uri: '/hc4', upstream: { type: 'roundrobin', nodes: { [a.node]: 1, [b.node]: 1, [c.node]: 1 },
+        checks: { active: active({ timeout: 0.2, req_headers: ['X-Probe: yes'], unhealthy: { interval: 1, http_failures: 1, timeouts: 1 } }) } } });
+      await untilRouted(gw, '/hc4', (r) => r.echo?.port === c.port);
+      await untilSteady('/hc4', 12, (p) => p === a.port || p === b.port);
+      const seen = new Set<number>();
+      for (let i = 0; i < 6; i++) seen.add((await proxy(gw, '/hc4')).echo?.port ?? 0);
+      assert.deepEqual([...seen].sort(), [a.port, b.port].sort());
+    } finally {
+      c.server.closeAllConnections();
+      await Promise.all([a.close(), b.close(), c.close()]);
+    }
+  });
+
   it('every node unhealthy: all are still tried', async () => {
     const [a, b] = await Promise.all([checkedOrigin(), checkedOrigin()]);
     try {
