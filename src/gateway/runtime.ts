@@ -29,6 +29,8 @@ import { StandaloneStore } from './store/standalone.ts';
 import type { StandaloneCheck, StandaloneLog } from './store/standalone.ts';
 import { resources } from './admin/index.ts';
 import type { Store } from './store/store.ts';
+import { configureNodeNames } from './dataplane/node-names.ts';
+import { setHealthLog } from './dataplane/health.ts';
 
 export const GATEWAY_VERSION = '0.1.0';
 
@@ -83,6 +85,8 @@ export class GatewayRuntime implements AdminEndpoint {
       snapshot = path.join(dataDir, ETCD_SNAPSHOT);
     }
     this.follower = new ConfigFollower(this.store, this.config.keyPrefix + '/', snapshot);
+    configureNodeNames(this.config.dnsResolver, this.config.dnsResolverValid);
+    setHealthLog((msg) => log.warn(msg), this.config.keyPrefix + '/');
     this.dataPlane = new DataPlane({
       follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
       mode: this.config.routerHttp, serverHeader: this.serverHeader,

@@ -8,7 +8,7 @@ import { EMPTY_CHUNK, nextBodyFilter } from './body-filter.ts';
 import type { HttpRequest } from './request.ts';
 import type { HeaderFilter } from './http-conf.ts';
 import { CONN_CLOSE, CONN_NONE, UA_CHROME, UA_MSIE, UA_MSIE6, UA_SAFARI } from './request-head.ts';
-import { closesConnection, NGINX_VER, NGINX_VER_BUILD, refreshPage, specialPage, statusLineReason, wireStatus } from './special-response.ts';
+import { closesConnection, NGINX_VER, NGINX_VER_BUILD, pageTails, refreshPage, specialPage, statusLineReason, wireStatus } from './special-response.ts';
 
 let cachedDate = '';
 let cachedDateSec = 0;
@@ -179,7 +179,7 @@ export async function sendSpecialResponse(r: HttpRequest, status: number): Promi
     return;
   }
   const padding = core.msiePadding && (ua & (UA_MSIE | UA_CHROME)) !== 0 && r.head.version >= 1000;
-  const page = specialPage(status, core.serverTokens, padding);
+  const page = specialPage(status, core.serverTokens, padding, pageTails.get(r.server));
   // nginx keeps the headers set so far (WWW-Authenticate, Content-Range) and drops only these
   r.setHeader('ETag', undefined);
   r.setHeader('Accept-Ranges', undefined);

@@ -62,12 +62,19 @@ export function statusLineReason(status: number): string {
 const pages = new Map<string, string>();
 
 /**
+ * Servers whose pages end their own way instead of `<hr><center>nginx…`:
+ * the text after the `<h1>` line (the gateway's proxy server ends them as
+ * APISIX's runtime does). Keyed by the server's configuration.
+ */
+export const pageTails = new WeakMap<object, string>();
+
+/**
  * The HTML page nginx sends for `status`, or undefined when it sends none.
  * `padding`: msie_padding for an MSIE or Chrome client (4xx and 5xx only).
  */
-export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build', padding: boolean): string | undefined {
+export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build', padding: boolean, tail?: string): string | undefined {
   if (!HAS_PAGE.has(status)) return undefined;
-  const key = `${status}${serverTokens}${padding && status >= 400 ? 'p' : ''}`;
+  const key = `${status}${serverTokens}${padding && status >= 400 ? 'p' : ''}${tail ?? ''}`;
   let page = pages.get(key);
   if (page !== undefined) return page;
   const title = PAGE_TITLES[status] ?? `${status} ${REASONS[status]}`;
@@ -78,7 +85,7 @@ export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build'
     body += `<center><h1>${title}</h1></center>\r\n`;
   }
   const sign = serverTokens === 'off' ? 'nginx' : serverTokens === 'build' ? NGINX_VER_BUILD : NGINX_VER;
-  page = `${body}<hr><center>${sign}</center>\r\n</body>\r\n</html>\r\n`;
+  page = body + (tail ?? `<hr><center>${sign}</center>\r\n</body>\r\n</html>\r\n`);
   if (padding && status >= 400) page += MSIE_PADDING;
   pages.set(key, page);
   return page;

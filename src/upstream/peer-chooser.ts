@@ -7,14 +7,20 @@
  * checker's view), see src/http/upstream/peer-choice.ts for how one is
  * installed.
  */
+import type tls from 'node:tls';
 import { addressName } from './address.ts';
 import type { PeerAddress } from './address.ts';
+import type { KeepalivePool } from './keepalive.ts';
 
 /** Where one try connects. `addr.name` is `$upstream_addr` and the keepalive pool's key. */
 export interface ChosenPeer {
   readonly addr: PeerAddress;
   /** The name logged and shown in `$upstream_addr` (a `Peer`'s is its address). */
   readonly name: string;
+  /** Idle connections to reuse and keep, instead of the group's pool (a gateway upstream's `keepalive_pool`). */
+  readonly pool?: KeepalivePool;
+  /** TLS options over the location's for this peer (a gateway upstream's client certificate); its sessions are not reused. */
+  readonly tls?: tls.ConnectionOptions;
 }
 
 export interface PeerChooser {

@@ -63,6 +63,11 @@ export interface GatewayConfig {
   generated: AdminKey[];
   /** apisix.ssl: the TLS ports whose certificates are the SSL objects; undefined with `apisix.ssl.enable: false`. */
   ssl: SslListenConfig | undefined;
+  /** apisix.enable_control + apisix.control: the control API's address (undefined: off, Gatehouse's default). */
+  control: Listen | undefined;
+  /** apisix.dns_resolver (`ip` or `ip:port`; undefined: /etc/resolv.conf's) and apisix.dns_resolver_valid (s), for node host names. */
+  dnsResolver: string[] | undefined;
+  dnsResolverValid: number | undefined;
   /** apisix.stream_proxy when proxy_mode includes stream; undefined otherwise. */
   stream: { tcp: StreamListen[]; udp: StreamListen[] } | undefined;
 }
@@ -106,6 +111,29 @@ function adminKeys(doc: Document, raw: unknown, generated: AdminKey[]): AdminKey
 }
 
 /** Reads and checks `file`; writes generated admin keys back into it when `writeBack`. */
+/** The control API: only with `apisix.enable_control: true` (APISIX opens 127.0.0.1:9090 by default). */
+function controlOf(root: Obj): Listen | undefined {
+  if (!bool(at(root, 'apisix.enable_control'), 'apisix.enable_control', false)) return undefined;
+  const c = at(root, 'apisix.control');
+  if (c !== undefined && c !== null && !isObj(c)) throw new ConfigError('apisix.control: expected a mapping with ip and port');
+  return {
+    ip: c?.ip === undefined ? '127.0.0.1' : str(c.ip, 'apisix.control.ip', ''),
+    port: c?.port === undefined ? 9090 : port(c.port, 'apisix.control.port'),
+  };
+}
+
+/** apisix.dns_resolver / dns_resolver_valid. */
+function dnsOf(root: Obj): Pick<GatewayConfig, 'dnsResolver' | 'dnsResolverValid'> {
+  const list = at(root, 'apisix.dns_resolver');
+  if (list !== undefined && list !== null && !Array.isArray(list)) throw new ConfigError('apisix.dns_resolver: expected a list of addresses');
+  const valid = at(root, 'apisix.dns_resolver_valid');
+  if (valid !== undefined && valid !== null && typeof valid !== 'number') throw new ConfigError('apisix.dns_resolver_valid: expected a number of seconds');
+  return {
+    dnsResolver: Array.isArray(list) ? list.map((a, i) => str(a, `apisix.dns_resolver[${i + 1}]`, '')) : undefined,
+    dnsResolverValid: typeof valid === 'number' ? valid : undefined,
+  };
+}
+
 export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConfig {
   let text: string;
   try {
@@ -169,6 +197,8 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       generated,
       ssl: sslOf(root),
       stream: proxyMode === 'http' ? undefined : streamOf(root),
+      ...dnsOf(root),
+      control: controlOf(root),
     };
     checkConsistency(cfg);
     if (writeBack && generated.length > 0) fs.writeFileSync(file, doc.toString());

@@ -73,6 +73,18 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
       '',
     );
   }
+  if (cfg.control) {
+    // APISIX's control API (its health check view)
+    lines.push(
+      '    server {',
+      `        listen ${listenAddr(cfg.control)};`,
+      '        location /v1/healthcheck {',
+      '            gateway_control;',
+      '        }',
+      '    }',
+      '',
+    );
+  }
   if (cfg.proxyMode !== 'stream') lines.push(...proxyServer(cfg));
   lines.push('}', '');
   if (cfg.stream) lines.push(...streamBlock(cfg.stream));

@@ -8,13 +8,26 @@
  * counted in this worker). Nodes of a lower
  * `priority` are used only when every node of the higher ones failed. A
  * retry goes to a node not tried yet; `retries` (default: nodes − 1) caps
- * the tries.
+ * the tries. `ewma` takes the better of two random nodes by latency
+ * (ewma.ts). With `checks` (health.ts) unhealthy nodes are left out while
+ * some node is healthy; when none is, all are tried (apisix/balancer.lua's
+ * "all upstream nodes is unhealthy, use default"). `keepalive_pool` gives
+ * the upstream its own idle connections, and `tls.client_cert` (or
+ * `client_cert_id`) a client certificate for https nodes.
  */
 import net from 'node:net';
+import type tls from 'node:tls';
 import { crc32 } from 'node:zlib';
+import { FT } from '../../http/upstream/conf.ts';
+import { KeepalivePool } from '../../upstream/keepalive.ts';
+import type { KeepaliveConf } from '../../upstream/keepalive.ts';
 import { peerAt } from '../../upstream/peer-chooser.ts';
 import type { ChosenPeer, PeerChooser } from '../../upstream/peer-chooser.ts';
-import type { UpstreamConf } from '../router/config-view.ts';
+import type { ConfigView, UpstreamConf } from '../router/config-view.ts';
+import { ewmaPick, ewmaUpdate } from './ewma.ts';
+import { checkerFor } from './health.ts';
+import { addressOf, resolveNames } from './node-names.ts';
+import type { HealthChecker } from './health.ts';
 
 export interface GatewayNode {
   host: string;
@@ -117,10 +130,27 @@ export class UpstreamBalancer {
   private readonly groups: Array<{ rr: WeightedRoundRobin; ring: HashRing | undefined; nodes: GatewayNode[] }>;
   /** least_conn: requests in flight per node, in this worker. */
   readonly active = new Map<string, number>();
+  /** The upstream's health checks, when it has `checks` (set by balancerFor, per request). */
+  checker: HealthChecker | undefined;
+  /**
+   * The upstream's own idle connections (`keepalive_pool`, or a client certificate's), one pool of
+   * `size` per node as APISIX names a pool per scheme, host and port; else the gateway's.
+   */
+  private readonly pools: Map<string, KeepalivePool> | undefined;
+  private readonly poolConf: KeepaliveConf | undefined;
+  /** The client certificate for https nodes. */
+  readonly tls: tls.ConnectionOptions | undefined;
 
-  constructor(conf: UpstreamConf) {
+  constructor(conf: UpstreamConf, clientCert?: { cert: string; key: string }) {
     this.conf = conf;
     this.nodes = nodesOf(conf);
+    if (clientCert) this.tls = { cert: clientCert.cert, key: clientCert.key };
+    const kp = conf.keepalive_pool;
+    if (kp || this.tls) {
+      // APISIX's defaults, as nginx_config.http.upstream's keepalive 320, keepalive_requests 1000, keepalive_timeout 60s
+      this.poolConf = { max: kp?.size ?? 320, requests: kp?.requests ?? 1000, timeMs: 3600_000, timeoutMs: (kp?.idle_timeout ?? 60) * 1000 };
+      this.pools = new Map();
+    }
     const prios = [...new Set(this.nodes.map((n) => n.priority))].sort((a, b) => b - a);
     const chash = conf.type === 'chash';
     this.groups = prios.map((p) => {
@@ -129,14 +159,47 @@ export class UpstreamBalancer {
     });
   }
 
-  /** The next node not in `tried`, from the highest priority group that has one. */
+  /** The node's own pool, when the upstream has pools. */
+  poolOf(node: string): KeepalivePool | undefined {
+    if (!this.pools) return undefined;
+    let p = this.pools.get(node);
+    if (!p) this.pools.set(node, (p = new KeepalivePool(this.poolConf!)));
+    return p;
+  }
+
+  /** Closes the idle connections of a retired version. */
+  closePools(): void {
+    for (const p of this.pools?.values() ?? []) p.close();
+  }
+
+  /** Resolves the nodes' host names whose answers are missing or expired (undefined: none to wait for). */
+  resolveNames(): Promise<void> | undefined {
+    return resolveNames(this.nodes.map((n) => n.host));
+  }
+
+  /** The next node not in `tried` (nor unhealthy while some node is healthy), from the highest priority group that has one. */
   pick(key: string, tried: Set<string>): GatewayNode | undefined {
-    const leastConn = this.conf.type === 'least_conn';
+    const skip = this.withUnhealthy(tried);
+    const type = this.conf.type;
     for (const g of this.groups) {
-      const n = g.ring ? g.ring.next(key, tried) : leastConn ? this.fewest(g.nodes, tried) : g.rr.next(tried);
+      const n = g.ring ? g.ring.next(key, skip)
+        : type === 'least_conn' ? this.fewest(g.nodes, skip)
+          : type === 'ewma' ? ewmaPick(g.nodes.filter((x) => !skip.has(x.name)))
+            : g.rr.next(skip);
       if (n) return n;
     }
     return undefined;
+  }
+
+  /** `tried` and the unhealthy nodes, unless every node is unhealthy (then all are used, as APISIX). */
+  private withUnhealthy(tried: Set<string>): Set<string> {
+    const c = this.checker;
+    if (!c || this.nodes.length < 2) return tried;
+    const sick = this.nodes.filter((n) => !c.isHealthy(n.name));
+    if (sick.length === 0 || sick.length === this.nodes.length) return tried;
+    const skip = new Set(tried);
+    for (const n of sick) skip.add(n.name);
+    return skip;
   }
 
   private fewest(nodes: GatewayNode[], tried: Set<string>): GatewayNode | undefined {
@@ -155,21 +218,66 @@ const balancers = new WeakMap<UpstreamConf, UpstreamBalancer>();
 /** The last balancer of each upstream key, kept while its nodes and type stay the same (a route edit keeps the walk). */
 const byKey = new Map<string, { sig: string; b: UpstreamBalancer }>();
 
-export function balancerFor(conf: UpstreamConf, key: string): UpstreamBalancer {
+export function balancerFor(conf: UpstreamConf, key: string, view?: ConfigView): UpstreamBalancer {
   let b = balancers.get(conf);
-  if (b) return b;
-  const sig = JSON.stringify([conf.nodes, conf.type, conf.hash_on, conf.key]);
-  const kept = byKey.get(key);
-  b = kept && kept.sig === sig ? kept.b : new UpstreamBalancer(conf);
-  byKey.set(key, { sig, b });
-  balancers.set(conf, b);
+  // an SSL object named by client_cert_id may change while the upstream stays the same
+  if (b && conf.tls?.client_cert_id !== undefined && clientCertOf(conf, view)?.cert !== b.tls?.cert) b = undefined;
+  if (!b) {
+    const cert = clientCertOf(conf, view);
+    const sig = JSON.stringify([conf.nodes, conf.type, conf.hash_on, conf.key, conf.keepalive_pool, cert?.cert]);
+    const kept = byKey.get(key);
+    if (kept && kept.sig === sig) b = kept.b;
+    else {
+      kept?.b.closePools();
+      b = new UpstreamBalancer(conf, cert);
+    }
+    byKey.set(key, { sig, b });
+    balancers.set(conf, b);
+  }
+  b.checker = checkerFor(key, conf, b.nodes, b.tls);
   return b;
+}
+
+/** `tls.client_cert`/`client_key`, or the SSL object (`type: client`) `tls.client_cert_id` names. */
+function clientCertOf(conf: UpstreamConf, view: ConfigView | undefined): { cert: string; key: string } | undefined {
+  const t = conf.tls;
+  if (t?.client_cert && t.client_key) return { cert: t.client_cert, key: t.client_key };
+  if (t?.client_cert_id === undefined || !view) return undefined;
+  const ssl = view.ssls.find((s) => String(s.conf.id) === String(t.client_cert_id))?.conf;
+  return ssl ? { cert: ssl.cert, key: ssl.key } : undefined;
+}
+
+/** r → its chooser, for the log phase's passive report and ewma sample. */
+const choosers = new WeakMap<object, GatewayChooser>();
+
+/** The chooser of a request, made in the access phase. */
+export function chooserFor(r: object, b: UpstreamBalancer, hashKey: string): GatewayChooser {
+  const c = new GatewayChooser(b, hashKey);
+  choosers.set(r, c);
+  return c;
+}
+
+/**
+ * The log phase (apisix/init.lua's healthcheck_passive and the picker's
+ * after_balance): the answer's status counted for the last node tried, and
+ * for ewma the last try's connect + response time. `read` reads a variable.
+ */
+export function afterResponse(r: object, status: number, read: (name: string) => string | undefined): void {
+  const c = choosers.get(r);
+  const node = c?.lastNode;
+  if (!c || !node) return;
+  c.balancer.checker?.reportStatus(node, status);
+  if (c.balancer.conf.type !== 'ewma') return;
+  const last = (name: string): number => Number((read(name) ?? '').split(/[,:]\s*/).pop()) || 0;
+  ewmaUpdate(node, last('upstream_connect_time') + last('upstream_response_time'));
 }
 
 /** One request's tries over a balancer: the first node is chosen early (the Host header may need it). */
 export class GatewayChooser implements PeerChooser {
   tries: number;
-  private readonly b: UpstreamBalancer;
+  readonly balancer: UpstreamBalancer;
+  /** The node of the last try (reported on in the log phase). */
+  lastNode: string | undefined;
   private readonly key: string;
   private readonly tried = new Set<string>();
   private first: GatewayNode | undefined;
@@ -178,7 +286,7 @@ export class GatewayChooser implements PeerChooser {
   private current: string | undefined;
 
   constructor(b: UpstreamBalancer, hashKey: string) {
-    this.b = b;
+    this.balancer = b;
     this.key = hashKey;
     const retries = b.conf.retries ?? Math.max(0, b.nodes.length - 1);
     this.tries = retries + 1;
@@ -189,26 +297,38 @@ export class GatewayChooser implements PeerChooser {
     return this.first;
   }
 
-  get(): ChosenPeer | undefined {
+  get(lastFailure: number, lastStatus: number): ChosenPeer | undefined {
+    const b = this.balancer;
+    // a retry: the try before failed (apisix/balancer.lua reports it to the checker before picking again)
+    if (this.lastNode && b.checker && lastFailure) {
+      if (lastFailure & FT.TIMEOUT) b.checker.reportFailure(this.lastNode, 'timeout');
+      else if (lastFailure & FT.ERROR) b.checker.reportFailure(this.lastNode, 'tcp');
+      else b.checker.reportStatus(this.lastNode, lastStatus);
+    }
     let n: GatewayNode | undefined;
     if (!this.used && this.first) n = this.first;
-    else n = this.b.pick(this.key, this.tried);
+    else n = b.pick(this.key, this.tried);
     this.used = true;
     if (!n) return undefined;
     this.tried.add(n.name);
     this.current = n.name;
-    this.b.active.set(n.name, (this.b.active.get(n.name) ?? 0) + 1);
+    this.lastNode = n.name;
+    b.active.set(n.name, (b.active.get(n.name) ?? 0) + 1);
     const host = n.host.startsWith('[') ? n.host.slice(1, -1) : n.host;
-    if (net.isIP(host)) return peerAt(host, n.port);
-    return { name: n.name, addr: { name: n.name, host, port: n.port } };
+    // a name: its resolved address (node-names.ts), else the system resolver at connect time
+    const ip = net.isIP(host) ? host : addressOf(host);
+    const peer: ChosenPeer = ip ? peerAt(ip, n.port) : { name: n.name, addr: { name: n.name, host, port: n.port } };
+    const pool = b.poolOf(n.name);
+    return pool || b.tls ? { ...peer, pool, tls: b.tls } : peer;
   }
 
   free(): boolean {
     if (this.tries) this.tries--;
     if (this.current !== undefined) {
-      const left = (this.b.active.get(this.current) ?? 1) - 1;
-      if (left > 0) this.b.active.set(this.current, left);
-      else this.b.active.delete(this.current);
+      const active = this.balancer.active;
+      const left = (active.get(this.current) ?? 1) - 1;
+      if (left > 0) active.set(this.current, left);
+      else active.delete(this.current);
       this.current = undefined;
     }
     return false;

@@ -37,8 +37,12 @@ function slotOf(t: SharedTable, hash: number): number {
   return slot;
 }
 
-/** Runs `fn` on the values of `key`'s slot (three numbers from `f64[v]`) with the table locked. */
-function withSlot<T>(key: string, fn: (f: Float64Array, v: number, now: number) => T): T {
+/**
+ * Runs `fn` on the values of `key`'s slot (three numbers from `f64[v]`, all 0
+ * in a new slot) with the table locked: the shared state of limit-req,
+ * limit-count, limit-conn, health checks and ewma.
+ */
+export function withSlot<T>(key: string, fn: (f: Float64Array, v: number, now: number) => T): T {
   const t = sharedCounters();
   const hash = t.prepare(key);
   const now = Date.now();
@@ -94,4 +98,17 @@ export function addToCount(key: string, delta: number): number {
     f[v] = Math.max(0, f[v] + delta);
     return f[v];
   });
+}
+
+/** Runs `fn` on `key`'s values with the table locked, or returns undefined when the key has no slot (nothing is made). */
+export function peekSlot<T>(key: string, fn: (f: Float64Array, v: number) => T): T | undefined {
+  const t = sharedCounters();
+  const hash = t.prepare(key);
+  t.lock();
+  try {
+    const slot = t.find(hash);
+    return slot === 0 ? undefined : fn(t.f64, t.values(slot));
+  } finally {
+    t.unlock();
+  }
 }

@@ -22,7 +22,8 @@ import type { ConfigView, Consumer, Plugins } from '../router/config-view.ts';
 import { HttpRouter } from '../router/router.ts';
 import type { MatchedRoute } from '../router/router.ts';
 import type { ConfigFollower } from '../store/follower.ts';
-import { balancerFor, GatewayChooser } from './balancer.ts';
+import { afterResponse, balancerFor, chooserFor } from './balancer.ts';
+import { pruneCheckers } from './health.ts';
 import { chainOf } from './plugin-chain.ts';
 import type { ChainLink } from './plugin-chain.ts';
 import { RequestContext } from './request-context.ts';
@@ -89,6 +90,7 @@ export class DataPlane {
     if (this.version && this.version.view.revision === rev) return this.version;
     const view = readConfig(this.follower.kvs.values(), this.prefix, rev, this.registry, this.keyring);
     this.version = { view, router: new HttpRouter(view, this.mode), consumerKeys: indexConsumers(view) };
+    pruneCheckers(view);
     return this.version;
   }
 
@@ -164,14 +166,16 @@ export class DataPlane {
   }
 
   /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
-  private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number {
+  private toUpstream(r: HttpRequest, route: MatchedRoute, ctx: RequestContext, codes: PhaseCodes): number | Promise<number> {
     if (route.missing === 'service') return 404;
     if (route.missing === 'upstream_id') return 502;
     if (route.missing === 'none') return 503;
     const u = route.upstream!;
-    const b = balancerFor(u, route.upstreamKey);
+    const b = balancerFor(u, route.upstreamKey, this.version?.view);
     if (b.nodes.length === 0) return 503;
-    const chooser = new GatewayChooser(b, hashKey(u, ctx));
+    const resolving = b.resolveNames();
+    if (resolving) return resolving.then(() => this.toUpstream(r, route, ctx, codes));
+    const chooser = chooserFor(r, b, hashKey(u, ctx));
     const first = chooser.firstNode();
     if (!first) return 502;
     usePeerChooser(r, () => chooser);
@@ -201,7 +205,8 @@ export class DataPlane {
     ctx.status = r.status;
     ctx.flushResponseHeaders();
     const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
-    if (r.status >= 500 && upstreamStatus) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
+    // apisix/init.lua set_resp_upstream_status: when the last try's status is a 5xx, all of them ("502, 502")
+    if (upstreamStatus && /5\d\d$/.test(upstreamStatus.replace(/[\s:]+$/, ''))) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
     for (const chain of s.chains) {
       for (const l of chain) {
         if (!l.plugin.headerFilter || !runs(l, ctx)) continue;
@@ -215,6 +220,8 @@ export class DataPlane {
 
   /** The log phase: the plugins' log functions (limit-conn's leaving). */
   log(s: GatewayRequestState): void {
+    // the balancer's part first: passive health report, ewma sample
+    afterResponse(s.ctx.r, s.ctx.r.status, s.ctx.variable);
     for (const chain of s.chains) {
       for (const l of chain) {
         if (!l.plugin.log || !runs(l, s.ctx)) continue;

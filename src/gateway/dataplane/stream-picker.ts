@@ -3,10 +3,12 @@
  * are chosen by the gateway's balancer (src/gateway/dataplane/balancer.ts:
  * roundrobin, chash, least_conn, priorities), each try on a node not tried
  * yet, `retries` (default: nodes − 1) more after the first; the proxy
- * keeps its own connect, retry and byte accounting on the peers.
+ * keeps its own connect, retry and byte accounting on the peers. With
+ * `checks`, unhealthy nodes are skipped as for HTTP and a failed connection
+ * is a passive TCP failure.
  */
 import { Peer, PeerList } from '../../upstream/peer.ts';
-import { nowSec, RoundRobinPicker } from '../../upstream/round-robin.ts';
+import { nowSec, PEER_FAILED, RoundRobinPicker } from '../../upstream/round-robin.ts';
 import type { UpstreamBalancer } from './balancer.ts';
 
 const lists = new WeakMap<UpstreamBalancer, PeerList>();
@@ -50,6 +52,8 @@ export class GatewayStreamPicker extends RoundRobinPicker {
   override free(state: number): boolean {
     const name = this.current?.name;
     if (name !== undefined) {
+      // a connection that failed counts for the node's health (a stream upstream's passive check is TCP only)
+      if (state & PEER_FAILED) this.balancer.checker?.reportFailure(name, 'tcp');
       const left = (this.balancer.active.get(name) ?? 1) - 1;
       if (left > 0) this.balancer.active.set(name, left);
       else this.balancer.active.delete(name);

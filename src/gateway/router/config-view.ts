@@ -24,6 +24,10 @@ export interface UpstreamConf {
   scheme?: string;
   pass_host?: string;
   upstream_host?: string;
+  /** Health checks (src/gateway/dataplane/health.ts reads them with their defaults). */
+  checks?: { active?: Record<string, unknown>; passive?: Record<string, unknown> };
+  keepalive_pool?: { size?: number; idle_timeout?: number; requests?: number };
+  tls?: { client_cert?: string; client_key?: string; client_cert_id?: string | number; verify?: boolean };
 }
 
 export interface RouteConf {

@@ -20,6 +20,7 @@ import { fullName } from '../../conf/parser.ts';
 import { setting } from '../../conf/setters.ts';
 import { Cycle } from '../../core/cycle.ts';
 import type { serveAdmin, serveMetrics, serveStatus } from '../../gateway/admin/http-adapter.ts';
+import type { serveControl } from '../../gateway/dataplane/control.ts';
 import type { GatewayRuntime } from '../../gateway/runtime.ts';
 import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
@@ -36,6 +37,7 @@ import { setCycleRuntime } from '../../gateway/workers.ts';
 import type { chooseCertificate, httpsClientError } from '../../gateway/dataplane/certificates.ts';
 import { requestLog } from '../request-log.ts';
 import { certificateChoosers } from './ssl/handshake.ts';
+import { pageTails } from '../special-response.ts';
 import type { ServerConf } from '../http-conf.ts';
 import { httpConf } from '../http-conf.ts';
 import type { WorkerRuntime } from '../../core/cycle.ts';
@@ -48,7 +50,7 @@ interface GatewayMain { config?: string; store?: string }
 const mains = new WeakMap<Cycle, GatewayMain>();
 /** A worker's gateway, loaded only where a configuration has one (nginx configurations do not pay for it). */
 interface Loaded {
-  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus; metrics: typeof serveMetrics;
+  rt: GatewayRuntime; serve: typeof serveAdmin; status: typeof serveStatus; metrics: typeof serveMetrics; control: typeof serveControl;
   choose: typeof chooseCertificate; clientError: typeof httpsClientError;
 }
 const runtimes = new WeakMap<Cycle, Loaded>();
@@ -173,6 +175,8 @@ function upstreamVar(pick: (s: GatewayRequestState) => string | undefined): (r: 
   };
 }
 
+const APISIX_PAGE_TAIL = '<hr><center>openresty</center>\r\n<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n';
+
 const variables: HttpVariable[] = [
   { name: 'gateway_upstream_scheme', noCache: true, get: upstreamVar((s) => s.ctx.upstreamScheme) },
   { name: 'gateway_upstream_host', noCache: true, get: upstreamVar((s) => s.ctx.upstreamHost) },
@@ -241,6 +245,19 @@ export const gatewayModule: HttpModule = {
       },
     },
     {
+      // APISIX's control API: /v1/healthcheck
+      name: 'gateway_control', contexts: Ctx.LOCATION, args: 0,
+      handler: (cf) => {
+        const cycle = Cycle.of(cf);
+        (cf.data.location as LocationConf).contentHandler = (r) => {
+          const loaded = runtimes.get(cycle);
+          if (!loaded) return 500;
+          const rt = loaded.rt;
+          return loaded.control(r, rt.dataPlane.current().view, rt.serverHeader);
+        };
+      },
+    },
+    {
       name: 'gateway_metrics', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => answerWith(cf, 'metrics'),
     },
@@ -248,6 +265,8 @@ export const gatewayModule: HttpModule = {
       name: 'gateway_route', contexts: Ctx.LOCATION, args: 0,
       handler: (cf) => {
         routeLocs.set(cf.data.location as LocationConf, Cycle.of(cf));
+        // nginx's own pages of the proxy server (a 502 when every try failed, a 504...) end as APISIX's runtime ends them
+        pageTails.set(cf.data.server as ServerConf, APISIX_PAGE_TAIL);
         declareCounters();
       },
     },
@@ -271,12 +290,15 @@ export const gatewayModule: HttpModule = {
   async initWorker(cycle, worker) {
     const m = mains.get(cycle);
     if (!m?.config || !m.store) return;
-    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }] = await Promise.all([
+    const [{ GatewayRuntime }, { serveAdmin, serveStatus, serveMetrics }, { chooseCertificate, httpsClientError }, { serveControl }] = await Promise.all([
       import('../../gateway/runtime.ts'), import('../../gateway/admin/http-adapter.ts'), import('../../gateway/dataplane/certificates.ts'),
+      import('../../gateway/dataplane/control.ts'),
     ]);
     await provideLua(cycle, worker);
     const rt = await GatewayRuntime.create(m.config, m.store, { error: (msg) => worker.log.error(msg), warn: (msg) => worker.log.warn(msg) });
-    runtimes.set(cycle, { rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, choose: chooseCertificate, clientError: httpsClientError });
+    runtimes.set(cycle, {
+      rt, serve: serveAdmin, status: serveStatus, metrics: serveMetrics, control: serveControl, choose: chooseCertificate, clientError: httpsClientError,
+    });
     setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
     startAcme(cycle, worker, rt, m.store);

@@ -15,6 +15,7 @@ import { sysErrorText } from '../../conf/errors.ts';
 import { UpstreamConnection } from '../../upstream/connection.ts';
 import type { ConnectionUser } from '../../upstream/connection.ts';
 import type { UpstreamGroup } from '../../upstream/group.ts';
+import type { KeepalivePool } from '../../upstream/keepalive.ts';
 import type { PeerChooser } from '../../upstream/peer-chooser.ts';
 import { PEER_OK } from '../../upstream/round-robin.ts';
 import type { HttpRequest } from '../request.ts';
@@ -67,6 +68,8 @@ implements ConnectionUser, ClientWatcher {
   protected readonly record: UpstreamRecord;
   protected state: UpstreamState | undefined;
   conn: UpstreamConnection | undefined;
+  /** Where the try's connection came from and goes back to (the peer's pool or the group's). */
+  protected pool: KeepalivePool | undefined;
   protected phase = IDLE;
   /** The chooser handed out a peer that `free` has not been told about yet. */
   protected peerHeld = false;
@@ -162,7 +165,9 @@ implements ConnectionUser, ClientWatcher {
     this.peerHeld = true;
     state.peer = peer.name;
     this.setLogUpstream(peer.name);
-    const pooled = this.group?.pool?.take(peer);
+    // a chooser may bring the peer's own pool (the gateway's keepalive_pool)
+    this.pool = peer.pool ?? this.group?.pool;
+    const pooled = this.pool?.take(peer);
     if (pooled) {
       this.cached = true;
       pooled.adopt(this);
@@ -173,11 +178,11 @@ implements ConnectionUser, ClientWatcher {
     }
     const conn = UpstreamConnection.open(peer, {
       timeoutMs: this.conf.connectTimeout,
-      tls: this.tls ? peerOptions(this.tls, peer.name) : undefined,
+      tls: this.tls ? (peer.tls ? { ...this.tls.options, ...peer.tls } : peerOptions(this.tls, peer.name)) : undefined,
       keepAlive: this.conf.socketKeepalive,
       ...(this.conf.bind ? localBinding(this.r, this.conf.bind) : undefined),
     }, this);
-    if (this.tls) keepSessions(this.tls, peer.name, conn.socket as tls.TLSSocket);
+    if (this.tls && !peer.tls) keepSessions(this.tls, peer.name, conn.socket as tls.TLSSocket);
     conn.requests++;
     this.conn = conn;
   }
@@ -311,7 +316,7 @@ implements ConnectionUser, ClientWatcher {
     this.closeTry(PEER_OK);
     this.conn = undefined;
     if (!c) return;
-    const pool = this.group?.pool;
+    const pool = this.pool;
     if (keepalive && this.requestBodySent && pool && pool.accepts(c)) pool.put(c);
     else c.destroy();
   }
