@@ -30,6 +30,7 @@ import type { StandaloneCheck, StandaloneLog } from './store/standalone.ts';
 import { resources } from './admin/index.ts';
 import type { Store } from './store/store.ts';
 import { configureNodeNames } from './dataplane/node-names.ts';
+import { trustUpstreamCas } from './dataplane/balancer.ts';
 import { setHealthLog } from './dataplane/health.ts';
 
 export const GATEWAY_VERSION = '0.1.0';
@@ -86,10 +87,11 @@ export class GatewayRuntime implements AdminEndpoint {
     }
     this.follower = new ConfigFollower(this.store, this.config.keyPrefix + '/', snapshot);
     configureNodeNames(this.config.dnsResolver, this.config.dnsResolverValid);
+    trustUpstreamCas(this.config.trustedCertificate);
     setHealthLog((msg) => log.warn(msg), this.config.keyPrefix + '/');
     this.dataPlane = new DataPlane({
       follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
-      mode: this.config.routerHttp, serverHeader: this.serverHeader,
+      mode: this.config.routerHttp, serverHeader: this.serverHeader, showUpstreamStatus: this.config.showUpstreamStatus,
     });
     this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
     this.metricsPoll = new WorkerPoll(`gatehouse-gateway-metrics:${storeFile}`, () => workerMetrics.snapshot());

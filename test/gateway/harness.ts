@@ -97,9 +97,10 @@ export class Gateway {
 }
 
 /**
- * APISIX opens its TLS port 9443 and the prometheus export port 9091 by
- * default: a config that does not mention them gets `apisix.ssl.enable:
- * false` and `plugin_attr.prometheus.enable_export_server: false`, so tests
+ * APISIX opens its TLS port 9443, the prometheus export port 9091 and the
+ * control API's 9090 by default: a config that does not mention them gets
+ * `apisix.ssl.enable: false`, `plugin_attr.prometheus.enable_export_server:
+ * false` and `apisix.enable_control: false`, so tests
  * running side by side do not all bind them (tests of those ports write
  * their own sections). The lines go in right under the section's key (or a
  * new section at the top), so the file's end stays the test's own: tests
@@ -107,18 +108,22 @@ export class Gateway {
  */
 function withoutDefaultPorts(text: string): string {
   let out = text;
-  const add = (section: string, key: string, lines: string[]) => {
+  /** `lines` undefined: `key: value` on one line. */
+  const add = (section: string, key: string, lines: string[], value?: string) => {
     const doc = parseDocument(out);
     if (doc.getIn([section, key]) !== undefined) return;
+    const entry = (indent: string) => (value === undefined ? `${indent}${key}:\n${lines.map((l) => `${indent}${indent}${l}\n`).join('')}` : `${indent}${key}: ${value}\n`);
     const at = new RegExp(`^${section}:[ \t]*\n`, 'm').exec(out);
     if (!at) {
-      out = `${section}:\n  ${key}:\n${lines.map((l) => `    ${l}\n`).join('')}${out}`;
+      out = `${section}:\n${entry('  ')}${out}`;
       return;
     }
     const after = at.index + at[0].length;
     const indent = /^([ \t]+)/.exec(out.slice(after))?.[1] ?? '  ';
-    out = `${out.slice(0, after)}${indent}${key}:\n${lines.map((l) => `${indent}${indent}${l}\n`).join('')}${out.slice(after)}`;
+    out = `${out.slice(0, after)}${entry(indent)}${out.slice(after)}`;
   };
+  // a test of the control API sets `enable_control: true` and `control` with a free port
+  if (parseDocument(out).getIn(['apisix', 'control']) === undefined) add('apisix', 'enable_control', [], 'false');
   add('apisix', 'ssl', ['enable: false']);
   add('plugin_attr', 'prometheus', ['enable_export_server: false']);
   const check = parseDocument(out);

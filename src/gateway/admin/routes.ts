@@ -2,11 +2,12 @@
 import { routeSchema } from '../schema/resources.ts';
 import { defineResource } from './resource.ts';
 import { checkPlugins, mustExist } from './references.ts';
-import { checkUpstream } from './upstream-check.ts';
+import { checkUpstream, encryptUpstreamKey } from './upstream-check.ts';
 import { checkVars } from './vars-check.ts';
 
 export const routes = defineResource({
   name: 'routes', kind: 'route', schema: routeSchema,
+  encrypt: (conf, keyring) => encryptUpstreamKey(conf.upstream, keyring),
   filterFields: ['service_id', 'upstream_id'],
   preCheck(conf) {
     if (conf.host !== undefined && conf.hosts !== undefined) return 'only one of host or hosts is allowed';

@@ -2,10 +2,11 @@
 import { serviceSchema } from '../schema/resources.ts';
 import { defineResource } from './resource.ts';
 import { checkPlugins, firstReferrer, mustExist } from './references.ts';
-import { checkUpstream } from './upstream-check.ts';
+import { checkUpstream, encryptUpstreamKey } from './upstream-check.ts';
 
 export const services = defineResource({
   name: 'services', kind: 'service', schema: serviceSchema,
+  encrypt: (conf, keyring) => encryptUpstreamKey(conf.upstream, keyring),
   async check(conf, ctx) {
     if (conf.upstream) {
       const err = await checkUpstream(conf.upstream as Record<string, unknown>, ctx);

@@ -2,10 +2,11 @@
 import { streamRouteSchema } from '../schema/resources.ts';
 import { defineResource } from './resource.ts';
 import { mustExist } from './references.ts';
-import { checkUpstream } from './upstream-check.ts';
+import { checkUpstream, encryptUpstreamKey } from './upstream-check.ts';
 
 export const streamRoutes = defineResource({
   name: 'stream_routes', kind: 'stream route', schema: streamRouteSchema,
+  encrypt: (conf, keyring) => encryptUpstreamKey(conf.upstream, keyring),
   unsupported: ['patch'],
   filterFields: ['service_id', 'upstream_id'],
   async check(conf, ctx) {

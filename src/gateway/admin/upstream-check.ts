@@ -6,6 +6,17 @@
 import { validate } from '../schema/validate.ts';
 import { UPSTREAM_HASH_HEADER, UPSTREAM_HASH_VARS } from '../schema/resources.ts';
 import type { AdminContext } from './context.ts';
+import type { Keyring } from '../data-encryption.ts';
+
+/**
+ * `tls.client_key` stored encrypted, as apisix/upstream.lua encrypt_conf (for an upstream and
+ * the `upstream` of a route, service or stream route); a stored (already encrypted) key, which
+ * a PATCH merges back in, is left alone: a PEM key starts with `---`.
+ */
+export function encryptUpstreamKey(u: unknown, keyring: Keyring): void {
+  const t = (u as { tls?: { client_key?: unknown } } | undefined)?.tls;
+  if (typeof t?.client_key === 'string' && t.client_key.startsWith('---')) t.client_key = keyring.encrypt(t.client_key);
+}
 
 /** The port of `host:port` / `[v6]:port`, if any. */
 function portOf(addr: string): number | undefined {

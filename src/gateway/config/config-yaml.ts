@@ -7,6 +7,8 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
 import { parseDocument } from 'yaml';
 import type { Document } from 'yaml';
 import { DEFAULT_KEYRING } from '../data-encryption.ts';
@@ -63,8 +65,17 @@ export interface GatewayConfig {
   generated: AdminKey[];
   /** apisix.ssl: the TLS ports whose certificates are the SSL objects; undefined with `apisix.ssl.enable: false`. */
   ssl: SslListenConfig | undefined;
-  /** apisix.enable_control + apisix.control: the control API's address (undefined: off, Gatehouse's default). */
+  /** apisix.enable_control + apisix.control: the control API's address (on by default at 127.0.0.1:9090, as APISIX's; undefined: off). */
   control: Listen | undefined;
+  /** nginx_config.http.charset (APISIX's `charset` in nginx.conf, default utf-8). */
+  charset: string;
+  /** apisix.show_upstream_status_in_response_header: X-APISIX-Upstream-Status on every proxied answer, not only on 5xx. */
+  showUpstreamStatus: boolean;
+  /**
+   * apisix.ssl.ssl_trusted_certificate: the CAs https nodes with `tls.verify` are checked against,
+   * PEM text, or undefined for the system's (APISIX's `system`).
+   */
+  trustedCertificate: string | undefined;
   /** apisix.dns_resolver (`ip` or `ip:port`; undefined: /etc/resolv.conf's) and apisix.dns_resolver_valid (s), for node host names. */
   dnsResolver: string[] | undefined;
   dnsResolverValid: number | undefined;
@@ -111,9 +122,9 @@ function adminKeys(doc: Document, raw: unknown, generated: AdminKey[]): AdminKey
 }
 
 /** Reads and checks `file`; writes generated admin keys back into it when `writeBack`. */
-/** The control API: only with `apisix.enable_control: true` (APISIX opens 127.0.0.1:9090 by default). */
+/** The control API: on by default at 127.0.0.1:9090, as APISIX's; `apisix.enable_control: false` turns it off. */
 function controlOf(root: Obj): Listen | undefined {
-  if (!bool(at(root, 'apisix.enable_control'), 'apisix.enable_control', false)) return undefined;
+  if (!bool(at(root, 'apisix.enable_control'), 'apisix.enable_control', true)) return undefined;
   const c = at(root, 'apisix.control');
   if (c !== undefined && c !== null && !isObj(c)) throw new ConfigError('apisix.control: expected a mapping with ip and port');
   return {
@@ -199,6 +210,9 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       stream: proxyMode === 'http' ? undefined : streamOf(root),
       ...dnsOf(root),
       control: controlOf(root),
+      charset: str(at(root, 'nginx_config.http.charset'), 'nginx_config.http.charset', 'utf-8'),
+      showUpstreamStatus: bool(at(root, 'apisix.show_upstream_status_in_response_header'), 'apisix.show_upstream_status_in_response_header', false),
+      trustedCertificate: trustedOf(root, file),
     };
     checkConsistency(cfg);
     if (writeBack && generated.length > 0) fs.writeFileSync(file, doc.toString());
@@ -260,6 +274,25 @@ function sslOf(root: Obj): SslListenConfig | undefined {
     fallbackSni: fallback === undefined || fallback === null ? undefined : str(fallback, 'apisix.ssl.fallback_sni', '').replace(/\.$/, '').toLowerCase(),
     protocols,
   };
+}
+
+/**
+ * apisix.ssl.ssl_trusted_certificate: `system` (APISIX's default) or a path relative to the
+ * prefix, or a comma-separated list of both, as APISIX ≥ 3.9 reads it; read at start-up.
+ */
+function trustedOf(root: Obj, file: string): string | undefined {
+  const raw = str(at(root, 'apisix.ssl.ssl_trusted_certificate'), 'apisix.ssl.ssl_trusted_certificate', 'system');
+  const parts = raw.split(',').map((p) => p.trim()).filter(Boolean);
+  if (parts.every((p) => p === 'system')) return undefined;
+  const prefix = path.dirname(path.dirname(path.resolve(file)));
+  return parts.map((p) => {
+    if (p === 'system') return tls.rootCertificates.join('\n');
+    try {
+      return fs.readFileSync(path.resolve(prefix, p), 'utf8');
+    } catch (e) {
+      throw new ConfigError(`apisix.ssl.ssl_trusted_certificate: cannot read ${p}: ${(e as Error).message}`);
+    }
+  }).join('\n');
 }
 
 /** A stream_proxy address: a port, `ip:port`, `[v6]:port`, or `{addr, tls}` (tcp). */

@@ -31,6 +31,8 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     'http {',
     '    access_log logs/access.log;',
     `    server_tokens ${cfg.serverTokens ? 'on' : 'off'};`,
+    // nginx_config.http.charset: text answers (the gateway's own pages too) say their charset, as APISIX's nginx.conf
+    `    charset ${cfg.charset};`,
     `    gateway_config ${cfg.file};`,
     `    gateway_store ${storeFile};`,
     '',

@@ -13,10 +13,12 @@
  * some node is healthy; when none is, all are tried (apisix/balancer.lua's
  * "all upstream nodes is unhealthy, use default"). `keepalive_pool` gives
  * the upstream its own idle connections, and `tls.client_cert` (or
- * `client_cert_id`) a client certificate for https nodes.
+ * `client_cert_id`) a client certificate for https nodes; `tls.verify`
+ * checks their certificates against apisix.ssl.ssl_trusted_certificate (or
+ * the system's CAs) and the name the request is sent with.
  */
 import net from 'node:net';
-import type tls from 'node:tls';
+import tls from 'node:tls';
 import { crc32 } from 'node:zlib';
 import { FT } from '../../http/upstream/conf.ts';
 import { KeepalivePool } from '../../upstream/keepalive.ts';
@@ -138,13 +140,19 @@ export class UpstreamBalancer {
    */
   private readonly pools: Map<string, KeepalivePool> | undefined;
   private readonly poolConf: KeepaliveConf | undefined;
-  /** The client certificate for https nodes. */
+  /** The client certificate for https nodes, and with `tls.verify` the CAs their certificates are checked against. */
   readonly tls: tls.ConnectionOptions | undefined;
 
   constructor(conf: UpstreamConf, clientCert?: { cert: string; key: string }) {
     this.conf = conf;
     this.nodes = nodesOf(conf);
-    if (clientCert) this.tls = { cert: clientCert.cert, key: clientCert.key };
+    const verify = conf.scheme === 'https' && conf.tls?.verify === true;
+    if (clientCert || verify) {
+      this.tls = {
+        ...(clientCert && { cert: clientCert.cert, key: clientCert.key }),
+        ...(verify && { rejectUnauthorized: true, ...(trustedCas !== undefined && { ca: trustedCas }) }),
+      };
+    }
     const kp = conf.keepalive_pool;
     if (kp || this.tls) {
       // APISIX's defaults, as nginx_config.http.upstream's keepalive 320, keepalive_requests 1000, keepalive_timeout 60s
@@ -214,6 +222,14 @@ export class UpstreamBalancer {
   }
 }
 
+/** apisix.ssl.ssl_trusted_certificate as PEM text; undefined: the system's CAs. */
+let trustedCas: string | undefined;
+
+/** Set once at start-up from config.yaml. */
+export function trustUpstreamCas(pem: string | undefined): void {
+  trustedCas = pem;
+}
+
 const balancers = new WeakMap<UpstreamConf, UpstreamBalancer>();
 /** The last balancer of each upstream key, kept while its nodes and type stay the same (a route edit keeps the walk). */
 const byKey = new Map<string, { sig: string; b: UpstreamBalancer }>();
@@ -224,7 +240,7 @@ export function balancerFor(conf: UpstreamConf, key: string, view?: ConfigView):
   if (b && conf.tls?.client_cert_id !== undefined && clientCertOf(conf, view)?.cert !== b.tls?.cert) b = undefined;
   if (!b) {
     const cert = clientCertOf(conf, view);
-    const sig = JSON.stringify([conf.nodes, conf.type, conf.hash_on, conf.key, conf.keepalive_pool, cert?.cert]);
+    const sig = JSON.stringify([conf.nodes, conf.type, conf.hash_on, conf.key, conf.keepalive_pool, cert?.cert, conf.scheme, conf.tls?.verify]);
     const kept = byKey.get(key);
     if (kept && kept.sig === sig) b = kept.b;
     else {
@@ -278,6 +294,8 @@ export class GatewayChooser implements PeerChooser {
   readonly balancer: UpstreamBalancer;
   /** The node of the last try (reported on in the log phase). */
   lastNode: string | undefined;
+  /** With `tls.verify`: the name the node's certificate must have (the upstream Host, as APISIX's proxy_ssl_name). */
+  verifyName: string | undefined;
   private readonly key: string;
   private readonly tried = new Set<string>();
   private first: GatewayNode | undefined;
@@ -319,7 +337,11 @@ export class GatewayChooser implements PeerChooser {
     const ip = net.isIP(host) ? host : addressOf(host);
     const peer: ChosenPeer = ip ? peerAt(ip, n.port) : { name: n.name, addr: { name: n.name, host, port: n.port } };
     const pool = b.poolOf(n.name);
-    return pool || b.tls ? { ...peer, pool, tls: b.tls } : peer;
+    if (!pool && !b.tls) return peer;
+    if (!b.tls?.rejectUnauthorized) return { ...peer, pool, tls: b.tls };
+    // the name checked is the request's upstream host (an address: the node's), without its port
+    const name = (this.verifyName ?? host).replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+    return { ...peer, pool, tls: { ...b.tls, checkServerIdentity: (_: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(name, cert) } };
   }
 
   free(): boolean {

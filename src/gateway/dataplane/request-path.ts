@@ -71,11 +71,14 @@ export class DataPlane {
   private readonly keyring: Keyring | undefined;
   private readonly mode: 'radixtree_host_uri' | 'radixtree_uri';
   readonly serverHeader: string;
+  /** apisix.show_upstream_status_in_response_header. */
+  private readonly showUpstreamStatus: boolean;
 
   constructor(opts: {
     follower: ConfigFollower; prefix: string; registry: PluginRegistry; keyring: Keyring | undefined;
-    mode: 'radixtree_host_uri' | 'radixtree_uri'; serverHeader: string;
+    mode: 'radixtree_host_uri' | 'radixtree_uri'; serverHeader: string; showUpstreamStatus?: boolean;
   }) {
+    this.showUpstreamStatus = opts.showUpstreamStatus ?? false;
     this.follower = opts.follower;
     this.prefix = opts.prefix;
     this.registry = opts.registry;
@@ -193,6 +196,7 @@ export class DataPlane {
     else host = ctx.upstreamHost ?? r.header('host') ?? r.host;
     ctx.upstreamScheme = scheme;
     ctx.upstreamHost = host;
+    chooser.verifyName = host;
     if (route.enableWebsocket && r.header('upgrade') !== undefined) ctx.websocket = true;
     return codes.declined;
   }
@@ -205,8 +209,9 @@ export class DataPlane {
     ctx.status = r.status;
     ctx.flushResponseHeaders();
     const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
-    // apisix/init.lua set_resp_upstream_status: when the last try's status is a 5xx, all of them ("502, 502")
-    if (upstreamStatus && /5\d\d$/.test(upstreamStatus.replace(/[\s:]+$/, ''))) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
+    // apisix/init.lua set_resp_upstream_status: every answer's with show_upstream_status_in_response_header,
+    // else when the last try's status is a 5xx, all of them ("502, 502")
+    if (upstreamStatus && (this.showUpstreamStatus || /5\d\d$/.test(upstreamStatus.replace(/[\s:]+$/, '')))) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
     for (const chain of s.chains) {
       for (const l of chain) {
         if (!l.plugin.headerFilter || !runs(l, ctx)) continue;

@@ -165,6 +165,9 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       // the key names the object, whatever its value says (APISIX forces value.id)
       if (parts.length === 2) value.id = id;
       if (dir === 'consumers') open(value.plugins);
+      // an upstream's client key is stored encrypted too (apisix/upstream.lua encrypt_conf)
+      const up = (dir === 'upstreams' ? value : value.upstream) as { tls?: { client_key?: unknown } } | undefined;
+      if (up?.tls?.client_key !== undefined) up.tls.client_key = openKey(up.tls.client_key);
       if (dir === 'ssls') {
         value.key = openKey(value.key);
         if (Array.isArray(value.keys)) value.keys = value.keys.map(openKey);
