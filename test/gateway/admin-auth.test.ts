@@ -53,11 +53,11 @@ describe('the admin token', () => {
 });
 
 describe('admin CORS and HEAD', () => {
-  it('OPTIONS is 200, empty, text/plain, with the allow headers, without a token (api.t)', async () => {
+  it('OPTIONS is 200, empty, text/plain (with the http block\'s charset, as APISIX\'s admin server), with the allow headers, without a token (api.t)', async () => {
     const r = await gw.admin('OPTIONS', '/gateway/admin/routes', undefined, { Origin: 'http://example.com' });
     assert.equal(r.status, 200);
     assert.equal(r.text, '');
-    assert.equal(r.headers.get('content-type'), 'text/plain');
+    assert.equal(r.headers.get('content-type'), 'text/plain; charset=utf-8');
     assert.equal(r.headers.get('access-control-allow-methods'), 'POST, GET, PUT, OPTIONS, DELETE, PATCH');
     assert.equal(r.headers.get('access-control-allow-headers'), '*');
     assert.equal(r.headers.get('access-control-allow-credentials'), 'true');
