@@ -33,7 +33,8 @@ async function httpsOrigin(cert: { cert: string; key: string }): Promise<{ serve
   const server = https.createServer({ key: cert.key, cert: cert.cert, ca: trusted.cert, requestCert: true, rejectUnauthorized: false }, (req, res) => {
     const peer = (req.socket as TLSSocket).getPeerCertificate();
     res.setHeader('Content-Type', 'text/plain');
-    res.end(`client ${peer.subject?.CN ?? 'none'}`);
+    const sni = (req.socket as TLSSocket & { servername?: string | false }).servername;
+    res.end(`client ${peer.subject?.CN ?? 'none'}${sni ? ` sni ${sni}` : ''}`);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { server, node: `127.0.0.1:${(server.address() as AddressInfo).port}` };
@@ -76,10 +77,10 @@ describe('tls.verify', () => {
     type: 'roundrobin', scheme: 'https', nodes: { [node]: 1 }, pass_host: 'rewrite', upstream_host: host, tls: { verify },
   });
 
-  it('a node whose certificate the trusted CAs signed, for the upstream host, is used', async () => {
+  it('a node whose certificate the trusted CAs signed, for the upstream host, is used (the host as SNI)', async () => {
     await put(gw, 'routes/v1', { uri: '/v1', upstream: upstream(good.node, 'upstream.test', true) });
     const r = await untilRouted(gw, '/v1', (x) => x.status === 200);
-    assert.equal(r.body, 'client none');
+    assert.equal(r.body, 'client none sni upstream.test');
   });
 
   it('a certificate from another CA fails the verification: APISIX\'s 502 page', async () => {

@@ -341,7 +341,9 @@ export class GatewayChooser implements PeerChooser {
     if (!b.tls?.rejectUnauthorized) return { ...peer, pool, tls: b.tls };
     // the name checked is the request's upstream host (an address: the node's), without its port
     const name = (this.verifyName ?? host).replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
-    return { ...peer, pool, tls: { ...b.tls, checkServerIdentity: (_: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(name, cert) } };
+    // and sent as SNI (APISIX's proxy_ssl_name $upstream_host, proxy_ssl_server_name on); an address is not
+    const servername = net.isIP(name) ? '' : name;
+    return { ...peer, pool, tls: { ...b.tls, servername, checkServerIdentity: (_: string, cert: tls.PeerCertificate) => tls.checkServerIdentity(name, cert) } };
   }
 
   free(): boolean {
