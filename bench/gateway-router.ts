@@ -27,6 +27,7 @@ async function standalone(routeCount: number, originPort: number): Promise<Gatew
       port: ${proxyPort}
   ssl:
     enable: false
+  enable_control: false
 plugin_attr:
   prometheus:
     enable_export_server: false

@@ -74,6 +74,7 @@ before(async () => {
   node_listen:
     - ip: 127.0.0.1
       port: ${proxyPort}
+  enable_control: false
 nginx_config:
   envs:
     - GH_TEST_ORIGIN_B
