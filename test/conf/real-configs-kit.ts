@@ -131,9 +131,10 @@ function raw(r: CorpusRequest): string {
 }
 
 /** Reduces a response: headers sorted, Expires as its distance from Date (±2 s), bodies ungzipped, server names masked. */
-export function reduce(data: Buffer, head = false): Seen {
+export function reduce(data: Buffer, head = false, ports: number[] = []): Seen {
   if (data.length === 0) return { status: 'closed', headers: [], body: '' };
   const r = parseResponse(data, { head });
+  const masked = (s: string) => ports.reduce((t, p) => t.replaceAll(`:${p}`, ':PORT'), s);
   const date = Date.parse(r.header('date') ?? '');
   const headers = r.headers.filter(([k]) => !IGNORED.has(k.toLowerCase())).map(([k, v]) => {
     const name = k.toLowerCase();
@@ -142,23 +143,26 @@ export function reduce(data: Buffer, head = false): Seen {
       // a distance from now (expires 1y) is compared within 2 s; a fixed date (epoch, max) exactly
       return Math.abs(delta) < 10 * 365 * 86400 ? `expires: now${delta >= 0 ? '+' : ''}${Math.round(delta / 4) * 4}s` : `expires: ${v}`;
     }
-    return `${name}: ${v}`;
-  }).sort();
+    return masked(`${name}: ${v}`);
+  })
+    // nginx 1.23.4 sends a .gz of gzip_static in ranges ("Gzip static: ranges support"), Gatehouse follows it, 1.22 does not
+    .filter((h) => h !== 'accept-ranges: bytes' || !/gzip/.test(r.header('content-encoding') ?? ''))
+    .sort();
   let body = r.body;
   if (/gzip/.test(r.header('content-encoding') ?? '') && body.length > 0) body = zlib.gunzipSync(body);
   return {
     status: r.status,
     headers,
-    body: body.toString('latin1').replace(/<center>(nginx|gatehouse)[^<]*<\/center>/g, '<center>SERVER</center>'),
+    body: masked(body.toString('latin1')).replace(/<center>(nginx|gatehouse)[^<]*<\/center>/g, '<center>SERVER</center>'),
   };
 }
 
 /** Sends one request of the set to `srv`; one Seen per answer (several for `repeat`). */
 export async function send(srv: RunningServer, r: CorpusRequest): Promise<Seen[]> {
   const port = srv.port(r.port ?? 8080);
+  const ports = [...srv.ports.values()];
   if (r.tcp !== undefined) {
-    const ex = await rawExchange(port, r.tcp, { endAfterWrite: true });
-    return [{ status: 'tcp', headers: [], body: ex.data.toString('latin1') }];
+    return [{ status: 'tcp', headers: [], body: await tcpEcho(port, r.tcp) }];
   }
   if (r.websocket !== undefined) return [await websocket(port, r)];
   const out: Seen[] = [];
@@ -166,12 +170,29 @@ export async function send(srv: RunningServer, r: CorpusRequest): Promise<Seen[]
     if (r.tls !== undefined) {
       const ex = await tlsExchange(port, { request: raw(r), servername: r.tls, minVersion: r.tlsVersion, maxVersion: r.tlsVersion });
       out.push(ex.error ? { status: 'handshake failed', headers: [], body: '' }
-        : { ...reduce(ex.data, r.method === 'HEAD'), headers: [...reduce(ex.data, r.method === 'HEAD').headers, `protocol: ${ex.protocol}`] });
+        : { ...reduce(ex.data, r.method === 'HEAD', ports), headers: [...reduce(ex.data, r.method === 'HEAD', ports).headers, `protocol: ${ex.protocol}`] });
     } else {
-      out.push(reduce((await rawExchange(port, raw(r))).data, r.method === 'HEAD'));
+      out.push(reduce((await rawExchange(port, raw(r))).data, r.method === 'HEAD', ports));
     }
   }
   return out;
+}
+
+/**
+ * Sends `data` (no FIN: without proxy_half_close nginx ends the session on the client's FIN, racing the
+ * echo) and reads until as much came back, or, with nothing to send, until the server closes.
+ */
+function tcpEcho(port: number, data: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    let got = '';
+    const timer = setTimeout(() => { sock.destroy(); reject(new Error(`tcp: got only ${JSON.stringify(got)}`)); }, 5000);
+    const done = () => { clearTimeout(timer); sock.destroy(); resolve(got); };
+    sock.on('connect', () => { if (data) sock.write(data); });
+    sock.on('data', (d: Buffer) => { got += d.toString('latin1'); if (data && got.length >= data.length) done(); });
+    sock.on('close', done);
+    sock.on('error', () => undefined);
+  });
 }
 
 /** An Upgrade request: the 101's head, then the echo of `r.websocket` through the tunnel. */

@@ -209,7 +209,7 @@ export const corpus: CorpusConfig[] = [
     ],
   },
   {
-    dir: 'stream-tcp', about: 'a TCP load balancer in stream{}: hash upstream with a backup, timeouts, a stream return with a map', stream: true,
+    dir: 'stream-tcp', about: 'a TCP load balancer in stream{}: consistent hash upstream, a down server, timeouts, a stream return with a map', stream: true,
     requests: [
       { path: '-', port: 9000, tcp: 'PING database\r\n' },
       { path: '-', port: 9001, tcp: '' },
