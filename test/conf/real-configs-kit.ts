@@ -87,7 +87,7 @@ export async function startBackends(): Promise<{ backend: number; echo: number; 
       const headers: Record<string, string> = { 'Content-Type': 'application/json' };
       if (req.url!.startsWith('/cacheable/')) headers['Cache-Control'] = 'public, max-age=300';
       if (req.url!.startsWith('/private/')) headers['Set-Cookie'] = 'session=abc; Path=/; HttpOnly';
-      res.writeHead(req.url!.startsWith('/missing') ? 404 : 200, headers);
+      res.writeHead(req.url!.includes('/missing') ? 404 : 200, headers);
       res.end(text);
     });
   });
