@@ -32,6 +32,8 @@ export interface CorpusRequest {
   websocket?: string;
   /** Sent this many times, one after the other (a rate-limited burst); every answer is compared. */
   repeat?: number;
+  /** Sent to [::1] instead of 127.0.0.1. */
+  ipv6?: boolean;
   /** A stream (TCP) exchange: these bytes are sent, the port's echo read until close. */
   tcp?: string;
 }
@@ -46,6 +48,8 @@ export interface CorpusConfig {
   tls?: boolean;
   /** Needs Debian's dynamic stream module. */
   stream?: boolean;
+  /** A difference from nginx too big to fix here: the configuration is skipped with this reason. */
+  differs?: string;
   /** Files (under the directory) to be given a precompressed .gz sibling. */
   gzipped?: string[];
   requests: CorpusRequest[];
@@ -172,7 +176,7 @@ export async function send(srv: RunningServer, r: CorpusRequest): Promise<Seen[]
       out.push(ex.error ? { status: 'handshake failed', headers: [], body: '' }
         : { ...reduce(ex.data, r.method === 'HEAD', ports), headers: [...reduce(ex.data, r.method === 'HEAD', ports).headers, `protocol: ${ex.protocol}`] });
     } else {
-      out.push(reduce((await rawExchange(port, raw(r))).data, r.method === 'HEAD', ports));
+      out.push(reduce((await rawExchange(port, raw(r), { host: r.ipv6 ? '::1' : '127.0.0.1' })).data, r.method === 'HEAD', ports));
     }
   }
   return out;

@@ -253,4 +253,43 @@ export const corpus: CorpusConfig[] = [
       { path: '/catalog', headers: { Host: 'shop.example.com', 'X-Forwarded-Proto': 'https' } },
     ],
   },
+  {
+    dir: 'fastcgi-cache', about: 'FastCGI micro-caching for WordPress: skip rules by method, query, cookie and URI, X-FastCGI-Cache', php: true,
+    differs: 'Gatehouse has no fastcgi_cache yet: -t says unknown directive "fastcgi_cache_path" (issue 12 item 2)',
+    requests: [
+      { path: '/blog/hello/' },
+      { path: '/blog/hello/' },
+      { path: '/blog/hello/', method: 'HEAD' },
+      { path: '/blog/hello/?s=search' },
+      { path: '/blog/hello/', headers: { Cookie: 'wordpress_logged_in_abc=1' } },
+      { path: '/blog/hello/', method: 'POST', body: 'comment=hi', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } },
+      { path: '/wp-admin/edit.php' },
+      { path: '/missing.php' },
+    ],
+  },
+  {
+    dir: 'api-cors', about: 'CORS for a JSON API: origin allow-list map, preflight with 204 from an if, ETag and conditional GETs',
+    requests: [
+      { path: '/v1/users', headers: { Origin: 'https://www.example.com' } },
+      { path: '/v1/users', headers: { Origin: 'https://evil.test' } },
+      { path: '/v1/users', method: 'OPTIONS', headers: { Origin: 'http://localhost:3000', 'Access-Control-Request-Method': 'PUT' } },
+      { path: '/v1/users.json', headers: { 'If-None-Match': '"663881d9-23"' } },
+      { path: '/v1/users.json', headers: { 'If-Modified-Since': 'Mon, 06 May 2024 07:08:09 GMT' } },
+      { path: '/v1/users.json', headers: { Range: 'bytes=0-9' } },
+      { path: '/v1/none', headers: { Origin: 'https://example.com' } },
+    ],
+  },
+  {
+    dir: 'debian-default', about: "Debian's packaged nginx.conf and default site: IPv4 and IPv6 listens, index.nginx-debian.html, autoindex",
+    requests: [
+      { path: '/' },
+      { path: '/', ipv6: true, headers: { Host: '[::1]' } },
+      { path: '/', headers: gz },
+      { path: '/files/sub/' },
+      { path: '/files/sub' },
+      { path: '/files/a.txt' },
+      { path: '/.htpasswd' },
+      { path: '/nothing' },
+    ],
+  },
 ];
