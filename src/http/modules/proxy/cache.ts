@@ -253,8 +253,8 @@ function serve(u: ProxyUpstream, f: CacheFile, until?: Promise<unknown>): void {
   const head = parseResponseHead(f.head, () => undefined) as UpstreamHead;
   u.headerSent();
   copyHeaders(r, head, u.d, u.conf.ignoreHeaders);
-  // the body is stored decoded: its length is known
-  r.contentLength = f.body.length;
+  // the length only as the upstream sent it (copyHeaders): nginx stores a chunked answer as it came
+  // and sends it from the cache chunked again, without a Content-Length
   const noBody = r.method === 'HEAD' || head.status === 204 || head.status === 304;
   // a cached response that came with Accept-Ranges can be sent in byte ranges (ngx_http_upstream_copy_allow_ranges when r->cached)
   if (head.headers.lnames.includes('accept-ranges')) allowRanges(r);

@@ -1,0 +1,6 @@
+document.addEventListener("DOMContentLoaded", function () { console.log("ready"); });
+document.addEventListener("DOMContentLoaded", function () { console.log("ready"); });
+document.addEventListener("DOMContentLoaded", function () { console.log("ready"); });
+document.addEventListener("DOMContentLoaded", function () { console.log("ready"); });
+document.addEventListener("DOMContentLoaded", function () { console.log("ready"); });
+document.addEventListener("DOMContentLoaded", function () { console.log("ready"); });

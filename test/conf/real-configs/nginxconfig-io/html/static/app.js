@@ -1,0 +1,10 @@
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
+window.app = { start() { return 42; } };
