@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { Cycle } from '../core/cycle.ts';
 import type { CycleOptions, ListenSpec } from '../core/cycle.ts';
-import { ErrorLog, setMainErrorLog } from '../core/error-log.ts';
+import { ErrorLog, LogLevel, setMainErrorLog } from '../core/error-log.ts';
 import { openCycleLog } from '../core/cycle-log.ts';
 import { BindFailed, checkBindable } from '../core/bind-check.ts';
 import { coreSettings } from '../core/modules/core.ts';
@@ -193,7 +193,7 @@ export class Master {
     let cycle: Cycle;
     let log: ErrorLog;
     try {
-      cycle = Cycle.load(modules, { paths: this.cycle.paths, globals: this.opts.globals, onWarning: (w) => this.log.warn(w.text) });
+      cycle = Cycle.load(modules, { paths: this.cycle.paths, globals: this.opts.globals, onWarning: (w) => this.log.log(w.level === 'alert' ? LogLevel.alert : LogLevel.warn, w.text) });
       log = openCycleLog(cycle, this.opts.defaultErrorLog);
     } catch (err) {
       if (!(err instanceof ConfError)) throw err;

@@ -134,6 +134,11 @@ export class UpstreamRequest<C extends UpstreamLoc = UpstreamLoc, D extends Upst
 
   clientClosed(): void {
     if (this.finished || this.r.sink.finished) return;
+    // a subrequest made after the main response ended (ngx.eof, then ngx.location.capture) runs on:
+    // nginx no longer reads the connection for it, so it never sees the client go
+    let main = this.r;
+    while (main.parent) main = main.parent;
+    if (main !== this.r && main.sink.finished) return;
     this.forget();
     if (this.conf.ignoreClientAbort && !this.settled) return;
     this.log('info', this.conn ? 'client prematurely closed connection, so upstream connection is closed too' : 'client prematurely closed connection',

@@ -178,7 +178,10 @@ export const luaModule: HttpModule = {
     },
     {
       name: 'lua_code_cache', contexts: IN_LOCATION, args: 'flag',
-      handler(cf, node) { luaMainOf(cf).codeCache = flagArg(cf, node.args[0]); },
+      handler(cf, node) {
+        luaMainOf(cf).codeCache = flagArg(cf, node.args[0]);
+        if (!luaMainOf(cf).codeCache) cf.warn('lua_code_cache is off; this will hurt performance', true, 'alert');
+      },
     },
     ...locFlag('lua_need_request_body', 'needBody'),
     ...locFlag('lua_transform_underscores_in_response_headers', 'transformUnderscores'),
