@@ -17,6 +17,7 @@ import { DONE } from '../http-conf.ts';
 import { finalize } from '../phases.ts';
 import { requestLog } from '../request-log.ts';
 import { terminate } from '../request-body.ts';
+import { mainRequest } from '../subrequest.ts';
 import type { UpstreamDerived, UpstreamLoc } from './conf.ts';
 import { FT } from './conf.ts';
 import type { ClientWatcher } from './client-watch.ts';
@@ -136,8 +137,7 @@ export class UpstreamRequest<C extends UpstreamLoc = UpstreamLoc, D extends Upst
     if (this.finished || this.r.sink.finished) return;
     // a subrequest made after the main response ended (ngx.eof, then ngx.location.capture) runs on:
     // nginx no longer reads the connection for it, so it never sees the client go
-    let main = this.r;
-    while (main.parent) main = main.parent;
+    const main = mainRequest(this.r);
     if (main !== this.r && main.sink.finished) return;
     this.forget();
     if (this.conf.ignoreClientAbort && !this.settled) return;

@@ -8,6 +8,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import { finishOutput, flushOutput, headStarted, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
+import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
 
@@ -51,9 +52,19 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       const ctx = currentContext(rt);
       if (!ctx) throw new LuaError('API disabled in the context of init_by_lua*');
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter', 'init_worker']);
+      const n = bridge.api.lua_gettop(L);
+      if (n !== 1) throw new LuaError(`attempt to pass ${n} arguments, but accepted 1`);
       const seconds = bridge.toNumber(L, 1);
-      if (seconds === undefined || seconds < 0) throw new LuaError('invalid sleep duration "' + (bridge.toString(L, 1) ?? '') + '"');
-      return bridge.suspend(new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
+      if (seconds === undefined) throw new LuaError(`bad argument #1 to 'sleep' (number expected, got ${bridge.typeName(L, 1)})`);
+      // whole milliseconds, as OpenResty's timer takes them
+      const delay = Math.trunc(seconds * 1000);
+      if (delay < 0) throw new LuaError(`invalid sleep duration "${delay}"`);
+      const r = ctx.r;
+      if (r) requestLog(r).debug(`lua ready to sleep for ${delay} ms`);
+      return bridge.suspend(new Promise((resolve) => setTimeout(() => {
+        if (r) requestLog(r).debug(`lua sleep timer expired: "${r.uri}?${r.args}"`);
+        resolve(undefined);
+      }, delay)));
     },
     flush(L: number) {
       const ctx = requestContext(rt);

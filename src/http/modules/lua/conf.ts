@@ -52,6 +52,7 @@ export interface LuaMainConf {
   codeCache?: boolean;
   init?: LuaHook;
   initWorker?: LuaHook;
+  exitWorker?: LuaHook;
   /** `lua_shared_dict name size`: sizes in bytes, by name. */
   sharedDicts: Map<string, number>;
   /** Set when any Lua directive appears: workers then create a VM. */

@@ -112,7 +112,7 @@ function readSetByLua(cf: ConfContext, node: ConfNode): void | string {
   });
 }
 
-function initHook(field: 'init' | 'initWorker') {
+function initHook(field: 'init' | 'initWorker' | 'exitWorker') {
   return (cf: ConfContext, node: ConfNode): void | string => {
     const conf = luaMainOf(cf);
     if (conf[field] !== undefined) return 'is duplicate';
@@ -143,6 +143,15 @@ async function runInitWorker(rt: LuaRuntime, conf: LuaMainConf): Promise<void> {
   if (!outcome.ok && ctx.exit === undefined) rt.logFailure(ctx, outcome);
 }
 
+/** exit_worker_by_lua as the worker's configuration is let go (it cannot wait, as in OpenResty). */
+function runExitWorker(rt: LuaRuntime, conf: LuaMainConf): void {
+  const hook = conf.exitWorker;
+  if (!hook) return;
+  const ctx: HookContext = { runtime: rt, r: undefined, phase: 'exit_worker' };
+  const outcome = rt.run(hook, ctx);
+  if (!(outcome instanceof Promise) && !outcome.ok && ctx.exit === undefined) rt.logFailure(ctx, outcome);
+}
+
 export const luaModule: HttpModule = {
   name: 'ngx_http_lua_module',
   directives: [
@@ -160,6 +169,7 @@ export const luaModule: HttpModule = {
     }).filter((d) => d.name !== 'balancer_by_lua'),
     ...family('init_by_lua', Ctx.HTTP, 1, initHook('init')),
     ...family('init_worker_by_lua', Ctx.HTTP, 1, initHook('initWorker')),
+    ...family('exit_worker_by_lua', Ctx.HTTP, 1, initHook('exitWorker')),
     {
       name: 'lua_package_path', contexts: Ctx.HTTP, args: 1,
       handler(cf, node) {
@@ -233,6 +243,7 @@ export const luaModule: HttpModule = {
     setRuntime(http, rt);
     worker.onShutdown(() => timers!.expire());
     worker.onClose(() => {
+      runExitWorker(rt, conf);
       closeIdle();
       rt.close();
     });

@@ -211,7 +211,7 @@ end
 function ngx.req.get_post_args(max)
   local list, err = host.req.post_args_list(max or 100)
   if not list then return nil, err end
-  return args_table(list)
+  return args_table(list), err
 end
 function ngx.req.set_uri(uri, jump)
   if host.req.set_uri(uri, jump) then error(EXIT, 0) end

@@ -229,7 +229,9 @@ export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: Ht
 /** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
 export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
   // balancer_by_lua cannot wait nor answer: refused wherever set_by_lua is
-  if (phases.includes(ctx.phase === 'balancer' ? 'set' : ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
+  // exit_worker_by_lua cannot wait either: refused wherever init_worker_by_lua is
+  const as = ctx.phase === 'balancer' ? 'set' : ctx.phase === 'exit_worker' ? 'init_worker' : ctx.phase;
+  if (phases.includes(as)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
 }
 
 /** How OpenResty names a phase in "API disabled in the context of …". */
