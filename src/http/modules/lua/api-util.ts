@@ -141,10 +141,17 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     crc32_short: (L: number) => (bridge.pushInteger(L, zlib.crc32(bin(L, 1, 'crc32_short'))), 1),
     crc32_long: (L: number) => (bridge.pushInteger(L, zlib.crc32(bin(L, 1, 'crc32_long'))), 1),
     encode_base64(L: number) {
-      const s = bin(L, 1, 'encode_base64').toString('base64');
+      // lua-resty-core's: nil and false are "", true is "true" (other types are refused here)
+      const t = bridge.type(L, 1);
+      const input = t === T.NIL || t === T.NONE || t === T.BOOLEAN
+        ? Buffer.from(bridge.toBoolean(L, 1) ? 'true' : '', 'latin1') : bin(L, 1, 'encode_base64');
+      const noPad = bridge.type(L, 2);
+      if (noPad !== T.NIL && noPad !== T.NONE && noPad !== T.BOOLEAN) throw new LuaError(`bad no_padding: boolean expected, got ${bridge.typeName(L, 2)}`);
+      const s = input.toString('base64');
       return ret(L, bridge.toBoolean(L, 2) ? s.replace(/=+$/, '') : s);
     },
     decode_base64(L: number) {
+      if (bridge.type(L, 1) !== T.STRING) throw new LuaError('string argument only');
       const s = str(L, 1, 'decode_base64');
       // nginx's ngx_decode_base64: the alphabet, optional padding, no stray length
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.replace(/=+$/, '').length % 4 === 1) {

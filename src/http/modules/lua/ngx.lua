@@ -324,6 +324,15 @@ do
     threads[id] = nil
     return unpack(r, 1, r.n)
   end
+  -- a light thread is a table here: coroutine.status answers for it as OpenResty's does for its
+  -- coroutine (running until it ends, zombie until waited for, then dead)
+  local co_status = coroutine.status
+  function coroutine.status(co)
+    if getmetatable(co) ~= thread_mt then return co_status(co) end
+    local t = threads[co.id]
+    if not t then return 'dead' end
+    return t.result and 'zombie' or 'running'
+  end
   function ngx.thread.kill(t)
     if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
     if threads[t.id].result then return nil, 'already terminated' end
