@@ -119,3 +119,91 @@ test('a traceback shows the first 22 levels of a deeper stack, then "..."', asyn
   assert.equal(gh.funcs?.at(-1), "in function 'func21'");
   if (pair.ng) assert.deepEqual(gh, await frames(pair.ng));
 });
+
+// the second batch: ngx.sleep, post args, exit_worker_by_lua, echo's variables, light threads'
+// coroutine.status, base64 and shdict argument checks (t/077-sleep.t, t/031-post-args.t,
+// t/089-phase.t, t/088-req-method.t, t/127-uthread-kill.t, t/013-base64.t, t/144-shdict-incr-init.t)
+const more = await startPair({ after }, {
+  conf: `${LUA_MODULES}load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;
+error_log logs/error.log debug;
+events {}
+http {
+    access_log off;
+    lua_shared_dict dogs 1m;
+    exit_worker_by_lua_block { ngx.log(ngx.ERR, "leaving in ", ngx.get_phase()) }
+    server {
+        listen 127.0.0.1:%%PORT_8080%%;
+        location = /sleep { content_by_lua_block { ngx.sleep(0.01) ngx.say("slept") } }
+        location = /sleep-bad { content_by_lua_block { ngx.sleep("a") } }
+        location = /sleep-two { content_by_lua_block { ngx.sleep(1, 2) } }
+        location = /post {
+            content_by_lua_block {
+                ngx.req.read_body()
+                local args, err = ngx.req.get_post_args(2)
+                ngx.say(err, " ", args.foo, " ", args.bar, " ", args.baz)
+            }
+        }
+        location = /post-unread { content_by_lua_block { ngx.req.get_post_args() } }
+        location = /echo-vars { echo "$echo_request_method $echo_client_request_method $echo_request_uri [$echo_request_body]"; }
+        location = /threads {
+            content_by_lua_block {
+                local t = ngx.thread.spawn(function() ngx.sleep(0.01) end)
+                local q = ngx.thread.spawn(function() return 2 end)
+                ngx.say(coroutine.status(t), " ", coroutine.status(q))
+                ngx.thread.wait(t)
+                ngx.say(coroutine.status(t), " ", coroutine.status(coroutine.create(function() end)))
+            }
+        }
+        location = /base64 { content_by_lua_block { ngx.say(ngx.encode_base64(nil), "|", ngx.encode_base64(true), "|", ngx.encode_base64(12)) } }
+        location = /base64-bad { content_by_lua_block { ngx.decode_base64(12) } }
+        location = /incr-bad { content_by_lua_block { ngx.say(pcall(ngx.shared.dogs.incr, ngx.shared.dogs, "k", 1, "bar")) } }
+    }
+}
+`,
+});
+
+test('ngx.sleep: its argument errors and its debug lines', async () => {
+  assert.equal((await same(more, '/sleep')).body, 'slept\n');
+  const bare = (lines: string[]) => lines.map((l) => l.replace(/, client: .*$/, ''));
+  for (const srv of [more.gh, more.ng]) {
+    if (!srv) continue;
+    assert.deepEqual(bare(await logged(srv, /lua (ready to sleep|sleep timer expired)/)),
+      ['[debug] lua ready to sleep for 10 ms', '[debug] lua sleep timer expired: "/sleep?"']);
+  }
+  for (const path of ['/sleep-bad', '/sleep-two']) assert.equal((await same(more, path)).status, 500);
+  const first = (lines: string[]) => lines.map((l) => l.split('\n')[0]);
+  assert.deepEqual(first(await sameLog(more, /to 'sleep'|accepted 1/)), [
+    "[error] lua entry thread aborted: runtime error: content_by_lua(nginx.conf:13):1: bad argument #1 to 'sleep' (number expected, got string)",
+    '[error] lua entry thread aborted: runtime error: content_by_lua(nginx.conf:14):1: attempt to pass 2 arguments, but accepted 1',
+  ]);
+});
+
+test('get_post_args: truncated past max, and an error when the body was not read', async () => {
+  const form = 'POST /post HTTP/1.1';
+  assert.equal((await same(more, form, 'Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 17\r\n', 'foo=3&bar=4&baz=2')).body, 'truncated 3 4 nil\n');
+  assert.equal((await same(more, 'POST /post-unread HTTP/1.1', 'Content-Length: 3\r\n', 'a=1')).status, 500);
+  await sameLog(more, /no request body found; maybe you should turn on lua_need_request_body\?/);
+});
+
+test("echo's request variables", async () => {
+  assert.equal((await same(more, '/echo-vars?x=1')).body, 'GET GET /echo-vars []\n');
+});
+
+test('coroutine.status of a light thread: running, zombie, then dead once waited for', async () => {
+  assert.equal((await same(more, '/threads')).body, 'running zombie\ndead suspended\n');
+});
+
+test('base64 and shared dict arguments checked as lua-resty-core checks them', async () => {
+  assert.equal((await same(more, '/base64')).body, '|dHJ1ZQ==|MTI=\n');
+  assert.equal((await same(more, '/base64-bad')).status, 500);
+  await sameLog(more, /string argument only/);
+  assert.equal((await same(more, '/incr-bad')).body, 'falsebad init arg: number expected, got string\n');
+});
+
+test('exit_worker_by_lua runs as the server stops', async () => {
+  for (const srv of [more.gh, more.ng]) {
+    if (!srv) continue;
+    srv.signal('QUIT');
+    assert.match(await srv.waitForLog('error.log', /leaving in/, 10_000), /\[error\] .*\[lua\] exit_worker_by_lua\(nginx\.conf:9\):1: leaving in exit_worker/);
+  }
+});

@@ -152,7 +152,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
     post_args_list(L: number) {
       const r = req();
       const b = requestBodyOf(r);
-      if (!b) throw new LuaError('no request body found; maybe you should turn on lua_need_request_body?');
+      if (!b) throw new LuaError('no request body found; maybe you should turn on lua_need_request_body?', 2);
       if (b.file !== undefined) {
         bridge.pushNil(L);
         bridge.pushString(L, 'request body in temp file not supported');
