@@ -156,6 +156,17 @@ http {
         }
         location = /base64 { content_by_lua_block { ngx.say(ngx.encode_base64(nil), "|", ngx.encode_base64(true), "|", ngx.encode_base64(12)) } }
         location = /base64-bad { content_by_lua_block { ngx.decode_base64(12) } }
+        location = /http10 {
+            content_by_lua_block {
+                ngx.say("hello, world")
+                local ok, err = ngx.flush(false)
+                ngx.say(tostring(ok), " ", err)
+            }
+        }
+        location = /http10-off {
+            lua_http10_buffering off;
+            content_by_lua_block { ngx.say("hello, world") ngx.flush(true) ngx.say("hiya") }
+        }
         location = /incr-bad { content_by_lua_block { ngx.say(pcall(ngx.shared.dogs.incr, ngx.shared.dogs, "k", 1, "bar")) } }
     }
 }
@@ -164,10 +175,9 @@ http {
 
 test('ngx.sleep: its argument errors and its debug lines', async () => {
   assert.equal((await same(more, '/sleep')).body, 'slept\n');
-  const bare = (lines: string[]) => lines.map((l) => l.replace(/, client: .*$/, ''));
   for (const srv of [more.gh, more.ng]) {
     if (!srv) continue;
-    assert.deepEqual(bare(await logged(srv, /lua (ready to sleep|sleep timer expired)/)),
+    assert.deepEqual(await logged(srv, /lua (ready to sleep|sleep timer expired)/),
       ['[debug] lua ready to sleep for 10 ms', '[debug] lua sleep timer expired: "/sleep?"']);
   }
   for (const path of ['/sleep-bad', '/sleep-two']) assert.equal((await same(more, path)).status, 500);
@@ -198,6 +208,15 @@ test('base64 and shared dict arguments checked as lua-resty-core checks them', a
   assert.equal((await same(more, '/base64-bad')).status, 500);
   await sameLog(more, /string argument only/);
   assert.equal((await same(more, '/incr-bad')).body, 'falsebad init arg: number expected, got string\n');
+});
+
+test('an HTTP/1.0 response from Lua is held whole and gets a Content-Length (lua_http10_buffering)', async () => {
+  const held = await same(more, 'GET /http10 HTTP/1.0');
+  assert.equal(held.body, 'hello, world\nnil buffering\n');
+  assert.deepEqual(held.headers.find(([n]) => n === 'Content-Length'), ['Content-Length', '27']);
+  const off = await same(more, 'GET /http10-off HTTP/1.0');
+  assert.equal(off.headers.find(([n]) => n === 'Content-Length'), undefined);
+  await sameLog(more, /lua http 1\.0 buffering makes ngx\.flush\(\) a no-op/);
 });
 
 test('exit_worker_by_lua runs as the server stops', async () => {

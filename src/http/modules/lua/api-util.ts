@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { finishOutput, flushOutput, headStarted, startHead } from './output.ts';
+import { buffering, finishOutput, flushOutput, headStarted, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
 import { requestLog } from '../../request-log.ts';
@@ -71,6 +71,11 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
       if (ctx.eof || ctx.r.finished) return ok(L);
+      if (buffering(ctx.r)) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'buffering');
+        return 2;
+      }
       const wait = flushOutput(ctx.r);
       // ngx.flush(true) waits until the client took it all
       if (wait && bridge.toBoolean(L, 1)) return bridge.suspend(wait, ok);

@@ -52,7 +52,7 @@ function family(name: string, contexts: number, args: Directive['args'], handler
 }
 
 /** An on|off at any level of the location tree. */
-function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType' | 'checkClientAbort'): Directive[] {
+function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType' | 'checkClientAbort' | 'http10Buffering'): Directive[] {
   return [{
     name, contexts: IN_LOCATION, args: 'flag',
     handler(cf, node) {
@@ -196,6 +196,7 @@ export const luaModule: HttpModule = {
     ...locFlag('lua_need_request_body', 'needBody'),
     ...locFlag('lua_transform_underscores_in_response_headers', 'transformUnderscores'),
     ...locFlag('lua_use_default_type', 'useDefaultType'),
+    ...locFlag('lua_http10_buffering', 'http10Buffering'),
     ...locFlag('lua_check_client_abort', 'checkClientAbort'),
     mainSetting('lua_max_pending_timers', (conf, cf, v) => { conf.maxPendingTimers = count(cf, v); }),
     mainSetting('lua_max_running_timers', (conf, cf, v) => { conf.maxRunningTimers = count(cf, v); }),
@@ -203,7 +204,7 @@ export const luaModule: HttpModule = {
     mainSetting('access_by_lua_no_postpone', (conf, cf, v) => { conf.accessNoPostpone = flagArg(cf, v); }),
     ...socketDirectives(luaMainOf),
     // accepted: regex limits are not there yet (docs/lua.md)
-    ...['lua_socket_send_lowat', 'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
+    ...['lua_socket_send_lowat', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
       .map((name): Directive => ({ name, contexts: IN_LOCATION, args: 1, handler(cf) { luaMainOf(cf); } })),
     {
       name: 'lua_shared_dict', contexts: Ctx.HTTP, args: 2,
