@@ -81,7 +81,9 @@ export class Master {
     } catch (err) {
       for (const w of this.workers) { w.retiring = true; void w.worker.terminate(); }
       const text = err instanceof BindFailed ? err.message : describeStartError(err);
-      if (!(err instanceof BindFailed)) this.log.emerg(text);
+      // a configuration error at its own level (init_by_lua's are [error], as in OpenResty)
+      const level = err instanceof ConfError ? LogLevel[err.level as keyof typeof LogLevel] ?? LogLevel.emerg : LogLevel.emerg;
+      if (!(err instanceof BindFailed)) this.log.log(level, text);
       this.opts.onReady?.(text);
       return false;
     }

@@ -291,7 +291,7 @@ async function handle(msg: MasterMessage): Promise<void> {
         post({ type: 'prepared' });
       } catch (err) {
         dropPending();
-        post({ type: 'failed', error: errorText(err) });
+        post({ type: 'failed', error: errorText(err), level: err instanceof ConfError ? err.level : undefined });
       }
       return;
     case 'commit':
@@ -338,7 +338,7 @@ async function main(): Promise<void> {
     });
     post({ type: 'ready' });
   } catch (err) {
-    post({ type: 'failed', error: errorText(err) });
+    post({ type: 'failed', error: errorText(err), level: err instanceof ConfError ? err.level : undefined });
   }
 }
 

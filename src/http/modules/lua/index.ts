@@ -124,14 +124,18 @@ function initHook(field: 'init' | 'initWorker' | 'exitWorker') {
 function runInit(rt: LuaRuntime, conf: LuaMainConf): void {
   const hook = conf.init;
   if (!hook) return;
+  // OpenResty logs these at [error] (and nginx does not start)
+  const what = hook.file === undefined ? 'init_by_lua error' : 'init_by_lua_file error';
   const chunk = rt.chunk(hook);
-  if (typeof chunk === 'string') throw new ConfError(chunk);
+  if (typeof chunk === 'string') {
+    throw new ConfError(`${what}: ${chunk.replace(/^failed to load (inlined Lua code|external Lua file "[^"]*"): /, '')}`, undefined, undefined, 'error');
+  }
   const { bridge } = rt.vm;
   bridge.pushRef(bridge.L, chunk);
   try {
     bridge.call(bridge.L, 0, 0);
   } catch (e) {
-    throw new ConfError(`init_by_lua error: ${(e as Error).message}`);
+    throw new ConfError(`${what}: ${(e as Error).message}`, undefined, undefined, 'error');
   }
 }
 
