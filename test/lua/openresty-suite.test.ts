@@ -167,6 +167,7 @@ http {
             lua_http10_buffering off;
             content_by_lua_block { ngx.say("hello, world") ngx.flush(true) ngx.say("hiya") }
         }
+        location = /ctx-jump { rewrite_by_lua_block { ngx.ctx.foo = 1 } echo_exec /echo-vars; }
         location = /incr-bad { content_by_lua_block { ngx.say(pcall(ngx.shared.dogs.incr, ngx.shared.dogs, "k", 1, "bar")) } }
     }
 }
@@ -217,6 +218,11 @@ test('an HTTP/1.0 response from Lua is held whole and gets a Content-Length (lua
   const off = await same(more, 'GET /http10-off HTTP/1.0');
   assert.equal(off.headers.find(([n]) => n === 'Content-Length'), undefined);
   await sameLog(more, /lua http 1\.0 buffering makes ngx\.flush\(\) a no-op/);
+});
+
+test('a request\'s ngx.ctx is released with OpenResty\'s debug line', async () => {
+  assert.equal((await same(more, '/ctx-jump')).body, 'GET GET /echo-vars []\n');
+  for (const srv of [more.gh, more.ng]) if (srv) assert.match((await logged(srv, /lua release ngx\.ctx/))[0], /^\[debug\] lua release ngx\.ctx at ref \d+$/);
 });
 
 test('exit_worker_by_lua runs as the server stops', async () => {

@@ -179,6 +179,7 @@ export class LuaRuntime {
     const { bridge } = this.vm;
     const { L } = bridge;
     for (const id of ids) {
+      requestLog(r).debug(`lua release ngx.ctx at ref ${id}`);
       bridge.pushRef(L, this.releaseCtx);
       bridge.pushInteger(L, id);
       bridge.call(L, 1, 0);
