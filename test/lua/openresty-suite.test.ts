@@ -168,6 +168,13 @@ http {
             content_by_lua_block { ngx.say("hello, world") ngx.flush(true) ngx.say("hiya") }
         }
         location = /ctx-jump { rewrite_by_lua_block { ngx.ctx.foo = 1 } echo_exec /echo-vars; }
+        location = /escape-types {
+            content_by_lua_block {
+                local s = "https://www.google.com/?t=abc@ :#%&+;\\"'<>[]{}\\\\" .. string.char(127, 200)
+                for i = 0, 6 do ngx.say(i, " ", ngx.escape_uri(s, i)) end
+            }
+        }
+        location = /escape-range { content_by_lua_block { ngx.escape_uri("x", -1) } }
         location = /incr-bad { content_by_lua_block { ngx.say(pcall(ngx.shared.dogs.incr, ngx.shared.dogs, "k", 1, "bar")) } }
     }
 }
@@ -223,6 +230,13 @@ test('an HTTP/1.0 response from Lua is held whole and gets a Content-Length (lua
 test('a request\'s ngx.ctx is released with OpenResty\'s debug line', async () => {
   assert.equal((await same(more, '/ctx-jump')).body, 'GET GET /echo-vars []\n');
   for (const srv of [more.gh, more.ng]) if (srv) assert.match((await logged(srv, /lua release ngx\.ctx/))[0], /^\[debug\] lua release ngx\.ctx at ref \d+$/);
+});
+
+test('ngx.escape_uri with a type: nginx 1.22\'s escape sets; a type out of range is an error', async () => {
+  const r = await same(more, '/escape-types');
+  assert.match(r.body, /^0 https:\/\/www\.google\.com\/%3Ft=abc@%20:%23%25&\+;/);
+  assert.equal((await same(more, '/escape-range')).status, 500);
+  await sameLog(more, /"type" -1 out of range/);
 });
 
 test('exit_worker_by_lua runs as the server stops', async () => {

@@ -12,6 +12,24 @@ import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
 
+/**
+ * The other types of ngx.escape_uri(s, type), nginx 1.22's ngx_escape_uri sets (0 uri, 1 args,
+ * 3 html, 4 refresh, 5 memcached; 6 escapes as 5 does with Debian's nginx): control bytes, these,
+ * and (but for 5 and 6) DEL and bytes over 0x7f.
+ */
+const ESCAPE_SETS: Record<number, string> = { 0: ' #%?', 1: ' #%+?', 3: ' "#%\'', 4: ' "\'', 5: ' %', 6: ' %' };
+
+function escapeAs(type: number, s: string): string {
+  const set = ESCAPE_SETS[type];
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const escape = c < 0x20 || set.includes(s[i]) || (type < 5 && c >= 0x7f);
+    out += escape ? '%' + c.toString(16).toUpperCase().padStart(2, '0') : s[i];
+  }
+  return out;
+}
+
 /** ngx.escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */
 export function escapeUriComponent(s: string): string {
   let out = '';
@@ -110,7 +128,15 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     get_phase(L: number) {
       return ret(L, currentContext(rt)?.phase ?? 'init');
     },
-    escape_uri: (L: number) => ret(L, escapeUriComponent(str(L, 1, 'escape_uri'))),
+    escape_uri(L: number) {
+      const s = bridge.type(L, 1) === T.NIL || bridge.type(L, 1) === T.NONE ? '' : str(L, 1, 'escape_uri');
+      const t = bridge.type(L, 2);
+      if (t === T.NIL || t === T.NONE) return ret(L, escapeUriComponent(s));
+      const type = bridge.toNumber(L, 2);
+      if (t !== T.NUMBER || type === undefined) throw new LuaError('"type" is not a number', 0);
+      if (type < 0 || type > 6) throw new LuaError(`"type" ${bridge.toString(L, 2)} out of range`, 0);
+      return ret(L, type === 2 ? escapeUriComponent(s) : escapeAs(Math.trunc(type), s));
+    },
     unescape_uri: (L: number) => ret(L, unescapeArg(str(L, 1, 'unescape_uri'))),
     encode_args(L: number) {
       if (bridge.type(L, 1) !== T.TABLE) throw new LuaError(`bad argument #1 to 'encode_args' (table expected, got ${bridge.typeName(L, 1)})`);
