@@ -210,7 +210,7 @@ async function runWith(o: Options, argv: string[], ctx: StartContext): Promise<n
     readFile: snapshot ? (file) => snapshot[file] ?? fs.readFileSync(file, 'latin1') : undefined,
     onSyntaxOk: o.test && !o.quiet ? () => err(`the configuration file ${paths.confFile} syntax is ok`) : undefined,
     // the background copy of `daemon on` reads what its parent already reported
-    onWarning: ctx.daemonChild ? undefined : (w) => startupLog.log(LogLevel.warn, w.text),
+    onWarning: ctx.daemonChild ? undefined : (w) => startupLog.log(w.level === 'alert' ? LogLevel.alert : LogLevel.warn, w.text),
   });
 
   if (o.test) {

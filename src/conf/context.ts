@@ -161,12 +161,13 @@ export class ConfContext {
   /**
    * Logs nginx's `[warn] message in file:line` for the current directive
    * (without the place when `located` is false, as for checks made after
-   * reading); reading goes on.
+   * reading); reading goes on. `level` is another level nginx logs such a
+   * message at (`alert` for `lua_code_cache off`).
    */
-  warn(message: string, located = true): void {
+  warn(message: string, located = true, level: 'warn' | 'alert' = 'warn'): void {
     if (!this.onWarning) return;
     const e = located ? this.error(message) : new ConfError(message);
-    e.level = 'warn';
+    e.level = level;
     this.onWarning(e);
   }
 

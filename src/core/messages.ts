@@ -33,4 +33,4 @@ export type MasterMessage =
 export type WorkerMessage =
   | { type: 'ready' }
   | { type: 'prepared' }
-  | { type: 'failed'; error: string };
+  | { type: 'failed'; error: string; /** the level nginx logs it at (init_by_lua errors are [error]) */ level?: string };

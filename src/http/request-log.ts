@@ -120,7 +120,8 @@ export interface RequestLogger {
 export function requestLog(r: HttpRequest, action?: string): RequestLogger {
   const log = errorLogFor(r);
   const write = (level: number, msg: string) => {
-    if (log.enabled(level)) log.log(level, msg + requestContext(r, action), r.conn.number);
+    // nginx appends the context to every level but debug (ngx_log_error_core)
+    if (log.enabled(level)) log.log(level, level === LogLevel.debug ? msg : msg + requestContext(r, action), r.conn.number);
   };
   return {
     log: write,

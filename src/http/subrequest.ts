@@ -197,6 +197,9 @@ export class Subrequest {
       socket?.on('end', ended);
       this.main.sink.onClose(() => {
         socket?.off('end', ended);
+        // after the whole response went out (ngx.eof), subrequests still running finish (nginx
+        // keeps the request until they do); only a response cut short aborts them
+        if (this.main.sink.finished) return;
         for (const s of [...state.live]) s.abort();
       });
     }

@@ -159,12 +159,27 @@ export class CoroutineRunner {
   /** OpenResty's shape: "stack traceback:\ncoroutine 0:\n\t..." from the failed coroutine's frames. */
   private traceback(co: number): string {
     const { api, L } = this.bridge;
-    api.luaL_traceback(L, co, 0, 0);
-    const text = this.bridge.toString(L, -1) ?? '';
-    api.lua_settop(L, -2);
-    return luajitTraceback(text.replace(/^stack traceback:\n/, 'stack traceback:\ncoroutine 0:\n'));
+    // OpenResty shows the first 22 levels and then `...`; Lua 5.4's luaL_traceback shows the
+    // first 10 and the last 11 of a deeper stack, so the levels are gathered 10 at a time
+    const frames: string[] = [];
+    for (let level = 0; frames.length <= TRACEBACK_DEPTH; level += 10) {
+      api.luaL_traceback(L, co, 0, level);
+      const lines = (this.bridge.toString(L, -1) ?? '').split('\n').slice(1);
+      api.lua_settop(L, -2);
+      const skipped = lines.findIndex((l) => l.startsWith('\t...'));
+      if (skipped < 0) {
+        frames.push(...lines);
+        break;
+      }
+      frames.push(...lines.slice(0, skipped));
+    }
+    if (frames.length > TRACEBACK_DEPTH) frames.splice(TRACEBACK_DEPTH, Infinity, '\t...');
+    return luajitTraceback(`stack traceback:\ncoroutine 0:\n${frames.join('\n')}`);
   }
 }
+
+/** How many levels OpenResty's traceback shows (NGX_HTTP_LUA_BT_DEPTH). */
+const TRACEBACK_DEPTH = 22;
 
 /** OpenResty's error.log text for a hook that failed: `lua entry thread aborted: runtime error: …`. */
 export function abortedMessage(outcome: { error: string; traceback: string }): string {

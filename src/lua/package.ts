@@ -10,6 +10,22 @@ import type { HostFunction, LuaBridge } from './bridge.ts';
 export const DEFAULT_PACKAGE_PATH = '/usr/share/lua/5.1/?.lua;./?.lua;/usr/share/luajit-2.1.0-beta3/?.lua;/usr/local/share/lua/5.1/?.lua;/usr/local/share/lua/5.1/?/init.lua;/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua';
 export const DEFAULT_PACKAGE_CPATH = './?.so;/usr/local/lib/lua/5.1/?.so;/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;/usr/local/lib/lua/5.1/loadall.so';
 
+/** Debian's module puts this (its LUA_DEFAULT_PATH) and a `;` in front of LuaJIT's package.path. */
+const DEBIAN_PATH_HEAD = '/usr/share/lua/5.1/?.lua;';
+
+/**
+ * The default paths as LuaJIT sets them from the environment (LUA_PATH, LUA_CPATH: the value,
+ * `;;` standing for LuaJIT's built-in default), Debian's head in front of the path as its module
+ * puts it; the built-in defaults when the variables are not set.
+ */
+export function pathsFromEnv(path: string | undefined, cpath: string | undefined): { path: string; cpath: string } {
+  const luajitPath = DEFAULT_PACKAGE_PATH.slice(DEBIAN_PATH_HEAD.length);
+  return {
+    path: path === undefined ? DEFAULT_PACKAGE_PATH : `${DEBIAN_PATH_HEAD};${path.replaceAll(';;', `;${luajitPath};`)}`,
+    cpath: cpath === undefined ? DEFAULT_PACKAGE_CPATH : cpath.replaceAll(';;', `;${DEFAULT_PACKAGE_CPATH};`),
+  };
+}
+
 /** `path` is Lua's bytes (latin1 here), so a UTF-8 name reaches the filesystem unchanged. */
 function readFile(path: string): Buffer | undefined {
   try {

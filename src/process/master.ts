@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { Cycle } from '../core/cycle.ts';
 import type { CycleOptions, ListenSpec } from '../core/cycle.ts';
-import { ErrorLog, setMainErrorLog } from '../core/error-log.ts';
+import { ErrorLog, LogLevel, setMainErrorLog } from '../core/error-log.ts';
 import { openCycleLog } from '../core/cycle-log.ts';
 import { BindFailed, checkBindable } from '../core/bind-check.ts';
 import { coreSettings } from '../core/modules/core.ts';
@@ -81,7 +81,9 @@ export class Master {
     } catch (err) {
       for (const w of this.workers) { w.retiring = true; void w.worker.terminate(); }
       const text = err instanceof BindFailed ? err.message : describeStartError(err);
-      if (!(err instanceof BindFailed)) this.log.emerg(text);
+      // a configuration error at its own level (init_by_lua's are [error], as in OpenResty)
+      const level = err instanceof ConfError ? LogLevel[err.level as keyof typeof LogLevel] ?? LogLevel.emerg : LogLevel.emerg;
+      if (!(err instanceof BindFailed)) this.log.log(level, text);
       this.opts.onReady?.(text);
       return false;
     }
@@ -193,7 +195,7 @@ export class Master {
     let cycle: Cycle;
     let log: ErrorLog;
     try {
-      cycle = Cycle.load(modules, { paths: this.cycle.paths, globals: this.opts.globals, onWarning: (w) => this.log.warn(w.text) });
+      cycle = Cycle.load(modules, { paths: this.cycle.paths, globals: this.opts.globals, onWarning: (w) => this.log.log(w.level === 'alert' ? LogLevel.alert : LogLevel.warn, w.text) });
       log = openCycleLog(cycle, this.opts.defaultErrorLog);
     } catch (err) {
       if (!(err instanceof ConfError)) throw err;

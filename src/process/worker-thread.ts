@@ -56,7 +56,7 @@ export function spawnWorker(id: number, data: WorkerStart): Promise<WorkerSlot> 
   return new Promise<WorkerSlot>((resolve, reject) => {
     const onMessage = (m: WorkerMessage) => {
       if (m.type === 'ready') { cleanup(); resolve(slot); }
-      if (m.type === 'failed') { cleanup(); void worker.terminate(); reject(new ConfError(m.error)); }
+      if (m.type === 'failed') { cleanup(); void worker.terminate(); reject(new ConfError(m.error, undefined, undefined, m.level)); }
     };
     const onExit = (code: number) => {
       cleanup();

@@ -64,8 +64,13 @@ class Generation implements WorkerRuntime {
 
   /** The generation is done (drained, or never committed): modules release their files, then its error log closes. */
   close(): void {
-    for (const fn of this.closeHooks.splice(0)) fn();
+    this.release();
     this.log.close();
+  }
+
+  /** The modules release what they hold (their close hooks, once), the error log staying open. */
+  release(): void {
+    for (const fn of this.closeHooks.splice(0)) fn();
   }
 
   accept(key: string, socket: net.Socket): void {
@@ -266,6 +271,8 @@ async function stop(how: 'quit' | 'stop'): Promise<never> {
     for (const g of live) g.destroy();
   }
   log?.notice('exiting');
+  // nginx's exit_process hooks (exit_worker_by_lua) run before its last "exit"
+  for (const g of live) g.release();
   log?.notice('exit');
   process.exit(0);
 }
@@ -284,7 +291,7 @@ async function handle(msg: MasterMessage): Promise<void> {
         post({ type: 'prepared' });
       } catch (err) {
         dropPending();
-        post({ type: 'failed', error: errorText(err) });
+        post({ type: 'failed', error: errorText(err), level: err instanceof ConfError ? err.level : undefined });
       }
       return;
     case 'commit':
@@ -331,7 +338,7 @@ async function main(): Promise<void> {
     });
     post({ type: 'ready' });
   } catch (err) {
-    post({ type: 'failed', error: errorText(err) });
+    post({ type: 'failed', error: errorText(err), level: err instanceof ConfError ? err.level : undefined });
   }
 }
 

@@ -26,7 +26,7 @@ import { internalRedirect, logSubrequest, namedLocation } from '../phases.ts';
 import type { HttpRequest } from '../request.ts';
 import { readRequestBody, requestBodyOf } from '../request-body.ts';
 import { endBody, sendBody, sendHeader } from '../response.ts';
-import { createSubrequest } from '../subrequest.ts';
+import { createSubrequest, mainRequest } from '../subrequest.ts';
 
 type Value = ComplexValue<HttpRequest>;
 
@@ -312,6 +312,27 @@ export const echoModule: HttpModule = {
     get: (r) => {
       const from = (r.ctx.get(TIMER) as number | undefined) ?? r.startMs;
       return ((Date.now() - from) / 1000).toFixed(3);
+    },
+  }, {
+    name: 'echo_request_method', noCache: true, get: (r) => r.method,
+  }, {
+    name: 'echo_client_request_method', noCache: true, get: (r) => mainRequest(r).method,
+  }, {
+    name: 'echo_request_uri', noCache: true, get: (r) => r.uri,
+  }, {
+    name: 'echo_request_body', noCache: true,
+    get: (r) => {
+      const b = requestBodyOf(r);
+      return b && b.file === undefined ? Buffer.concat(b.bufs).toString('latin1') : undefined;
+    },
+  }, {
+    // the client's request line and header lines as they came (the main request's)
+    name: 'echo_client_request_headers', noCache: true,
+    get: (r) => {
+      const m = mainRequest(r);
+      let s = `${m.rawRequestLine ?? ''}\r\n`;
+      for (let i = 0; i < m.headersIn.length; i += 2) s += `${m.headersIn[i]}: ${m.headersIn[i + 1]}\r\n`;
+      return `${s}\r\n`;
     },
   }],
   postconfiguration(http) {

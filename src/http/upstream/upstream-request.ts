@@ -17,6 +17,7 @@ import { DONE } from '../http-conf.ts';
 import { finalize } from '../phases.ts';
 import { requestLog } from '../request-log.ts';
 import { terminate } from '../request-body.ts';
+import { mainRequest } from '../subrequest.ts';
 import type { UpstreamDerived, UpstreamLoc } from './conf.ts';
 import { FT } from './conf.ts';
 import type { ClientWatcher } from './client-watch.ts';
@@ -134,6 +135,10 @@ export class UpstreamRequest<C extends UpstreamLoc = UpstreamLoc, D extends Upst
 
   clientClosed(): void {
     if (this.finished || this.r.sink.finished) return;
+    // a subrequest made after the main response ended (ngx.eof, then ngx.location.capture) runs on:
+    // nginx no longer reads the connection for it, so it never sees the client go
+    const main = mainRequest(this.r);
+    if (main !== this.r && main.sink.finished) return;
     this.forget();
     if (this.conf.ignoreClientAbort && !this.settled) return;
     this.log('info', this.conn ? 'client prematurely closed connection, so upstream connection is closed too' : 'client prematurely closed connection',

@@ -7,6 +7,7 @@ import type { LuaBridge } from '../../../lua/bridge.ts';
 import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import type { RequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
+import { mainErrorLog } from '../../../core/error-log.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 
@@ -50,9 +51,10 @@ export function pushList(bridge: LuaBridge, L: number, list: ReadonlyArray<strin
   }
 }
 
-function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string | boolean>; truncated: boolean }): number {
+function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string | boolean>; truncated: boolean }, max?: number): number {
   pushList(bridge, L, res.list);
   if (!res.truncated) return 1;
+  if (max !== undefined) mainErrorLog().debug(`lua hit query args limit ${max}`);
   bridge.pushString(L, 'truncated');
   return 2;
 }
@@ -144,22 +146,20 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     uri_args_list(L: number) {
       const r = req();
-      return pushListResult(bridge, L, parseArgs(r.args, bridge.toInteger(L, 1) ?? 100));
+      const max = bridge.toInteger(L, 1) ?? 100;
+      return pushListResult(bridge, L, parseArgs(r.args, max), max);
     },
     post_args_list(L: number) {
       const r = req();
       const b = requestBodyOf(r);
-      if (!b) {
-        bridge.pushNil(L);
-        bridge.pushString(L, 'request body not read yet');
-        return 2;
-      }
+      if (!b) throw new LuaError('no request body found; maybe you should turn on lua_need_request_body?', 2);
       if (b.file !== undefined) {
         bridge.pushNil(L);
         bridge.pushString(L, 'request body in temp file not supported');
         return 2;
       }
-      return pushListResult(bridge, L, parseArgs(bodyText(r) ?? '', bridge.toInteger(L, 1) ?? 100));
+      const max = bridge.toInteger(L, 1) ?? 100;
+      return pushListResult(bridge, L, parseArgs(bodyText(r) ?? '', max), max);
     },
     read_body(_L: number) {
       const ctx = requestContext(rt);

@@ -245,8 +245,12 @@ export function sharedLibrary(rt: LuaRuntime, sizes: Map<string, number>): Recor
       if (bad) return fail(L, bad);
       const by = bridge.toNumber(L, 3);
       if (by === undefined) throw new LuaError('bad "value" argument', 2);
-      const init = bridge.toNumber(L, 4);
-      const initTtl = bridge.toNumber(L, 5) ?? 0;
+      // lua-resty-core's checks: a string that reads as a number is one, anything else is refused
+      const init = bridge.toBoolean(L, 4) ? bridge.toNumber(L, 4) : undefined;
+      if (bridge.toBoolean(L, 4) && init === undefined) throw new LuaError(`bad init arg: number expected, got ${bridge.typeName(L, 4)}`, 2);
+      const initTtl = bridge.type(L, 5) === T.NIL || bridge.type(L, 5) === T.NONE ? 0 : bridge.toNumber(L, 5);
+      if (initTtl === undefined) throw new LuaError(`bad init_ttl arg: number expected, got ${bridge.typeName(L, 5)}`, 2);
+      if (initTtl < 0) throw new LuaError('bad "init_ttl" argument', 2);
       return locked(dict, (now) => {
         const slot = dict.find(key!, now);
         if (slot === 0) {

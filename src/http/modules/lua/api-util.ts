@@ -5,11 +5,30 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { finishOutput, flushOutput, headStarted, startHead } from './output.ts';
+import { buffering, finishOutput, flushOutput, headStarted, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
+import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
+
+/**
+ * The other types of ngx.escape_uri(s, type), nginx 1.22's ngx_escape_uri sets (0 uri, 1 args,
+ * 3 html, 4 refresh, 5 memcached; 6 escapes as 5 does with Debian's nginx): control bytes, these,
+ * and (but for 5 and 6) DEL and bytes over 0x7f.
+ */
+const ESCAPE_SETS: Record<number, string> = { 0: ' #%?', 1: ' #%+?', 3: ' "#%\'', 4: ' "\'', 5: ' %', 6: ' %' };
+
+function escapeAs(type: number, s: string): string {
+  const set = ESCAPE_SETS[type];
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const escape = c < 0x20 || set.includes(s[i]) || (type < 5 && c >= 0x7f);
+    out += escape ? '%' + c.toString(16).toUpperCase().padStart(2, '0') : s[i];
+  }
+  return out;
+}
 
 /** ngx.escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */
 export function escapeUriComponent(s: string): string {
@@ -51,15 +70,30 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       const ctx = currentContext(rt);
       if (!ctx) throw new LuaError('API disabled in the context of init_by_lua*');
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter', 'init_worker']);
+      const n = bridge.api.lua_gettop(L);
+      if (n !== 1) throw new LuaError(`attempt to pass ${n} arguments, but accepted 1`);
       const seconds = bridge.toNumber(L, 1);
-      if (seconds === undefined || seconds < 0) throw new LuaError('invalid sleep duration "' + (bridge.toString(L, 1) ?? '') + '"');
-      return bridge.suspend(new Promise((resolve) => setTimeout(resolve, seconds * 1000)));
+      if (seconds === undefined) throw new LuaError(`bad argument #1 to 'sleep' (number expected, got ${bridge.typeName(L, 1)})`);
+      // whole milliseconds, as OpenResty's timer takes them
+      const delay = Math.trunc(seconds * 1000);
+      if (delay < 0) throw new LuaError(`invalid sleep duration "${delay}"`);
+      const r = ctx.r;
+      if (r) requestLog(r).debug(`lua ready to sleep for ${delay} ms`);
+      return bridge.suspend(new Promise((resolve) => setTimeout(() => {
+        if (r) requestLog(r).debug(`lua sleep timer expired: "${r.uri}?${r.args}"`);
+        resolve(undefined);
+      }, delay)));
     },
     flush(L: number) {
       const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
       if (ctx.eof || ctx.r.finished) return ok(L);
+      if (buffering(ctx.r)) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'buffering');
+        return 2;
+      }
       const wait = flushOutput(ctx.r);
       // ngx.flush(true) waits until the client took it all
       if (wait && bridge.toBoolean(L, 1)) return bridge.suspend(wait, ok);
@@ -94,7 +128,15 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     get_phase(L: number) {
       return ret(L, currentContext(rt)?.phase ?? 'init');
     },
-    escape_uri: (L: number) => ret(L, escapeUriComponent(str(L, 1, 'escape_uri'))),
+    escape_uri(L: number) {
+      const s = bridge.type(L, 1) === T.NIL || bridge.type(L, 1) === T.NONE ? '' : str(L, 1, 'escape_uri');
+      const t = bridge.type(L, 2);
+      if (t === T.NIL || t === T.NONE) return ret(L, escapeUriComponent(s));
+      const type = bridge.toNumber(L, 2);
+      if (t !== T.NUMBER || type === undefined) throw new LuaError('"type" is not a number', 0);
+      if (type < 0 || type > 6) throw new LuaError(`"type" ${bridge.toString(L, 2)} out of range`, 0);
+      return ret(L, type === 2 ? escapeUriComponent(s) : escapeAs(Math.trunc(type), s));
+    },
     unescape_uri: (L: number) => ret(L, unescapeArg(str(L, 1, 'unescape_uri'))),
     encode_args(L: number) {
       if (bridge.type(L, 1) !== T.TABLE) throw new LuaError(`bad argument #1 to 'encode_args' (table expected, got ${bridge.typeName(L, 1)})`);
@@ -130,10 +172,17 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     crc32_short: (L: number) => (bridge.pushInteger(L, zlib.crc32(bin(L, 1, 'crc32_short'))), 1),
     crc32_long: (L: number) => (bridge.pushInteger(L, zlib.crc32(bin(L, 1, 'crc32_long'))), 1),
     encode_base64(L: number) {
-      const s = bin(L, 1, 'encode_base64').toString('base64');
+      // lua-resty-core's: nil and false are "", true is "true" (other types are refused here)
+      const t = bridge.type(L, 1);
+      const input = t === T.NIL || t === T.NONE || t === T.BOOLEAN
+        ? Buffer.from(bridge.toBoolean(L, 1) ? 'true' : '', 'latin1') : bin(L, 1, 'encode_base64');
+      const noPad = bridge.type(L, 2);
+      if (noPad !== T.NIL && noPad !== T.NONE && noPad !== T.BOOLEAN) throw new LuaError(`bad no_padding: boolean expected, got ${bridge.typeName(L, 2)}`);
+      const s = input.toString('base64');
       return ret(L, bridge.toBoolean(L, 2) ? s.replace(/=+$/, '') : s);
     },
     decode_base64(L: number) {
+      if (bridge.type(L, 1) !== T.STRING) throw new LuaError('string argument only');
       const s = str(L, 1, 'decode_base64');
       // nginx's ngx_decode_base64: the alphabet, optional padding, no stray length
       if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.replace(/=+$/, '').length % 4 === 1) {

@@ -233,6 +233,15 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       id: (L: number) => (bridge.pushInteger(L, rt.workerId), 1),
       count: (L: number) => (bridge.pushInteger(L, rt.workerCount), 1),
       pid: (L: number) => (bridge.pushInteger(L, process.pid), 1),
+      // workers are threads of one process: every worker's pid is this one
+      pids: (L: number) => {
+        api.lua_createtable(L, rt.workerCount, 0);
+        for (let i = 1; i <= rt.workerCount; i++) {
+          bridge.pushInteger(L, process.pid);
+          api.lua_rawseti(L, -2, BigInt(i));
+        }
+        return 1;
+      },
       exiting: (L: number) => (bridge.pushBoolean(L, timers.exiting), 1),
     },
     req: reqLibrary(rt),

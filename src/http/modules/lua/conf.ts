@@ -36,6 +36,8 @@ export interface LuaLocConf {
   checkClientAbort?: boolean;
   /** lua_use_default_type (default on). */
   useDefaultType?: boolean;
+  /** lua_http10_buffering (default on): an HTTP/1.0 response is held whole and gets a Content-Length. */
+  http10Buffering?: boolean;
   rewrite?: LuaHook;
   access?: LuaHook;
   content?: LuaHook;
@@ -52,6 +54,7 @@ export interface LuaMainConf {
   codeCache?: boolean;
   init?: LuaHook;
   initWorker?: LuaHook;
+  exitWorker?: LuaHook;
   /** `lua_shared_dict name size`: sizes in bytes, by name. */
   sharedDicts: Map<string, number>;
   /** Set when any Lua directive appears: workers then create a VM. */

@@ -52,7 +52,7 @@ function family(name: string, contexts: number, args: Directive['args'], handler
 }
 
 /** An on|off at any level of the location tree. */
-function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType' | 'checkClientAbort'): Directive[] {
+function locFlag(name: string, field: 'needBody' | 'transformUnderscores' | 'useDefaultType' | 'checkClientAbort' | 'http10Buffering'): Directive[] {
   return [{
     name, contexts: IN_LOCATION, args: 'flag',
     handler(cf, node) {
@@ -112,7 +112,7 @@ function readSetByLua(cf: ConfContext, node: ConfNode): void | string {
   });
 }
 
-function initHook(field: 'init' | 'initWorker') {
+function initHook(field: 'init' | 'initWorker' | 'exitWorker') {
   return (cf: ConfContext, node: ConfNode): void | string => {
     const conf = luaMainOf(cf);
     if (conf[field] !== undefined) return 'is duplicate';
@@ -124,14 +124,18 @@ function initHook(field: 'init' | 'initWorker') {
 function runInit(rt: LuaRuntime, conf: LuaMainConf): void {
   const hook = conf.init;
   if (!hook) return;
+  // OpenResty logs these at [error] (and nginx does not start)
+  const what = hook.file === undefined ? 'init_by_lua error' : 'init_by_lua_file error';
   const chunk = rt.chunk(hook);
-  if (typeof chunk === 'string') throw new ConfError(chunk);
+  if (typeof chunk === 'string') {
+    throw new ConfError(`${what}: ${chunk.replace(/^failed to load (inlined Lua code|external Lua file "[^"]*"): /, '')}`, undefined, undefined, 'error');
+  }
   const { bridge } = rt.vm;
   bridge.pushRef(bridge.L, chunk);
   try {
     bridge.call(bridge.L, 0, 0);
   } catch (e) {
-    throw new ConfError(`init_by_lua error: ${(e as Error).message}`);
+    throw new ConfError(`${what}: ${(e as Error).message}`, undefined, undefined, 'error');
   }
 }
 
@@ -141,6 +145,15 @@ async function runInitWorker(rt: LuaRuntime, conf: LuaMainConf): Promise<void> {
   const ctx: HookContext = { runtime: rt, r: undefined, phase: 'init_worker' };
   const outcome = await rt.run(hook, ctx);
   if (!outcome.ok && ctx.exit === undefined) rt.logFailure(ctx, outcome);
+}
+
+/** exit_worker_by_lua as the worker's configuration is let go (it cannot wait, as in OpenResty). */
+function runExitWorker(rt: LuaRuntime, conf: LuaMainConf): void {
+  const hook = conf.exitWorker;
+  if (!hook) return;
+  const ctx: HookContext = { runtime: rt, r: undefined, phase: 'exit_worker' };
+  const outcome = rt.run(hook, ctx);
+  if (!(outcome instanceof Promise) && !outcome.ok && ctx.exit === undefined) rt.logFailure(ctx, outcome);
 }
 
 export const luaModule: HttpModule = {
@@ -160,6 +173,7 @@ export const luaModule: HttpModule = {
     }).filter((d) => d.name !== 'balancer_by_lua'),
     ...family('init_by_lua', Ctx.HTTP, 1, initHook('init')),
     ...family('init_worker_by_lua', Ctx.HTTP, 1, initHook('initWorker')),
+    ...family('exit_worker_by_lua', Ctx.HTTP, 1, initHook('exitWorker')),
     {
       name: 'lua_package_path', contexts: Ctx.HTTP, args: 1,
       handler(cf, node) {
@@ -178,11 +192,15 @@ export const luaModule: HttpModule = {
     },
     {
       name: 'lua_code_cache', contexts: IN_LOCATION, args: 'flag',
-      handler(cf, node) { luaMainOf(cf).codeCache = flagArg(cf, node.args[0]); },
+      handler(cf, node) {
+        luaMainOf(cf).codeCache = flagArg(cf, node.args[0]);
+        if (!luaMainOf(cf).codeCache) cf.warn('lua_code_cache is off; this will hurt performance', true, 'alert');
+      },
     },
     ...locFlag('lua_need_request_body', 'needBody'),
     ...locFlag('lua_transform_underscores_in_response_headers', 'transformUnderscores'),
     ...locFlag('lua_use_default_type', 'useDefaultType'),
+    ...locFlag('lua_http10_buffering', 'http10Buffering'),
     ...locFlag('lua_check_client_abort', 'checkClientAbort'),
     mainSetting('lua_max_pending_timers', (conf, cf, v) => { conf.maxPendingTimers = count(cf, v); }),
     mainSetting('lua_max_running_timers', (conf, cf, v) => { conf.maxRunningTimers = count(cf, v); }),
@@ -190,7 +208,7 @@ export const luaModule: HttpModule = {
     mainSetting('access_by_lua_no_postpone', (conf, cf, v) => { conf.accessNoPostpone = flagArg(cf, v); }),
     ...socketDirectives(luaMainOf),
     // accepted: regex limits are not there yet (docs/lua.md)
-    ...['lua_socket_send_lowat', 'lua_http10_buffering', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
+    ...['lua_socket_send_lowat', 'lua_regex_cache_max_entries', 'lua_regex_match_limit']
       .map((name): Directive => ({ name, contexts: IN_LOCATION, args: 1, handler(cf) { luaMainOf(cf); } })),
     {
       name: 'lua_shared_dict', contexts: Ctx.HTTP, args: 2,
@@ -230,6 +248,7 @@ export const luaModule: HttpModule = {
     setRuntime(http, rt);
     worker.onShutdown(() => timers!.expire());
     worker.onClose(() => {
+      runExitWorker(rt, conf);
       closeIdle();
       rt.close();
     });

@@ -4,6 +4,7 @@
 local host = ...
 local type, select, error, pcall, xpcall = type, select, error, pcall, xpcall
 local setmetatable, rawget, getinfo, concat = setmetatable, rawget, debug.getinfo, table.concat
+local format, floor, next = string.format, math.floor, next
 local gsub, lower, pack = string.gsub, string.lower, table.pack
 
 local ngx = {}
@@ -78,30 +79,45 @@ _G.print = function(...) log_at(ngx.NOTICE, 'print', ...) end
 
 -- ---- output ----
 local write = host.write
-local function flatten(v, out)
-  local t = type(v)
-  if t == 'table' then
-    for i = 1, #v do flatten(v[i], out) end
-  elseif t == 'string' or t == 'number' then
-    out[#out + 1] = tostring(v)
-  elseif v == nil then
-    out[#out + 1] = 'nil'
-  elseif t == 'boolean' then
-    out[#out + 1] = v and 'true' or 'false'
-  elseif v == ngx.null then
-    out[#out + 1] = 'null'
-  else
-    error('bad argument to output: ' .. t .. ' not allowed', 3)
+-- ngx_http_lua_output.c's rules: a table must be an array (positive integer keys only; its holes
+-- print as nil), its elements strings, numbers, nil, booleans, ngx.null or such arrays
+local function bad_arg(name, i, msg, depth)
+  error(format("bad argument #%d to '%s' (%s)", i, name, msg), depth + 1)
+end
+local function flatten_table(v, out, name, i, depth)
+  local max = 0
+  for k in next, v do
+    if type(k) ~= 'number' or k < 1 or k ~= floor(k) then bad_arg(name, i, 'non-array table found', depth + 1) end
+    if k > max then max = k end
+  end
+  for j = 1, max do
+    local e = v[j]
+    local t = type(e)
+    if t == 'string' or t == 'number' then out[#out + 1] = tostring(e)
+    elseif e == nil then out[#out + 1] = 'nil'
+    elseif t == 'boolean' then out[#out + 1] = e and 'true' or 'false'
+    elseif t == 'table' then flatten_table(e, out, name, i, depth + 1)
+    elseif e == ngx.null then out[#out + 1] = 'null'
+    else bad_arg(name, i, 'bad data type ' .. t .. ' found', depth + 1) end
   end
 end
-local function output(newline, ...)
+local function output(name, newline, ...)
   local out = {}
-  for i = 1, select('#', ...) do flatten((select(i, ...)), out) end
+  for i = 1, select('#', ...) do
+    local v = (select(i, ...))
+    local t = type(v)
+    if t == 'string' or t == 'number' then out[#out + 1] = tostring(v)
+    elseif v == nil then out[#out + 1] = 'nil'
+    elseif t == 'boolean' then out[#out + 1] = v and 'true' or 'false'
+    elseif t == 'table' then flatten_table(v, out, name, i, 2)
+    elseif v == ngx.null then out[#out + 1] = 'null'
+    else bad_arg(name, i, 'string, number, boolean, nil, ngx.null, or array table expected, but got ' .. t, 2) end
+  end
   if newline then out[#out + 1] = '\n' end
   return write(concat(out))
 end
-function ngx.print(...) return output(false, ...) end
-function ngx.say(...) return output(true, ...) end
+function ngx.print(...) return output('print', false, ...) end
+function ngx.say(...) return output('say', true, ...) end
 
 -- ---- ngx.var, ngx.header, ngx.arg, ngx.ctx, ngx.status ----
 local var_get, var_set = host.var_get, host.var_set
@@ -195,7 +211,7 @@ end
 function ngx.req.get_post_args(max)
   local list, err = host.req.post_args_list(max or 100)
   if not list then return nil, err end
-  return args_table(list)
+  return args_table(list), err
 end
 function ngx.req.set_uri(uri, jump)
   if host.req.set_uri(uri, jump) then error(EXIT, 0) end
@@ -307,6 +323,15 @@ do
     local r = threads[id].result
     threads[id] = nil
     return unpack(r, 1, r.n)
+  end
+  -- a light thread is a table here: coroutine.status answers for it as OpenResty's does for its
+  -- coroutine (running until it ends, zombie until waited for, then dead)
+  local co_status = coroutine.status
+  function coroutine.status(co)
+    if getmetatable(co) ~= thread_mt then return co_status(co) end
+    local t = threads[co.id]
+    if not t then return 'dead' end
+    return t.result and 'zombie' or 'running'
   end
   function ngx.thread.kill(t)
     if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end

@@ -12,6 +12,7 @@ import { contentTypeFor } from '../../core/types.ts';
 import type { HttpRequest } from '../../request.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { luaLoc } from './conf.ts';
+import { requestLog } from '../../request-log.ts';
 
 /** nginx's postpone_output default. */
 const POSTPONE = 1460;
@@ -19,6 +20,8 @@ const POSTPONE = 1460;
 interface Output {
   pending: Buffer[];
   size: number;
+  /** lua_http10_buffering: the whole body is held (decided at the first output). */
+  buffering?: boolean;
 }
 
 const outputs = new WeakMap<HttpRequest, Output>();
@@ -33,7 +36,8 @@ function outputOf(r: HttpRequest): Output {
 /** Status and Content-Type before the head, as ngx_http_lua_send_header_if_needed sets them. */
 function prepareHeader(r: HttpRequest): void {
   if (!r.status) r.status = 200;
-  if (r.contentType === undefined && r.level.get(luaLoc).useDefaultType !== false) r.contentType = contentTypeFor(r);
+  // a 304 gets no default Content-Type (ngx_http_lua_set_content_type)
+  if (r.contentType === undefined && r.status !== 304 && r.level.get(luaLoc).useDefaultType !== false) r.contentType = contentTypeFor(r);
 }
 
 /** Whether the response head counts as sent for Lua (written, or output is waiting to be). */
@@ -67,9 +71,16 @@ function withHead<T>(r: HttpRequest, then: () => T): T | Promise<Awaited<T>> {
   return sent ? sent.then(then) as Promise<Awaited<T>> : then();
 }
 
+/** Whether an HTTP/1.0 response is being held whole (ngx.flush is then a no-op, as OpenResty logs). */
+export function buffering(r: HttpRequest): boolean {
+  if (outputs.get(r)?.buffering !== true) return false;
+  requestLog(r).debug('lua http 1.0 buffering makes ngx.flush() a no-op');
+  return true;
+}
+
 /** Sends the head and what is waiting (ngx.flush); a promise when the writer must wait. */
 export function flushOutput(r: HttpRequest): Promise<void> | undefined {
-  outputOf(r);
+  if (outputOf(r).buffering) return undefined;
   const send = (): Promise<void> | undefined => {
     const data = takePending(r);
     if (data === undefined || r.method === 'HEAD') return undefined;
@@ -81,22 +92,30 @@ export function flushOutput(r: HttpRequest): Promise<void> | undefined {
 /** ngx.send_headers: the head counts as sent and goes out with the first output or the end. */
 export function startHead(r: HttpRequest): void {
   prepareHeader(r);
-  outputOf(r);
+  outputOf(r).buffering ??= false;
 }
 
 /** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
 export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undefined {
   const out = outputOf(r);
+  // OpenResty holds an HTTP/1.0 response whole to give it a Content-Length (lua_http10_buffering)
+  out.buffering ??= !r.headerSent && r.head.version < 1001 && r.contentLength === undefined
+    && r.level.get(luaLoc).http10Buffering !== false;
   if (data.length) {
     out.pending.push(data);
     out.size += data.length;
+  }
+  if (out.buffering) {
+    requestLog(r).debug('lua buffering output bufs for the HTTP 1.0 request');
+    return undefined;
   }
   return out.size >= POSTPONE ? flushOutput(r) : undefined;
 }
 
 /** Ends the response: the head if still held, what is waiting, and the end of the body. */
 export function finishOutput(r: HttpRequest): Promise<void> | undefined {
-  outputOf(r);
+  const out = outputOf(r);
+  if (out.buffering && !r.headerSent) r.contentLength = out.size;
   const rc = withHead(r, () => {
     const data = takePending(r);
     endBody(r, r.method === 'HEAD' ? undefined : data);

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
 import { abortedMessage } from '../../../lua/coroutine.ts';
 import type { LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
-import { DEFAULT_PACKAGE_CPATH, DEFAULT_PACKAGE_PATH } from '../../../lua/package.ts';
+import { pathsFromEnv } from '../../../lua/package.ts';
 import { LuaVm } from '../../../lua/vm.ts';
 import type { LuaChunk } from '../../../lua/vm.ts';
 import { pushValue } from '../../../lua/convert.ts';
@@ -74,9 +74,12 @@ export class LuaRuntime {
     host: (rt: LuaRuntime) => Record<string, unknown>): Promise<LuaRuntime> {
     const vm = await LuaVm.create({ print: (line) => mainErrorLog().notice(`[lua] ${line}`) });
     const rt = new LuaRuntime(vm, conf, workerId, workerCount, prefix);
+    // OpenResty's VM is made while nginx reads its configuration, before the `env` directive
+    // clears the environment: LUA_PATH and LUA_CPATH count whatever `env` says
+    const defaults = pathsFromEnv(process.env.LUA_PATH, process.env.LUA_CPATH);
     vm.setPackagePath(
-      conf.packagePath === undefined ? DEFAULT_PACKAGE_PATH : expandPackagePath(conf.packagePath, DEFAULT_PACKAGE_PATH, prefix),
-      conf.packageCpath === undefined ? DEFAULT_PACKAGE_CPATH : expandPackagePath(conf.packageCpath, DEFAULT_PACKAGE_CPATH, prefix));
+      conf.packagePath === undefined ? defaults.path : expandPackagePath(conf.packagePath, defaults.path, prefix),
+      conf.packageCpath === undefined ? defaults.cpath : expandPackagePath(conf.packageCpath, defaults.cpath, prefix));
     const { bridge } = vm;
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
@@ -176,6 +179,7 @@ export class LuaRuntime {
     const { bridge } = this.vm;
     const { L } = bridge;
     for (const id of ids) {
+      requestLog(r).debug(`lua release ngx.ctx at ref ${id}`);
       bridge.pushRef(L, this.releaseCtx);
       bridge.pushInteger(L, id);
       bridge.call(L, 1, 0);
@@ -199,9 +203,16 @@ function openFailure(e: unknown): string {
   return code && words[code] ? `: ${words[code]}` : '';
 }
 
+/** nginx's "while …" for a hook's lines: the phase's, or the main request's after ngx.eof (its last buffer went to the writer). */
+function logAction(ctx: HookContext): string | undefined {
+  if (ctx.phase === 'log') return 'logging request';
+  if (ctx.phase === 'balancer') return 'connecting to upstream';
+  return ctx.eof && !ctx.r!.parent ? 'sending to client' : undefined;
+}
+
 /** Logs for the hook's request (with nginx's context), or for a timer (`context: ngx.timer`), or the main log. */
 export function logFor(ctx: HookContext | undefined, level: number, text: string): void {
-  if (ctx?.r) requestLog(ctx.r, ctx.phase === 'log' ? 'logging request' : ctx.phase === 'balancer' ? 'connecting to upstream' : undefined).log(level, text);
+  if (ctx?.r) requestLog(ctx.r, logAction(ctx)).log(level, text);
   else if (ctx?.phase === 'timer') mainErrorLog().log(level, `${text}, context: ngx.timer${ctx.origin ?? ''}`);
   else mainErrorLog().log(level, text);
 }
@@ -219,7 +230,9 @@ export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: Ht
 /** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
 export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
   // balancer_by_lua cannot wait nor answer: refused wherever set_by_lua is
-  if (phases.includes(ctx.phase === 'balancer' ? 'set' : ctx.phase)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
+  // exit_worker_by_lua cannot wait either: refused wherever init_worker_by_lua is
+  const as = ctx.phase === 'balancer' ? 'set' : ctx.phase === 'exit_worker' ? 'init_worker' : ctx.phase;
+  if (phases.includes(as)) throw new LuaError(`API disabled in the context of ${phaseName(ctx.phase)}`, level);
 }
 
 /** How OpenResty names a phase in "API disabled in the context of …". */
