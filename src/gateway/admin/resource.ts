@@ -146,6 +146,22 @@ export class Resource {
     return { id: this.def.identity ? this.def.identity(copy, id) : id };
   }
 
+  /**
+   * The collection's own checker alone (no id rules, no forbidden
+   * timestamps), as `/configs/validate` runs it on each item.
+   */
+  async checkItem(conf: unknown, ctx: AdminContext, subPath = ''): Promise<string | undefined> {
+    if (!isObject(conf)) return 'invalid configuration: wrong type: expected object, got ' + (Array.isArray(conf) ? 'table' : typeof conf);
+    const copy = structuredClone(conf);
+    const id = copy.id === undefined ? undefined : String(copy.id);
+    const pre = this.def.preCheck?.(copy, id);
+    if (pre) return pre;
+    const schema = this.def.schemaFor ? this.def.schemaFor(id, ctx) : this.def.schema;
+    const schemaErr = schema && validate(schema, copy);
+    if (schemaErr) return `invalid configuration: ${schemaErr}`;
+    return await this.def.check?.(copy, ctx, id, subPath);
+  }
+
   /** Plugin secret fields (and the collection's own secrets) encrypted, as stored and as PUT/POST/PATCH answer. */
   private seal(conf: Conf, ctx: AdminContext): void {
     const k = ctx.keyring;

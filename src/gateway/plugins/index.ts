@@ -12,6 +12,7 @@ import { limitConn } from './limit-conn.ts';
 import { limitReq } from './limit-req.ts';
 import { consumerRestriction } from './consumer-restriction.ts';
 import { cors } from './cors.ts';
+import { examplePlugin } from './example-plugin.ts';
 import { ipRestriction } from './ip-restriction.ts';
 import { proxyRewrite } from './proxy-rewrite.ts';
 import { realIp } from './real-ip.ts';
@@ -28,6 +29,6 @@ const PENDING: Array<[string, number]> = [
 ];
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
+  basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus, examplePlugin,
   ...PENDING.map(([name, priority]): GatewayPlugin => ({ name, version: 0.1, priority, schema: { type: 'object' } })),
 ];
