@@ -54,6 +54,8 @@ export interface ResourceDef {
   pluginType?: SchemaType;
   /** Encrypts the collection's own secrets before storing (ssls: private keys). */
   encrypt?(conf: Conf, keyring: Keyring): void;
+  /** Decrypts them again, for GET and for PATCH to merge into. */
+  decrypt?(conf: Conf, keyring: Keyring): void;
   /** Runs before PUT writes (credentials: the consumer must exist). */
   beforePut?(key: string, ctx: AdminContext): Promise<AdminResponse | undefined>;
   /** Runs after a DELETE (consumers: their credentials go too). */
@@ -173,7 +175,10 @@ export class Resource {
   /** The stored value with plugin secrets decrypted, as GET answers and PATCH merges into. */
   private open(value: Conf, ctx: AdminContext): Conf {
     const k = ctx.keyring;
-    if (k) ctx.plugins.mapSecrets(value.plugins, this.def.pluginType ?? 'route', (v) => k.decrypt(v));
+    if (k) {
+      ctx.plugins.mapSecrets(value.plugins, this.def.pluginType ?? 'route', (v) => k.decrypt(v));
+      this.def.decrypt?.(value, k);
+    }
     return value;
   }
 
