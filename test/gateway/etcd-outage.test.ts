@@ -3,7 +3,8 @@
  * restarted while etcd is down: the gateway stays up and keeps its last
  * configuration, the Admin API answers 503 with a clear error, the status
  * endpoint still answers; a start with etcd down serves the snapshot the
- * workers saved; etcd back, changes flow again without a restart.
+ * workers saved; etcd back, changes flow again without a restart. Under a
+ * steady stream of proxied requests, etcd going away and coming back fails none.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -94,5 +95,43 @@ describe('etcd outages', { skip: etcdSkip }, () => {
     }
     const got = await gw.admin('GET', '/gateway/admin/routes/r1');
     assert.equal((got.json as { value: { uri: string } }).value.uri, '/changed');
+  });
+  it('etcd stopped and started under load: no data-plane request fails', async () => {
+    assert.equal((await gw.admin('PUT', '/gateway/admin/routes/load', { uri: '/load', upstream })).status, 201);
+    await waitForStatus(gw, (st) => st.workers.every((w) => w.revision === st.store_revision && w.error === undefined));
+    let done = false;
+    let answered = 0;
+    const failures: string[] = [];
+    const client = async () => {
+      while (!done) {
+        try {
+          const r = await fetch(`http://127.0.0.1:${gw.proxyPort}/load`);
+          await r.arrayBuffer();
+          if (r.status === 200) answered++;
+          else failures.push(`status ${r.status}`);
+        } catch (e) {
+          failures.push(String(e));
+        }
+      }
+    };
+    const clients = Array.from({ length: 4 }, client);
+    const waitAnswers = async (n: number) => {
+      const target = answered + n;
+      while (answered < target && failures.length === 0) await new Promise((resolve) => setImmediate(resolve));
+    };
+    await waitAnswers(50);
+    await etcd.stop();
+    await waitForStatus(gw, (st) => st.workers.every((w) => w.error !== undefined));
+    const duringOutage = answered;
+    await waitAnswers(200);
+    assert.ok(answered - duringOutage >= 200 || failures.length > 0);
+    await etcd.start();
+    const rev = await etcd.put('/gateway/routes/after-outage', JSON.stringify({ id: 'after-outage', uri: '/after-outage', upstream }));
+    await waitForStatus(gw, (st) => st.workers.every((w) => w.revision >= rev && w.error === undefined));
+    await waitAnswers(50);
+    done = true;
+    await Promise.all(clients);
+    assert.deepEqual(failures, []);
+    assert.equal((await fetch(`http://127.0.0.1:${gw.proxyPort}/after-outage`)).status, 200);
   });
 });

@@ -6,6 +6,7 @@
  */
 import type { AdminContext, AdminRequest, AdminResponse } from './context.ts';
 import { resources } from './index.ts';
+import { validateConfigs } from './config-validate.ts';
 import { decodeJson } from './json-body.ts';
 import { pluginSchema, pluginsList, pluginsReload, resourceSchema, validateAgainst } from './plugins-api.ts';
 import type { Method } from './resource.ts';
@@ -85,9 +86,18 @@ export async function handleAdmin(ctx: AdminContext, req: AdminRequest): Promise
     res = 'credentials';
     id = segs[6];
   }
+  if (res === 'secrets' && id !== undefined && segs.length <= 5 && (req.method === 'PATCH' || req.method === 'DELETE')) {
+    // `/secrets/vault`: the manager without the secret's id
+    return { status: 400, body: { error_msg: req.method === 'PATCH' ? 'no secret id' : 'missing secret id' }, apiVersion: true };
+  }
   if (res === 'secrets' && id !== undefined && segs.length > 5) {
     id = `${id}/${segs[5]}`;
     subPath = segs.slice(6).join('/');
+  }
+  if (res === 'configs' && id === 'validate' && segs.length === 5) {
+    const body = bodyOf(req);
+    if (!('value' in body)) return body;
+    return validateConfigs(ctx, req.method, body.value, req.bodyLength);
   }
   const resource = resources[res];
   if (!resource && res !== 'plugins' && res !== 'schema') return { status: 404, body: { error_msg: `Unsupported resource type: ${res}` } };

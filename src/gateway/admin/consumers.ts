@@ -18,7 +18,7 @@ export const consumers = defineResource({
       const dup = await duplicateKey(ctx, conf.plugins as Record<string, unknown>, conf.username as string);
       if (dup) return dup;
     }
-    if (conf.group_id !== undefined && !await ctx.store.get(`${ctx.settings.keyPrefix}/consumer_groups/${conf.group_id}`)) {
+    if (conf.group_id !== undefined && !ctx.skipReferences && !await ctx.store.get(`${ctx.settings.keyPrefix}/consumer_groups/${conf.group_id}`)) {
       return `failed to fetch consumer group info by consumer group id [${conf.group_id}], response code: 404`;
     }
     return undefined;

@@ -53,6 +53,8 @@ export interface AdminContext {
   keyring: Keyring | undefined;
   /** Epoch seconds (create_time/update_time). */
   now(): number;
+  /** Checks skip references to other objects (`/configs/validate`: APISIX's skip_references_check). */
+  skipReferences?: boolean;
 }
 
 export const notFound = (): AdminResponse => ({ status: 404, body: { message: 'Key not found' }, apiVersion: true });

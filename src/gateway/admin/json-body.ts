@@ -11,10 +11,38 @@ const V8_TO_CJSON: Array<[RegExp, string]> = [
   [/^Unexpected non-whitespace character after JSON/, 'Expected the end but found invalid token'],
 ];
 
+/**
+ * cjson takes control characters (a newline, a tab) inside a string as
+ * they are; JSON.parse refuses them. They are escaped first, only inside
+ * strings, so a proto's multi-line `content` decodes as in APISIX.
+ */
+function escapeControlsInStrings(text: string): string {
+  if (!/[\u0000-\u001f]/.test(text)) return text;
+  let out = '';
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === '\\') { out += c + (text[i + 1] ?? ''); i++; continue; }
+      if (c === '"') inString = false;
+      const code = c.charCodeAt(0);
+      out += code < 0x20 ? `\\u${code.toString(16).padStart(4, '0')}` : c;
+      continue;
+    }
+    if (c === '"') inString = true;
+    out += c;
+  }
+  return out;
+}
+
 export function decodeJson(text: string): { value: unknown } | { error: string } {
   try {
     return { value: JSON.parse(text) };
   } catch (e) {
+    const escaped = escapeControlsInStrings(text);
+    if (escaped !== text) {
+      try { return { value: JSON.parse(escaped) }; } catch { /* the original's error below */ }
+    }
     const msg = (e as Error).message;
     const pos = /at position (\d+)/.exec(msg);
     const at = pos ? Number(pos[1]) + 1 : text.length + 1;

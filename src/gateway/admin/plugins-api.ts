@@ -34,7 +34,8 @@ export function pluginSchema(ctx: AdminContext, method: string, name: string | u
     for (const n of ctx.plugins.names()) {
       const p = ctx.plugins.get(n)!;
       all[n] = { schema: ctx.plugins.schemaOf(n, 'route'), priority: p.priority, version: p.version, ...(p.type ? { type: p.type } : {}),
-        ...(p.consumerSchema ? { consumer_schema: p.consumerSchema } : {}) };
+        ...(p.consumerSchema ? { consumer_schema: ctx.plugins.schemaOf(n, 'consumer') } : {}),
+        ...(p.metadataSchema ? { metadata_schema: p.metadataSchema } : {}) };
     }
     return json(200, all);
   }

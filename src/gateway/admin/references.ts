@@ -9,7 +9,7 @@ import type { AdminContext } from './context.ts';
 
 /** `failed to fetch <what> info by <what> id [<id>], response code: 404`, or undefined when it exists. */
 export async function mustExist(ctx: AdminContext, dir: string, what: string, id: unknown): Promise<string | undefined> {
-  if (id === undefined) return undefined;
+  if (id === undefined || ctx.skipReferences) return undefined;
   const kv = await ctx.store.get(`${ctx.settings.keyPrefix}/${dir}/${id}`);
   return kv ? undefined : `failed to fetch ${what} info by ${what} id [${id}], response code: 404`;
 }

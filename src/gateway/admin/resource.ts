@@ -54,6 +54,8 @@ export interface ResourceDef {
   pluginType?: SchemaType;
   /** Encrypts the collection's own secrets before storing (ssls: private keys). */
   encrypt?(conf: Conf, keyring: Keyring): void;
+  /** Decrypts them again, for GET and for PATCH to merge into. */
+  decrypt?(conf: Conf, keyring: Keyring): void;
   /** Runs before PUT writes (credentials: the consumer must exist). */
   beforePut?(key: string, ctx: AdminContext): Promise<AdminResponse | undefined>;
   /** Runs after a DELETE (consumers: their credentials go too). */
@@ -146,6 +148,22 @@ export class Resource {
     return { id: this.def.identity ? this.def.identity(copy, id) : id };
   }
 
+  /**
+   * The collection's own checker alone (no id rules, no forbidden
+   * timestamps), as `/configs/validate` runs it on each item.
+   */
+  async checkItem(conf: unknown, ctx: AdminContext, subPath = ''): Promise<string | undefined> {
+    if (!isObject(conf)) return 'invalid configuration: wrong type: expected object, got ' + (Array.isArray(conf) ? 'table' : typeof conf);
+    const copy = structuredClone(conf);
+    const id = copy.id === undefined ? undefined : String(copy.id);
+    const pre = this.def.preCheck?.(copy, id);
+    if (pre) return pre;
+    const schema = this.def.schemaFor ? this.def.schemaFor(id, ctx) : this.def.schema;
+    const schemaErr = schema && validate(schema, copy);
+    if (schemaErr) return `invalid configuration: ${schemaErr}`;
+    return await this.def.check?.(copy, ctx, id, subPath);
+  }
+
   /** Plugin secret fields (and the collection's own secrets) encrypted, as stored and as PUT/POST/PATCH answer. */
   private seal(conf: Conf, ctx: AdminContext): void {
     const k = ctx.keyring;
@@ -157,7 +175,10 @@ export class Resource {
   /** The stored value with plugin secrets decrypted, as GET answers and PATCH merges into. */
   private open(value: Conf, ctx: AdminContext): Conf {
     const k = ctx.keyring;
-    if (k) ctx.plugins.mapSecrets(value.plugins, this.def.pluginType ?? 'route', (v) => k.decrypt(v));
+    if (k) {
+      ctx.plugins.mapSecrets(value.plugins, this.def.pluginType ?? 'route', (v) => k.decrypt(v));
+      this.def.decrypt?.(value, k);
+    }
     return value;
   }
 

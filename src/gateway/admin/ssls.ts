@@ -9,14 +9,15 @@ const isRef = (v: unknown): boolean => typeof v === 'string' && /^\$(secret|env)
 
 function certError(cert: unknown): string | undefined {
   if (isRef(cert)) return undefined;
-  try { new X509Certificate(cert as string); return undefined; } catch (e) { return `failed to parse cert: ${(e as Error).message}`; }
+  // APISIX names the OpenSSL call that failed (ngx.ssl's parse_pem_cert), not OpenSSL's reason
+  try { new X509Certificate(cert as string); return undefined; } catch { return 'failed to parse cert: PEM_read_bio_X509_AUX() failed'; }
 }
 
 /** A stored key is encrypted (PATCH merges into the stored value): checked decrypted, as APISIX's aes_decrypt_pkey does. */
 function keyError(key: unknown, keyring: Keyring | undefined): string | undefined {
   if (isRef(key)) return undefined;
   const pem = typeof key === 'string' && !key.startsWith('---') && keyring ? keyring.decrypt(key) ?? key : key;
-  try { createPrivateKey(pem as string); return undefined; } catch (e) { return `failed to parse key: ${(e as Error).message}`; }
+  try { createPrivateKey(pem as string); return undefined; } catch { return 'failed to parse key: PEM_read_bio_PrivateKey() failed'; }
 }
 
 export const ssls = defineResource({
@@ -27,6 +28,12 @@ export const ssls = defineResource({
     const seal = (k: unknown): unknown => (typeof k === 'string' && k.startsWith('---') ? keyring.encrypt(k) : k);
     if (conf.key !== undefined) conf.key = seal(conf.key);
     if (Array.isArray(conf.keys)) conf.keys = conf.keys.map(seal);
+  },
+  // PATCH merges into the plain keys and checks them again
+  decrypt(conf, keyring) {
+    const open = (k: unknown): unknown => (typeof k === 'string' && !k.startsWith('---') && !isRef(k) ? keyring.decrypt(k) ?? k : k);
+    if (conf.key !== undefined) conf.key = open(conf.key);
+    if (Array.isArray(conf.keys)) conf.keys = conf.keys.map(open);
   },
   check(conf, ctx) {
     const acme = conf.acme as { issuer: string; fallback?: string[] } | undefined;

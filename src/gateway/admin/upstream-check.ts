@@ -3,6 +3,7 @@
  * check_upstream_conf), for the upstreams collection and for an `upstream`
  * inside a route, service or stream route.
  */
+import { isIPv6 } from 'node:net';
 import { validate } from '../schema/validate.ts';
 import { UPSTREAM_HASH_HEADER, UPSTREAM_HASH_VARS } from '../schema/resources.ts';
 import type { AdminContext } from './context.ts';
@@ -34,13 +35,13 @@ export async function checkUpstream(conf: Record<string, unknown>, ctx: AdminCon
   }
   if (Array.isArray(nodes)) {
     for (const n of nodes as Array<{ host?: string }>) {
-      if (n.host && n.host.includes(':') && !n.host.startsWith('[') && /^[0-9a-fA-F:.]+$/.test(n.host)) {
+      if (typeof n.host === 'string' && isIPv6(n.host)) {
         return "invalid configuration: IPv6 address must be enclosed with '[' and ']'";
       }
     }
   }
   const tls = conf.tls as { client_cert_id?: unknown } | undefined;
-  if (tls?.client_cert_id !== undefined) {
+  if (tls?.client_cert_id !== undefined && !ctx.skipReferences) {
     const kv = await ctx.store.get(`${ctx.settings.keyPrefix}/ssls/${tls.client_cert_id}`);
     if (!kv) return `failed to fetch ssl info by ssl id [${tls.client_cert_id}], response code: 404`;
     if ((JSON.parse(kv.value) as { type?: string }).type !== 'client') return `failed to fetch ssl info by ssl id [${tls.client_cert_id}], wrong ssl type`;

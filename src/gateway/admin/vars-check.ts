@@ -15,6 +15,14 @@ function checkRule(rule: unknown): string | undefined {
     }
     return undefined;
   }
+  // a list of rules inside a rule: they all must hold (lua-resty-expr's implicit AND)
+  if (Array.isArray(rule[0])) {
+    for (const sub of rule) {
+      const err = checkRule(sub);
+      if (err) return err;
+    }
+    return undefined;
+  }
   if (rule.length < 2) return 'invalid expression';
   const op = rule[1] === '!' ? rule[2] : rule[1];
   if (typeof op !== 'string' || !OPS.has(op)) return `invalid operator '${op}'`;

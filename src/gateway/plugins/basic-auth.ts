@@ -25,6 +25,7 @@ export const basicAuth: GatewayPlugin<BasicAuthConf> = {
   name: 'basic-auth', version: 0.1, priority: 2520, type: 'auth',
   schema: {
     type: 'object',
+    title: 'work with route or service object',
     properties: {
       hide_credentials: { type: 'boolean', default: false },
       realm: { type: 'string', pattern: '^[\\x20-\\x21\\x23-\\x5B\\]-\\x7E]+$', default: 'basic', minLength: 1, maxLength: 128 },

@@ -7,6 +7,7 @@ import { limitConn } from './limit-conn.ts';
 import { limitReq } from './limit-req.ts';
 import { consumerRestriction } from './consumer-restriction.ts';
 import { cors } from './cors.ts';
+import { examplePlugin } from './example-plugin.ts';
 import { ipRestriction } from './ip-restriction.ts';
 import { proxyRewrite } from './proxy-rewrite.ts';
 import { realIp } from './real-ip.ts';
@@ -19,8 +20,7 @@ import { serverlessPostFunction } from './serverless-post-function.ts';
 import { trafficSplit } from './traffic-split.ts';
 import type { GatewayPlugin } from './registry.ts';
 
-
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
-  serverlessPreFunction, serverlessPostFunction, trafficSplit,
+  serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
 ];

@@ -38,7 +38,9 @@ export const limitCount: GatewayPlugin<LimitCountConf> = {
       allow_degradation: { type: 'boolean', default: false },
       show_limit_quota_header: { type: 'boolean', default: true },
     },
-    required: ['count', 'time_window'],
+    // APISIX's schema: count and time_window, or `rules`; Gatehouse does not run `rules` yet, so they are refused
+    oneOf: [{ required: ['count', 'time_window'] }, { required: ['rules'] }],
+    not: { required: ['rules'] },
   },
   access(conf, ctx) {
     const hit = countHit(limitKey(conf, ctx), conf.time_window * 1000, conf.count);

@@ -33,9 +33,9 @@ const META: Schema = {
   properties: {
     disable: { type: 'boolean' },
     error_response: { oneOf: [{ type: 'string' }, { type: 'object' }] },
-    priority: { type: 'integer' },
-    filter: { type: 'array' },
-    pre_function: { type: 'string' },
+    priority: { description: 'priority of plugins by customized order', type: 'integer' },
+    filter: { description: 'filter determines whether the plugin needs to be executed at runtime', type: 'array' },
+    pre_function: { description: 'function to be executed in each phase before execution of plugins. The pre_function will have access to two arguments: `conf` and `ctx`.', type: 'string' },
   },
   additionalProperties: false,
 };
@@ -71,7 +71,8 @@ export class PluginRegistry {
   schemaOf(name: string, type: SchemaType): Schema | undefined {
     const p = this.byName.get(name);
     if (!p) return undefined;
-    if (type === 'consumer') return p.consumerSchema ?? this.routeSchemas.get(name);
+    // APISIX's consumer schemas carry their `encrypt_fields` (ajv ignores the keyword)
+    if (type === 'consumer') return p.consumerSchema ? { ...p.consumerSchema, ...(p.encryptFields ? { encrypt_fields: p.encryptFields } : {}) } : this.routeSchemas.get(name);
     if (type === 'metadata') return p.metadataSchema;
     return this.routeSchemas.get(name);
   }

@@ -148,7 +148,8 @@ function keywordMessage(e: ErrorObject, schema: Schema): string {
     case 'maxProperties': return `expect object to have at most ${p.limit} properties`;
     case 'minItems': return `expect array to have at least ${p.limit} items`;
     case 'maxItems': return `expect array to have at most ${p.limit} items`;
-    case 'uniqueItems': return `expected unique items but items ${Number(p.j) + 1} and ${Number(p.i) + 1} are equal`;
+    // ajv's scalar path scans from the end, so i and j come either way round; APISIX names the first pair in order
+    case 'uniqueItems': return `expected unique items but items ${Math.min(Number(p.i), Number(p.j)) + 1} and ${Math.max(Number(p.i), Number(p.j)) + 1} are equal`;
     case 'minLength': return `string too short, expected at least ${p.limit}, got ${[...String(e.data)].length}`;
     case 'maxLength': return `string too long, expected at most ${p.limit}, got ${[...String(e.data)].length}`;
     case 'pattern': return `failed to match pattern ${luaQuote(String(p.pattern))} with ${luaQuote(String(e.data))}`;
