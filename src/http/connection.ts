@@ -54,10 +54,14 @@ export class HttpConnection extends ConnectionLifetime {
     this.socket = socket;
     // a client may half-close after its request and still read the answer
     socket.allowHalfOpen = true;
-    // reads land in READ_BUFFER, past the stream layer (plain or TLS alike); a socket handed over with bytes
-    // already read from it (a sniffed first read, or bytes waiting in its stream) goes on through 'data'
-    const direct = initial === undefined && !socket.isPaused() && socket.readableLength === 0
-      && readInto(socket, READ_BUFFER, this.onRead);
+    // reads land in READ_BUFFER, past the stream layer (plain or TLS alike); a socket handed over paused
+    // (after a sniffed first read) goes on through 'data'
+    let direct = false;
+    if (initial === undefined && !socket.isPaused()) {
+      // bytes that reached the TLS socket's stream while the handshake's last steps ran are read first
+      if (socket.readableLength > 0) initial = socket.read() as Buffer | null ?? undefined;
+      direct = readInto(socket, READ_BUFFER, this.onRead);
+    }
     if (!direct) socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('error', onSocketError);
