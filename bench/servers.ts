@@ -7,7 +7,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
-import { freePort, startGatehouse, startNginx, type RunningServer } from '../test/kit/server.ts';
+import { freePort, startGatehouse, startNginx, startServer, type RunningServer } from '../test/kit/server.ts';
 import { processTree } from './proc.ts';
 
 export interface BenchServer {
@@ -104,11 +104,12 @@ http {
 `;
 }
 
-export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number, wsPort: number): Promise<BenchServer> {
+/** The proxy under test; `binary`: another Gatehouse tree's bin/gatehouse (bench/ab.ts). */
+export async function startProxy(kind: 'nginx' | 'gatehouse', originPort: number, wsPort: number, binary?: string): Promise<BenchServer> {
   const port = await freePort();
   // a busy machine can take longer than the default 10 s to start a worker
   const opts = { conf: proxyConf(port, originPort, wsPort), errorLogLevel: 'error', timeoutMs: 60000 };
-  const s = kind === 'nginx' ? await startNginx(opts) : await startGatehouse(opts);
+  const s = kind === 'nginx' ? await startNginx(opts) : binary ? await startServer(binary, opts) : await startGatehouse(opts);
   fs.mkdirSync(`${s.prefix}/proxy_temp`, { recursive: true });
   return wrap(kind, s, port, PROXY_CORE);
 }

@@ -80,6 +80,8 @@ export abstract class ConnectionLifetime {
   protected lingerUntil = 0;
   protected lingerTimeout = 0;
   protected sentMark = 0;
+  /** A tunnel reads the socket now (takeForTunnel). */
+  protected tunnelled = false;
 
   constructor(socket: Socket, addr: AddressConf) {
     this.number = nextConnectionNumber();
@@ -113,6 +115,7 @@ export abstract class ConnectionLifetime {
     const early = this.pending ?? Buffer.alloc(0);
     this.pending = undefined;
     this.phase = DETACHED;
+    this.tunnelled = true;
     this.clearTimer();
     this.socket.removeListener('data', this.onData);
     // the tunnel's 'data' listener gets what arrives from the next tick on

@@ -16,6 +16,7 @@
  * See docs/http-parsing.md.
  */
 import type { Socket } from 'node:net';
+import { pushCopy, readInto } from '../core/socket-read.ts';
 import { LogLevel } from '../core/error-log.ts';
 import type { AddressServer } from './address-server.ts';
 import { BODY_INVALID, BodyFraming } from './body-framing.ts';
@@ -34,6 +35,14 @@ import { connectionLog, ConnectionLifetime, DETACHED, LINGER, READ_BODY, READ_HE
 /** Bytes of pipelined requests held before reading pauses. */
 const HOLD_LIMIT = 64 * 1024;
 
+/**
+ * Where reads of plain client connections land (one worker thread reads one
+ * at a time): a request head is parsed straight from it, and only bytes kept
+ * past the read (a partial head, body bytes, the next pipelined request)
+ * are copied out.
+ */
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
 export class HttpConnection extends ConnectionLifetime {
   private server: AddressServer | undefined;
   /** The chunked framing broke: nothing more is read as body. */
@@ -45,7 +54,15 @@ export class HttpConnection extends ConnectionLifetime {
     this.socket = socket;
     // a client may half-close after its request and still read the answer
     socket.allowHalfOpen = true;
-    socket.on('data', this.onData);
+    // reads land in READ_BUFFER, past the stream layer (plain or TLS alike); a socket handed over paused
+    // (after a sniffed first read) goes on through 'data'
+    let direct = false;
+    if (initial === undefined && !socket.isPaused()) {
+      // bytes that reached the TLS socket's stream while the handshake's last steps ran are read first
+      if (socket.readableLength > 0) initial = socket.read() as Buffer | null ?? undefined;
+      direct = readInto(socket, READ_BUFFER, this.onRead);
+    }
+    if (!direct) socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('error', onSocketError);
     socket.on('drain', this.onDrain);
@@ -69,6 +86,29 @@ export class HttpConnection extends ConnectionLifetime {
   get reading(): boolean {
     return this.reader?.started === true || this.pending !== undefined;
   }
+
+  /**
+   * A read into READ_BUFFER. A head is parsed from the buffer itself; what
+   * stays pending after it is copied. After a tunnel took the socket, its
+   * 'data' listener gets a copy.
+   */
+  private onRead = (n: number, buf: Buffer): boolean => {
+    if (this.tunnelled) return pushCopy(this.socket, n, buf);
+    if (this.phase !== READ_HEAD || this.pending !== undefined) {
+      this.onData(Buffer.from(buf.subarray(0, n)));
+      return true;
+    }
+    const view = buf.subarray(0, n);
+    this.pending = view;
+    this.sharedPending = true;
+    this.pump();
+    if (this.sharedPending && this.pending !== undefined) this.pending = Buffer.from(this.pending);
+    this.sharedPending = false;
+    return true;
+  };
+
+  /** `pending` is (part of) READ_BUFFER: it must be copied before anything keeps it. */
+  private sharedPending = false;
 
   protected onData = (chunk: Buffer): void => {
     if (this.phase === LINGER) {
@@ -124,6 +164,11 @@ export class HttpConnection extends ConnectionLifetime {
       return false;
     }
     this.pending = b.length > head.end ? b.subarray(head.end) : undefined;
+    if (this.sharedPending) {
+      // the bytes after the head outlive this read (a body, the next request)
+      this.sharedPending = false;
+      if (this.pending !== undefined) this.pending = Buffer.from(this.pending);
+    }
     const hasBody = head.contentLength > 0 || head.chunked;
     this.framing = hasBody ? new BodyFraming(head.contentLength, head.chunked) : undefined;
     this.bodyDone = !hasBody;
