@@ -1,0 +1,12 @@
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
+import{createApp as e}from"./vendor-77ab12.js";e({}).mount("#app");
