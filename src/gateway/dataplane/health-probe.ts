@@ -7,9 +7,9 @@
  * `req_headers`, and the status of the answer's first line. Every step
  * shares the one timeout.
  */
+import type { ActiveChecks, HealthTarget } from './health.ts';
 import net from 'node:net';
 import tls from 'node:tls';
-import type { ActiveChecks, HealthTarget } from './health.ts';
 
 export type ProbeResult = { kind: 'status'; status: number } | { kind: 'connected' } | { kind: 'tcp' } | { kind: 'timeout' };
 
