@@ -11,7 +11,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePorts } from '../kit/server.ts';
-import { startGateway } from '../gateway/harness.ts';
+import { ADMIN_KEY, startGateway } from '../gateway/harness.ts';
 import type { Gateway } from '../gateway/harness.ts';
 import { etcdSkip, startEtcd } from '../gateway/etcd-kit.ts';
 import { pebbleSkip, servedCertificate, startPebble, verifiedPeer, waitFor } from './pebble.ts';
@@ -36,7 +36,7 @@ deployment:
       port: %ADMIN%
     admin_key:
       - name: admin
-        key: edd1c9f034335f136f87ad84b625c8f1
+        key: ${ADMIN_KEY}
         role: admin
 ${etcd ? `  etcd:\n    host:\n      - ${etcd}\n    timeout: 5\n` : ''}gatehouse:
   acme:
