@@ -5,7 +5,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
-import fs from 'node:fs';
 import net from 'node:net';
 import { SharedDocument } from '../../src/core/shared-document.ts';
 import { dnsAnswer, dnsResponderSolver } from '../../src/acme/solvers/dns-responder.ts';
@@ -47,7 +46,6 @@ http {
 `,
   });
   t.after(() => srv.stop());
-  fs.chmodSync(srv.path('hook.sh'), 0o755);
   const root = await pebble.root();
   const peer = await waitFor('the wildcard certificate', () => verifiedPeer(tlsPort, 'anything.wild.test', root), 60_000);
   assert.equal(peer.subjectaltname, 'DNS:*.wild.test, DNS:wild.test');

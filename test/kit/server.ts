@@ -56,7 +56,9 @@ export interface StartOptions {
    * set `pid` or `error_log` at main level otherwise (-g sets them). */
   conf: string;
   /** Extra files, paths relative to the prefix; string contents get the same
-   * %%...%% expansion as conf, Buffers are written verbatim. */
+   * %%...%% expansion as conf, Buffers are written verbatim. A string that
+   * starts with `#!` is a script and is written executable, before the server
+   * starts (a server may run it at once: acme's dns_hook does). */
   files?: Record<string, string | Buffer>;
   /** Extra command-line arguments, inserted before -g. */
   args?: string[];
@@ -579,7 +581,8 @@ export async function startServer(binary: string, opts: StartOptions, flavor: Se
   for (const [rel, data] of Object.entries(opts.files ?? {})) {
     const file = path.resolve(prefix, rel);
     await fsp.mkdir(path.dirname(file), { recursive: true });
-    await fsp.writeFile(file, typeof data === 'string' ? expandText(data, ctx) : data);
+    const script = typeof data === 'string' && data.startsWith('#!');
+    await fsp.writeFile(file, typeof data === 'string' ? expandText(data, ctx) : data, script ? { mode: 0o755 } : {});
   }
 
   const args = ['-p', `${prefix}/`, '-c', 'nginx.conf', '-e', 'error.log', ...(opts.args ?? [])];
