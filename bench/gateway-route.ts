@@ -9,14 +9,15 @@
  */
 import { freePort, startGatehouse, startNginx } from '../test/kit/server.ts';
 import { startGateway, defaultYaml, ADMIN_KEY } from '../test/gateway/harness.ts';
+import type { Gateway } from '../test/gateway/harness.ts';
 import { wrkRun } from './cases.ts';
 import { cpuMicros } from './proc.ts';
 import { pinTree, PROXY_CORE, startOrigin, wrap } from './servers.ts';
 import { addRow } from './summary.ts';
 
-const AUTH = `Authorization: Basic ${Buffer.from('bench:secret').toString('base64')}`;
+export const AUTH = `Authorization: Basic ${Buffer.from('bench:secret').toString('base64')}`;
 
-function proxyPassConf(port: number, originPort: number): string {
+export function proxyPassConf(port: number, originPort: number): string {
   return `
 worker_processes 1;
 events { worker_connections 20000; }
@@ -45,19 +46,11 @@ export async function cpuPerRequest(pid: number, port: number, path: string, sec
   return w.requests ? (cpuMicros(pid) - cpu0) / w.requests : NaN;
 }
 
-export async function gatewayRouteCase(seconds: number, warmupSeconds: number, roundCount: number): Promise<void> {
-  const origin = await startOrigin();
-  const opts = (port: number) => ({ conf: proxyPassConf(port, origin.port), errorLogLevel: 'error', timeoutMs: 60000 });
-  const ngPort = await freePort();
-  const ghPort = await freePort();
-  const nginx = await wrap('nginx', await startNginx(opts(ngPort)), ngPort, PROXY_CORE);
-  const gatehouse = await wrap('gatehouse', await startGatehouse(opts(ghPort)), ghPort, PROXY_CORE);
-  const gw = await startGateway({ yaml: defaultYaml(1).replace('  error_log_level: info', '  error_log_level: error') });
-  pinTree(gw.child.pid!, PROXY_CORE);
-  const node = `127.0.0.1:${origin.port}`;
-  const upstream = { type: 'roundrobin', nodes: { [node]: 1 }, keepalive_pool: { size: 320 } };
+/** The bench's routes on a gateway: `/small` with no plugins, `/plugged` with basic-auth + limit-count + prometheus (+ proxy-rewrite to /small). */
+export async function setUpRoutes(gw: Pick<Gateway, 'admin'>, originPort: number, adminKey: string): Promise<void> {
+  const upstream = { type: 'roundrobin', nodes: { [`127.0.0.1:${originPort}`]: 1 }, keepalive_pool: { size: 320 } };
   const must = async (uri: string, body: unknown) => {
-    const r = await gw.admin('PUT', `/gateway/admin/${uri}`, body, { 'X-API-KEY': ADMIN_KEY });
+    const r = await gw.admin('PUT', `/gateway/admin/${uri}`, body, { 'X-API-KEY': adminKey });
     if (r.status >= 300) throw new Error(`PUT ${uri}: ${r.status} ${r.text}`);
   };
   await must('routes/plain', { uri: '/small', upstream });
@@ -68,6 +61,18 @@ export async function gatewayRouteCase(seconds: number, warmupSeconds: number, r
       'proxy-rewrite': { uri: '/small' },
     }, upstream,
   });
+}
+
+export async function gatewayRouteCase(seconds: number, warmupSeconds: number, roundCount: number): Promise<void> {
+  const origin = await startOrigin();
+  const opts = (port: number) => ({ conf: proxyPassConf(port, origin.port), errorLogLevel: 'error', timeoutMs: 60000 });
+  const ngPort = await freePort();
+  const ghPort = await freePort();
+  const nginx = await wrap('nginx', await startNginx(opts(ngPort)), ngPort, PROXY_CORE);
+  const gatehouse = await wrap('gatehouse', await startGatehouse(opts(ghPort)), ghPort, PROXY_CORE);
+  const gw = await startGateway({ yaml: defaultYaml(1).replace('  error_log_level: info', '  error_log_level: error') });
+  pinTree(gw.child.pid!, PROXY_CORE);
+  await setUpRoutes(gw, origin.port, ADMIN_KEY);
   console.log(`\ngateway route against proxy_pass (one worker each, wrk ${seconds}s -c50; access log on everywhere)`);
   try {
     const runs = [
