@@ -132,6 +132,10 @@ export class UpstreamBalancer {
   private readonly groups: Array<{ rr: WeightedRoundRobin; ring: HashRing | undefined; nodes: GatewayNode[] }>;
   /** least_conn: requests in flight per node, in this worker. */
   readonly active = new Map<string, number>();
+  /** The nodes' hosts that are names, not addresses (resolved before a request picks). */
+  private readonly names: string[];
+  /** The peer of each node at an address, made once (it is the same for every try). */
+  private readonly peers = new Map<string, ChosenPeer>();
   /** The upstream's health checks, when it has `checks` (set by balancerFor, per request). */
   checker: HealthChecker | undefined;
   /**
@@ -146,6 +150,7 @@ export class UpstreamBalancer {
   constructor(conf: UpstreamConf, clientCert?: { cert: string; key: string }) {
     this.conf = conf;
     this.nodes = nodesOf(conf);
+    this.names = this.nodes.map((n) => n.host).filter((h) => net.isIP(h.replace(/^\[|\]$/g, '')) === 0);
     const verify = conf.scheme === 'https' && conf.tls?.verify === true;
     if (clientCert || verify) {
       this.tls = {
@@ -175,6 +180,15 @@ export class UpstreamBalancer {
     return p;
   }
 
+  /** The peer made for a node at an address (keepAddressPeer), if any. */
+  addressPeer(node: string): ChosenPeer | undefined {
+    return this.peers.get(node);
+  }
+
+  keepAddressPeer(node: string, peer: ChosenPeer): void {
+    this.peers.set(node, peer);
+  }
+
   /** Closes the idle connections of a retired version. */
   closePools(): void {
     for (const p of this.pools?.values() ?? []) p.close();
@@ -182,7 +196,7 @@ export class UpstreamBalancer {
 
   /** Resolves the nodes' host names whose answers are missing or expired (undefined: none to wait for). */
   resolveNames(): Promise<void> | undefined {
-    return resolveNames(this.nodes.map((n) => n.host));
+    return this.names.length ? resolveNames(this.names) : undefined;
   }
 
   /** The next node not in `tried` (nor unhealthy while some node is healthy), from the highest priority group that has one. */
@@ -333,12 +347,19 @@ export class GatewayChooser implements PeerChooser {
     this.lastNode = n.name;
     b.active.set(n.name, (b.active.get(n.name) ?? 0) + 1);
     const host = n.host.startsWith('[') ? n.host.slice(1, -1) : n.host;
+    const verify = b.tls?.rejectUnauthorized === true;
+    // a node at an address: the same peer every try, made once
+    const known = verify ? undefined : b.addressPeer(n.name);
+    if (known) return known;
     // a name: its resolved address (node-names.ts), else the system resolver at connect time
     const ip = net.isIP(host) ? host : addressOf(host);
     const peer: ChosenPeer = ip ? peerAt(ip, n.port) : { name: n.name, addr: { name: n.name, host, port: n.port } };
     const pool = b.poolOf(n.name);
-    if (!pool && !b.tls) return peer;
-    if (!b.tls?.rejectUnauthorized) return { ...peer, pool, tls: b.tls };
+    if (!verify) {
+      const chosen = pool || b.tls ? { ...peer, pool, tls: b.tls } : peer;
+      if (ip === host) b.keepAddressPeer(n.name, chosen);
+      return chosen;
+    }
     // the name checked is the request's upstream host (an address: the node's), without its port
     const name = (this.verifyName ?? host).replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
     // and sent as SNI (APISIX's proxy_ssl_name $upstream_host, proxy_ssl_server_name on); an address is not

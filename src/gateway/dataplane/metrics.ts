@@ -25,7 +25,14 @@ export const METRICS: Record<string, MetricDef> = {
   },
 };
 
-/** One worker's values: metric name → label values (JSON) → value, or histogram counts. */
+/**
+ * Label values joined into one key (a request counts under a key built by
+ * string concatenation, not an array and JSON.stringify). The separator is
+ * NUL, which no label value holds (ids, URIs, host names, addresses).
+ */
+export const LABEL_SEP = '\0';
+
+/** One worker's values: metric name → label values (joined by LABEL_SEP) → value, or histogram counts. */
 export interface MetricsSnapshot {
   counters: Record<string, Record<string, number>>;
   histograms: Record<string, Record<string, { buckets: number[]; sum: number; count: number }>>;
@@ -39,16 +46,24 @@ export class WorkerMetrics {
   requests = 0;
 
   inc(name: string, labels: string[], by: number): void {
-    let m = this.counters.get(name);
-    if (!m) this.counters.set(name, (m = new Map()));
-    const key = JSON.stringify(labels);
-    m.set(key, (m.get(key) ?? 0) + by);
+    this.incKey(name, labels.join(LABEL_SEP), by);
   }
 
   observe(name: string, labels: string[], value: number): void {
+    this.observeKey(name, labels.join(LABEL_SEP), value);
+  }
+
+  /** `inc` with the label values already joined by LABEL_SEP. */
+  incKey(name: string, key: string, by: number): void {
+    let m = this.counters.get(name);
+    if (!m) this.counters.set(name, (m = new Map()));
+    m.set(key, (m.get(key) ?? 0) + by);
+  }
+
+  /** `observe` with the label values already joined by LABEL_SEP. */
+  observeKey(name: string, key: string, value: number): void {
     let m = this.histograms.get(name);
     if (!m) this.histograms.set(name, (m = new Map()));
-    const key = JSON.stringify(labels);
     let h = m.get(key);
     if (!h) m.set(key, (h = { buckets: new Array<number>(DEFAULT_BUCKETS.length).fill(0), sum: 0, count: 0 }));
     for (let i = 0; i < DEFAULT_BUCKETS.length; i++) if (value <= DEFAULT_BUCKETS[i]) h.buckets[i]++;
@@ -88,7 +103,7 @@ export function renderMetrics(prefix: string, snapshots: MetricsSnapshot[], node
       for (const s of snapshots) for (const [k, v] of Object.entries(s.counters[name] ?? {})) sum.set(k, (sum.get(k) ?? 0) + v);
       if (!sum.size) continue;
       head(name, def.help, 'counter');
-      for (const [k, v] of [...sum].sort()) out.push(`${prefix}${name}${labelText(def.labels, JSON.parse(k) as string[])} ${v}`);
+      for (const [k, v] of [...sum].sort()) out.push(`${prefix}${name}${labelText(def.labels, k.split(LABEL_SEP))} ${v}`);
     } else {
       const sum = new Map<string, { buckets: number[]; sum: number; count: number }>();
       for (const s of snapshots) {
@@ -103,7 +118,7 @@ export function renderMetrics(prefix: string, snapshots: MetricsSnapshot[], node
       if (!sum.size) continue;
       head(name, def.help, 'histogram');
       for (const [k, h] of [...sum].sort()) {
-        const values = JSON.parse(k) as string[];
+        const values = k.split(LABEL_SEP);
         DEFAULT_BUCKETS.forEach((b, i) => out.push(`${prefix}${name}_bucket${labelText(def.labels, values, `le="${b}"`)} ${h.buckets[i]}`));
         out.push(`${prefix}${name}_bucket${labelText(def.labels, values, 'le="+Inf"')} ${h.count}`);
         out.push(`${prefix}${name}_count${labelText(def.labels, values)} ${h.count}`);

@@ -61,7 +61,8 @@ function indexConsumers(view: ConfigView): Version['consumerKeys'] {
   return m;
 }
 
-const mergedChains = new WeakMap<Plugins, WeakMap<Plugins, ChainLink[]>>();
+interface MergedChain { chain: ChainLink[]; added: ChainLink[] }
+const mergedChains = new WeakMap<Plugins, WeakMap<Plugins, MergedChain>>();
 
 export class DataPlane {
   private version: Version | undefined;
@@ -144,10 +145,10 @@ export class DataPlane {
     const consumerPlugins = consumer && (consumer.withGroup ?? consumer.plugins);
     if (consumerPlugins && Object.keys(consumerPlugins).length > 0) {
       // the consumer's plugins (over its group's) win over the route's; those it adds run their rewrite now
-      const before = new Set(chain.map((l) => l.plugin.name));
-      chain = this.consumerChain(route.plugins, consumerPlugins);
+      const merged = this.consumerChain(route.plugins, consumerPlugins);
+      chain = merged.chain;
       state.chains[state.chains.length - 1] = chain;
-      added = runPhase(chain.filter((l) => !before.has(l.plugin.name)), 'rewrite', ctx);
+      if (merged.added.length > 0) added = runPhase(merged.added, 'rewrite', ctx);
     }
     return after(added, r, ctx, codes, () => after(runPhase(chain, 'access', ctx), r, ctx, codes, () => {
       const proxy = () => this.toUpstream(r, withChoice(route, ctx), ctx, codes);
@@ -156,16 +157,22 @@ export class DataPlane {
     }));
   }
 
-  /** The route's chain with the consumer's plugins merged in, built once per pair of configurations. */
-  private consumerChain(routePlugins: Plugins, consumerPlugins: Plugins): ChainLink[] {
+  /**
+   * The route's chain with the consumer's plugins merged in, and the links
+   * the consumer added (not in the route's chain), built once per pair of
+   * configurations.
+   */
+  private consumerChain(routePlugins: Plugins, consumerPlugins: Plugins): MergedChain {
     let byConsumer = mergedChains.get(routePlugins);
     if (!byConsumer) mergedChains.set(routePlugins, (byConsumer = new WeakMap()));
-    let chain = byConsumer.get(consumerPlugins);
-    if (!chain) {
-      chain = chainOf(this.registry, { ...routePlugins, ...withoutAuth(consumerPlugins, this.registry) });
-      byConsumer.set(consumerPlugins, chain);
+    let merged = byConsumer.get(consumerPlugins);
+    if (!merged) {
+      const chain = chainOf(this.registry, { ...routePlugins, ...withoutAuth(consumerPlugins, this.registry) });
+      const before = new Set(chainOf(this.registry, routePlugins).map((l) => l.plugin.name));
+      merged = { chain, added: chain.filter((l) => !before.has(l.plugin.name)) };
+      byConsumer.set(consumerPlugins, merged);
     }
-    return chain;
+    return merged;
   }
 
   /** Sets where proxy_pass goes: nodes, timeouts, scheme, Host, URI, method. */
@@ -211,7 +218,7 @@ export class DataPlane {
     const upstreamStatus = r.main.variables.valueByName(r, 'upstream_status');
     // apisix/init.lua set_resp_upstream_status: every answer's with show_upstream_status_in_response_header,
     // else when the last try's status is a 5xx, all of them ("502, 502")
-    if (upstreamStatus && (this.showUpstreamStatus || /5\d\d$/.test(upstreamStatus.replace(/[\s:]+$/, '')))) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
+    if (upstreamStatus && (this.showUpstreamStatus || lastIs5xx(upstreamStatus))) r.setHeader('X-APISIX-Upstream-Status', upstreamStatus);
     for (const chain of s.chains) {
       for (const l of chain) {
         if (!l.plugin.headerFilter || !runs(l, ctx)) continue;
@@ -272,6 +279,16 @@ export class DataPlane {
     }
     return undefined;
   }
+}
+
+/** Whether the last status of `$upstream_status` ("200", "502, 502", "502 : 504") is a 5xx (trailing blanks and colons aside). */
+function lastIs5xx(v: string): boolean {
+  let end = v.length;
+  while (end > 0 && (v[end - 1] === ':' || v.charCodeAt(end - 1) <= 32)) end--;
+  if (end < 3 || v[end - 3] !== '5') return false;
+  const d1 = v.charCodeAt(end - 2);
+  const d2 = v.charCodeAt(end - 1);
+  return d1 >= 48 && d1 <= 57 && d2 >= 48 && d2 <= 57;
 }
 
 /** The route with the upstream a plugin chose instead of its own (traffic-split), if one did. */

@@ -10,8 +10,20 @@ import type { GatewayPlugin } from './registry.ts';
 
 interface BasicAuthConf { hide_credentials: boolean; realm: string; anonymous_consumer?: string }
 
+/** Headers read lately → their credentials (a client sends the same header on every request); emptied when full. */
+const seen = new Map<string, [string, string] | undefined>();
+const SEEN_MAX = 1024;
+
 /** user and password, or undefined for a header APISIX calls invalid. */
 function credentials(header: string): [string, string] | undefined {
+  if (seen.has(header)) return seen.get(header);
+  const cred = parse(header);
+  if (seen.size >= SEEN_MAX) seen.clear();
+  seen.set(header, cred);
+  return cred;
+}
+
+function parse(header: string): [string, string] | undefined {
   const m = /basic\s(.+)/i.exec(header);
   if (!m) return undefined;
   const b64 = m[1];
