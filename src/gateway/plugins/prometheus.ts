@@ -20,6 +20,31 @@ function lastSeconds(v: string | undefined): number | undefined {
   return last === '' || last === '-' || !Number.isFinite(n) ? undefined : n;
 }
 
+interface Keys { of: string[]; status: string; request: string; upstream: string; apisix: string; ingress: string; egress: string }
+
+/**
+ * The last label keys of each route's plugin configuration, reused while the
+ * request's values are the same (the same strings: no concatenation, and
+ * their hashes are already known to the metrics' maps).
+ */
+const lastKeys = new WeakMap<object, Keys>();
+
+/** The label keys (metrics.ts LABEL_SEP) of [status, route, matched_uri, matched_host, service, consumer, node, response_source]. */
+function keysFor(conf: object, of: string[]): Keys {
+  const last = lastKeys.get(conf);
+  if (last && last.of.every((v, i) => v === of[i])) return last;
+  const [status, route, uri, host, service, consumer, node, source] = of;
+  // route, service, consumer, node, request_type, request_llm_model, llm_model
+  const common = `${S}${route}${S}${service}${S}${consumer}${S}${node}${S}traditional_http${S}${S}`;
+  const k: Keys = {
+    of,
+    status: `${status}${S}${route}${S}${uri}${S}${host}${S}${service}${S}${consumer}${S}${node}${S}traditional_http${S}${S}${S}${source}`,
+    request: 'request' + common, upstream: 'upstream' + common, apisix: 'apisix' + common, ingress: 'ingress' + common, egress: 'egress' + common,
+  };
+  lastKeys.set(conf, k);
+  return k;
+}
+
 /** An address without its port and an IPv6 address's brackets (`127.0.0.1:80` → 127.0.0.1, `[::1]:80` → ::1). */
 function hostOf(addr: string): string {
   let end = addr.length;
@@ -49,15 +74,15 @@ export const prometheus: GatewayPlugin<PrometheusConf> = {
     const node = lastAddr.startsWith('unix:') ? lastAddr : hostOf(lastAddr);
     const headerTime = ctx.variable('upstream_header_time');
     const source = ctx.answered ? 'apisix' : upstreamAddr ? (lastSeconds(headerTime) !== undefined ? 'upstream' : 'nginx') : 'apisix';
-    // the label values joined once (metrics.ts LABEL_SEP): route, service, consumer, node, request_type, request_llm_model, llm_model
-    const common = `${S}${routeId}${S}${service}${S}${consumer}${S}${node}${S}traditional_http${S}${S}`;
-    workerMetrics.incKey('http_status', `${ctx.variable('status') ?? ''}${S}${routeId}${S}${ctx.matchedUri}${S}${ctx.matchedHost}${S}${service}${S}${consumer}${S}${node}${S}traditional_http${S}${S}${S}${source}`, 1);
+    const status = ctx.variable('status') ?? '';
+    const k = keysFor(conf, [status, routeId, ctx.matchedUri, ctx.matchedHost, service, consumer, node, source]);
+    workerMetrics.incKey('http_status', k.status, 1);
     const latency = (lastSeconds(ctx.variable('request_time')) ?? 0) * 1000;
     const upstream = lastSeconds(ctx.variable('upstream_response_time'));
-    workerMetrics.observeKey('http_latency', 'request' + common, latency);
-    if (upstream !== undefined) workerMetrics.observeKey('http_latency', 'upstream' + common, upstream * 1000);
-    workerMetrics.observeKey('http_latency', 'apisix' + common, Math.max(0, latency - (upstream ?? 0) * 1000));
-    workerMetrics.incKey('bandwidth', 'ingress' + common, Number(ctx.variable('request_length') ?? 0));
-    workerMetrics.incKey('bandwidth', 'egress' + common, Number(ctx.variable('bytes_sent') ?? 0));
+    workerMetrics.observeKey('http_latency', k.request, latency);
+    if (upstream !== undefined) workerMetrics.observeKey('http_latency', k.upstream, upstream * 1000);
+    workerMetrics.observeKey('http_latency', k.apisix, Math.max(0, latency - (upstream ?? 0) * 1000));
+    workerMetrics.incKey('bandwidth', k.ingress, Number(ctx.variable('request_length') ?? 0));
+    workerMetrics.incKey('bandwidth', k.egress, Number(ctx.variable('bytes_sent') ?? 0));
   },
 };
