@@ -43,7 +43,9 @@ for (const [i, gw] of gws.entries()) {
 }
 
 const cases = [['no plugins', '/small', [] as string[]], ['basic-auth+limit-count+prometheus', '/plugged', [AUTH]]] as const;
-const median = (v: number[]) => [...v].sort((x, y) => x - y)[v.length >> 1];
+// a run with no answers (NaN) is left out
+const finite = (v: number[]) => v.filter(Number.isFinite);
+const median = (v: number[]) => { const f = finite(v).sort((x, y) => x - y); return f[f.length >> 1]; };
 const at = (path: string, headers: readonly string[], s: number) => Promise.all([
   cpuPerRequest(pp.pid, ppPort, '/small', s),
   ...gws.map((gw) => cpuPerRequest(gw.child.pid!, gw.proxyPort, path, s, [...headers])),
@@ -64,7 +66,7 @@ try {
     }
   }
   for (const [name, o] of out) {
-    console.log(`${name}: A/proxy_pass ${median(o.a).toFixed(2)}×  B/proxy_pass ${median(o.b).toFixed(2)}×  B/A ${median(o.ba).toFixed(3)} (rounds ${Math.min(...o.ba).toFixed(3)}–${Math.max(...o.ba).toFixed(3)})`);
+    console.log(`${name}: A/proxy_pass ${median(o.a).toFixed(2)}×  B/proxy_pass ${median(o.b).toFixed(2)}×  B/A ${median(o.ba).toFixed(3)} (rounds ${Math.min(...finite(o.ba)).toFixed(3)}–${Math.max(...finite(o.ba)).toFixed(3)}, ${finite(o.ba).length} of ${o.ba.length})`);
   }
 } finally {
   for (const gw of gws) await gw.stop();
