@@ -114,3 +114,24 @@ describe('plugins known by their schemas only', () => {
     assert.deepEqual(JSON.parse(answer.body), { error_msg: 'plugin ldap-auth is not implemented by this gateway (its configuration is accepted by the Admin API only)' });
   });
 });
+
+describe('cors allow_credential with a * option', () => {
+  let gw: Gateway;
+  before(async () => { gw = await startGateway(); });
+  after(async () => { await gw.stop(); });
+
+  it('is refused as APISIX refuses it (the defaults count), and an explicit list is taken', async () => {
+    const message = "failed to check the configuration of plugin cors err: you can not set '*' for other option when 'allow_credential' is true";
+    for (const conf of [{ allow_credential: true }, { allow_credential: true, allow_origins: 'http://a.test', allow_methods: 'GET', allow_headers: 'x-a', timing_allow_origins: '*' }]) {
+      const r = await gw.admin('PUT', '/gateway/admin/routes/cors', route({ cors: conf }, '/cors'));
+      assert.equal(r.status, 400, JSON.stringify(conf));
+      assert.deepEqual(r.json, { error_msg: message });
+    }
+    assert.equal((await gw.admin('GET', '/gateway/admin/routes/cors')).status, 404);
+    const ok = await gw.admin('PUT', '/gateway/admin/routes/cors', route({ cors: { allow_credential: true, allow_origins: 'http://a.test', allow_methods: 'GET', allow_headers: 'x-a' } }, '/cors'));
+    assert.equal(ok.status, 201, ok.text);
+    // the schema is APISIX's: no if/then of our own
+    const schema = await gw.admin('GET', '/gateway/admin/plugins/cors');
+    assert.equal((schema.json as { then?: unknown }).then, undefined);
+  });
+});
