@@ -85,11 +85,14 @@ export const cors: GatewayPlugin<CorsConf> = {
       timing_allow_origins: { type: 'string', pattern: ORIGINS_PATTERN },
       timing_allow_origins_by_regex: { type: 'array', minItems: 1, uniqueItems: true, items: { type: 'string', minLength: 1, maxLength: 4096 } },
     },
-    if: { properties: { allow_credential: { const: true } }, required: ['allow_credential'] },
-    then: { properties: {
-      allow_origins: { not: { const: '*' } }, allow_methods: { not: { const: '*' } },
-      allow_headers: { not: { const: '*' } }, expose_headers: { not: { const: '*' } },
-    } },
+  },
+  // APISIX's check_schema, on the conf with its defaults (so allow_credential alone meets the default '*')
+  checkConf(conf) {
+    if (conf.allow_credential && (conf.allow_origins === '*' || conf.allow_methods === '*' || conf.allow_headers === '*' ||
+      conf.expose_headers === '*' || conf.timing_allow_origins === '*')) {
+      return "you can not set '*' for other option when 'allow_credential' is true";
+    }
+    return undefined;
   },
   metadataSchema: {
     type: 'object',

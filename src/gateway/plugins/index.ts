@@ -18,9 +18,19 @@ import { responseRewrite } from './response-rewrite.ts';
 import { serverlessPreFunction } from './serverless-pre-function.ts';
 import { serverlessPostFunction } from './serverless-post-function.ts';
 import { trafficSplit } from './traffic-split.ts';
+import { csrf } from './csrf.ts';
+import { grpcTranscode } from './grpc-transcode.ts';
+import { httpLogger } from './http-logger.ts';
+import { ldapAuth } from './ldap-auth.ts';
+import { ldapAuthAdvanced } from './ldap-auth-advanced.ts';
+import { nodeStatus } from './node-status.ts';
+import { udpLogger } from './udp-logger.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
+  // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
+  ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode, httpLogger, udpLogger,
+  nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
 ];
