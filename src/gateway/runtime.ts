@@ -32,6 +32,7 @@ import type { Store } from './store/store.ts';
 import { configureNodeNames } from './dataplane/node-names.ts';
 import { trustUpstreamCas } from './dataplane/balancer.ts';
 import { setHealthLog } from './dataplane/health.ts';
+import { setSchemaOnlyLog } from './plugins/not-implemented.ts';
 
 export const GATEWAY_VERSION = '0.1.0';
 
@@ -89,6 +90,7 @@ export class GatewayRuntime implements AdminEndpoint {
     configureNodeNames(this.config.dnsResolver, this.config.dnsResolverValid);
     trustUpstreamCas(this.config.trustedCertificate);
     setHealthLog((msg) => log.warn(msg), this.config.keyPrefix + '/');
+    setSchemaOnlyLog((msg) => log.warn(msg));
     this.dataPlane = new DataPlane({
       follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
       mode: this.config.routerHttp, serverHeader: this.serverHeader, showUpstreamStatus: this.config.showUpstreamStatus,

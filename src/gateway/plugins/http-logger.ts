@@ -1,12 +1,12 @@
 /**
  * http-logger (apisix/plugins/http-logger.lua): schema and metadata schema
  * only. The Admin API checks and stores its confs and metadata; the data
- * plane does not send logs, and refuses a request that would run it
- * (not-implemented.ts).
+ * plane serves the request and does not send its log entry; the error
+ * log says so once per route (not-implemented.ts).
  */
 import type { GatewayPlugin } from './registry.ts';
 import { bodyLogProperties, loggerMetadataSchema, withBatchProperties } from './batch-schema.ts';
-import { notImplemented } from './not-implemented.ts';
+import { logsNotSent } from './not-implemented.ts';
 
 export const httpLogger: GatewayPlugin = {
   name: 'http-logger', version: 0.1, priority: 410,
@@ -24,5 +24,5 @@ export const httpLogger: GatewayPlugin = {
   }),
   metadataSchema: loggerMetadataSchema(),
   encryptFields: ['auth_header'],
-  ...notImplemented('http-logger'),
+  ...logsNotSent('http-logger'),
 };
