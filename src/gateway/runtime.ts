@@ -32,8 +32,10 @@ import type { Store } from './store/store.ts';
 import { configureNodeNames } from './dataplane/node-names.ts';
 import { trustUpstreamCas } from './dataplane/balancer.ts';
 import { setHealthLog } from './dataplane/health.ts';
+import { GATEHOUSE_VERSION } from '../core/version.ts';
 
-export const GATEWAY_VERSION = '0.1.0';
+/** The gateway's version (`Server: APISIX/<version>`, the metrics' `apisix_node_info`): Gatehouse's own. */
+export const GATEWAY_VERSION = GATEHOUSE_VERSION;
 
 export class GatewayRuntime implements AdminEndpoint {
   readonly config: GatewayConfig;

@@ -15,6 +15,7 @@ import type { RequestPart } from '../kit/client.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { HTTP_COMMON, RawUpstream, sleep, startPair } from './upstream-kit.ts';
 import type { Pair, UpstreamRequest } from './upstream-kit.ts';
+import { maskServerName } from '../kit/server-name.ts';
 
 /** What an upstream does with a request: bytes to send and close, or a scripted action. */
 export type Script = string | ((req: UpstreamRequest, socket: net.Socket, upstream: string) => void | Promise<void>);
@@ -124,9 +125,9 @@ export class Differential {
     const errors = readFrom(srv, errorFrom).split('\n').filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l)).map(norm);
     return {
       upstream: this.arrivals.slice(from).map(norm),
-      response: norm(ex.data.toString('latin1')),
+      response: norm(maskServerName(ex.data.toString('latin1'))),
       end: ex.end,
-      ...('early' in ex ? { early: norm(ex.early) } : {}),
+      ...('early' in ex ? { early: norm(maskServerName(ex.early)) } : {}),
       access: access.map(norm),
       errors,
     };
@@ -165,7 +166,6 @@ export function normalise(text: string, port: number): string {
   return text
     .replace(/^\d{4}\/\d\d\/\d\d \d\d:\d\d:\d\d (\[\w+\]) \d+#\d+: (\*\d+ )?/, '$1 ')
     .replace(/^Date: .*$/gm, 'Date: -')
-    .replace(/nginx\/\d+\.\d+\.\d+/g, 'nginx/x')
     .replaceAll(`:${port}`, ':PORT')
     .replace(/\b\d+\.\d{3}\b/g, 'N.NNN');
 }
