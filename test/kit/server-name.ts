@@ -5,6 +5,7 @@
 // else: the name becomes SERVER/V (SERVER without a version), and a
 // Content-Length whose body held the name shrinks by exactly what masking
 // took out of that body, so a wrong length stays wrong.
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { specialPage } from '../../src/http/special-response.ts';
 
@@ -15,7 +16,8 @@ export const GATEHOUSE_VER = `gatehouse/${GATEHOUSE_VERSION}`;
 /** nginx's or Gatehouse's signature: the name, `/VERSION`, ` (BUILD)`. */
 const SIGN = String.raw`(?:nginx|gatehouse)(?:\/[0-9][^\s<()]*)?(?: \([^)<]*\))?`;
 const SERVER_LINE = new RegExp(String.raw`^(server: *)(${SIGN})[ \t]*$`, 'gim');
-const PAGE_SIGN = new RegExp(String.raw`<hr><center>(${SIGN})</center>`, 'g');
+// (caseless: a body filter may have changed the page, e.g. upper-cased it)
+const PAGE_SIGN = new RegExp(String.raw`(<hr><center>)(${SIGN})(</center>)`, 'gi');
 
 function masked(sign: string): string {
   return sign.includes('/') ? 'SERVER/V' : 'SERVER';
@@ -23,7 +25,7 @@ function masked(sign: string): string {
 
 /** A body (an error page) with its `<hr><center>NAME</center>` masked. */
 export function maskNameInBody(body: string): string {
-  return body.replace(PAGE_SIGN, (_all, sign: string) => `<hr><center>${masked(sign)}</center>`);
+  return body.replace(PAGE_SIGN, (_all, open: string, sign: string, close: string) => `${open}${masked(sign)}${close}`);
 }
 
 /** A `Server: NAME` header line (or a block of them) masked. */
@@ -49,6 +51,34 @@ function generatedPage(status: number, sign: string, length: number): boolean {
 function shrunkUnseen(status: number, sign: string | undefined, length: number): number {
   if (sign === undefined || !new RegExp(`^${SIGN}$`).test(sign) || !generatedPage(status, sign, length)) return 0;
   return sign.length - masked(sign).length;
+}
+
+const nginxSigns = new Map<string, string>();
+
+/** The name a server (a RunningServer's binary and flavor) signs with under `server_tokens on`: `gatehouse/VERSION`, or nginx's `nginx -v`. */
+export function signOf(srv: { binary: string; flavor: string }): string {
+  if (srv.flavor === 'gatehouse') return GATEHOUSE_VER;
+  let sign = nginxSigns.get(srv.binary);
+  if (sign === undefined) {
+    const out = spawnSync(srv.binary, ['-v'], { encoding: 'utf8' });
+    sign = /nginx version: (\S+)/.exec(`${out.stderr}${out.stdout}`)?.[1] ?? 'nginx';
+    nginxSigns.set(srv.binary, sign);
+  }
+  return sign;
+}
+
+/** The length of the server's own page for `status` signed `sign`. */
+export function pageLength(status: number, sign: string): number {
+  return specialPage(status, 'off', false)!.length - 'gatehouse'.length + sign.length;
+}
+
+/**
+ * `$bytes_sent` of a response with `Server: sign` as masking changes it:
+ * less what masking takes out of that header and, when `bodyBytes` is the
+ * length of the server's own page for `status`, out of that page.
+ */
+export function maskNameInBytesSent(status: number, bytesSent: number, bodyBytes: number, sign: string): number {
+  return bytesSent - (sign.length - masked(sign).length) - shrunkUnseen(status, sign, bodyBytes);
 }
 
 /**
