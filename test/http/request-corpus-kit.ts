@@ -13,7 +13,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import type { RunningServer } from '../kit/server.ts';
-import { maskNameInPageLength, maskServerName } from '../kit/server-name.ts';
+import { maskNameInPageLength, maskServerName, signIn } from '../kit/server-name.ts';
 
 /** One case: the bytes of one connection, in one write or (an array) in several. */
 export interface CorpusCase {
@@ -171,8 +171,8 @@ export async function bounded<T, R>(items: T[], limit: number, fn: (item: T) => 
 
 /** Outcome of one case on one server, once every case ran (the access log is read then). */
 export function outcome(c: CorpusCase, srv: RunningServer, ex: ClientExchange, origin: RecordingOrigin, access: Map<string, string[]>): Outcome {
-  // `$status $body_bytes_sent`: a page of the server's own counted as masked (its name is in the Server header)
-  const sign = /^Server: *(.*?)\r$/m.exec(ex.data)?.[1];
+  // `$status $body_bytes_sent`: a page of the server's own counted as masked (its name is in the Server header or the page)
+  const sign = signIn(ex.data);
   return {
     response: maskResponse(ex.data),
     end: ex.end,

@@ -53,6 +53,11 @@ function shrunkUnseen(status: number, sign: string | undefined, length: number):
   return sign.length - masked(sign).length;
 }
 
+/** The name a client was told: in a `Server` header, else (an HTTP/0.9 answer has no head) on a page. */
+export function signIn(text: string): string | undefined {
+  return /^server: *(.*?)[ \t]*\r$/im.exec(text)?.[1] ?? new RegExp(PAGE_SIGN.source, 'i').exec(text)?.[2];
+}
+
 const nginxSigns = new Map<string, string>();
 
 /** The name a server (a RunningServer's binary and flavor) signs with under `server_tokens on`: `gatehouse/VERSION`, or nginx's `nginx -v`. */
