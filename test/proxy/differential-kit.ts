@@ -15,7 +15,7 @@ import type { RequestPart } from '../kit/client.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { HTTP_COMMON, RawUpstream, sleep, startPair } from './upstream-kit.ts';
 import type { Pair, UpstreamRequest } from './upstream-kit.ts';
-import { maskServerName } from '../kit/server-name.ts';
+import { maskNameInPageLength, maskServerName, signIn } from '../kit/server-name.ts';
 
 /** What an upstream does with a request: bytes to send and close, or a scripted action. */
 export type Script = string | ((req: UpstreamRequest, socket: net.Socket, upstream: string) => void | Promise<void>);
@@ -122,13 +122,16 @@ export class Differential {
       await sleep(5);
     }
     const norm = (s: string) => normalise(s, port).replaceAll(srv.prefix, 'PREFIX').replace(/_temp\/\d+/g, '_temp/N');
+    // LOG_FORMAT's `$status $body_bytes_sent`: a page of the server's own counted with its name masked
+    const sign = signIn(ex.data.toString('latin1'));
+    const counted = (l: string) => l.replace(/^(\d{3}) (\d+) /, (_m, st: string, b: string) => `${st} ${maskNameInPageLength(Number(st), Number(b), sign)} `);
     const errors = readFrom(srv, errorFrom).split('\n').filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l)).map(norm);
     return {
       upstream: this.arrivals.slice(from).map(norm),
       response: norm(maskServerName(ex.data.toString('latin1'))),
       end: ex.end,
       ...('early' in ex ? { early: norm(maskServerName(ex.early)) } : {}),
-      access: access.map(norm),
+      access: access.map((l) => norm(counted(l))),
       errors,
     };
   }
