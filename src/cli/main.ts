@@ -16,13 +16,12 @@ import { BindFailed, checkBindable } from '../core/bind-check.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
 import { fullName } from '../conf/parser.ts';
 import { modules } from '../modules.ts';
-import { NGINX_VER } from '../http/special-response.ts';
+import { GATEHOUSE_NAME, GATEHOUSE_VERSION, NGINX_VER } from '../core/version.ts';
 import { WITH, WITHOUT } from './features.ts';
 import { daemonize, daemonReportSent, receiveSnapshot, reportDaemonReady, takeDaemonChild } from './daemon.ts';
 
 const ROOT = path.resolve(fileURLToPath(new URL('../..', import.meta.url)));
-export const GATEHOUSE_VERSION = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version as string;
-const NAME = 'gatehouse';
+const NAME = GATEHOUSE_NAME;
 
 export interface Options {
   help: boolean;

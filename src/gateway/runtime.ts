@@ -33,8 +33,10 @@ import { configureNodeNames } from './dataplane/node-names.ts';
 import { trustUpstreamCas } from './dataplane/balancer.ts';
 import { setHealthLog } from './dataplane/health.ts';
 import { setSchemaOnlyLog } from './plugins/not-implemented.ts';
+import { GATEHOUSE_VERSION } from '../core/version.ts';
 
-export const GATEWAY_VERSION = '0.1.0';
+/** The gateway's version (`Server: APISIX/<version>`, the metrics' `apisix_node_info`): Gatehouse's own. */
+export const GATEWAY_VERSION = GATEHOUSE_VERSION;
 
 export class GatewayRuntime implements AdminEndpoint {
   readonly config: GatewayConfig;

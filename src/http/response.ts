@@ -8,7 +8,7 @@ import { EMPTY_CHUNK, nextBodyFilter } from './body-filter.ts';
 import type { HttpRequest } from './request.ts';
 import type { HeaderFilter } from './http-conf.ts';
 import { CONN_CLOSE, CONN_NONE, UA_CHROME, UA_MSIE, UA_MSIE6, UA_SAFARI } from './request-head.ts';
-import { closesConnection, NGINX_VER, NGINX_VER_BUILD, pageTails, refreshPage, specialPage, statusLineReason, wireStatus } from './special-response.ts';
+import { closesConnection, pageTails, serverSignature, refreshPage, specialPage, statusLineReason, wireStatus } from './special-response.ts';
 
 let cachedDate = '';
 let cachedDateSec = 0;
@@ -103,7 +103,7 @@ function writeHead(r: HttpRequest): void {
   const status = wireStatus(r.status || 200);
   const core = r.level.get(coreLoc);
   const raw: string[] = [];
-  if (!r.ownServer) raw.push('Server', core.serverTokens === 'off' ? 'nginx' : core.serverTokens === 'build' ? NGINX_VER_BUILD : NGINX_VER);
+  if (!r.ownServer) raw.push('Server', serverSignature(core.serverTokens));
   if (!r.ownDate) raw.push('Date', httpDate());
   // nginx sends no Content-Type with 204
   if (r.contentType !== undefined && status !== 204) raw.push('Content-Type', r.contentType);

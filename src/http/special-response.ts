@@ -4,12 +4,10 @@
  * as in nginx 1.22.
  */
 
-import { NGINX_VER, NGINX_VERSION } from '../core/version.ts';
+import { NGINX_VERSION, serverSignature } from '../core/version.ts';
 
-// the version lives in the core (stream reports it too); the http engine's files import it from here
-export { NGINX_VER, NGINX_VERSION };
-/** `server_tokens build`: nginx's NGINX_VER_BUILD (the version, as no build name is configured). */
-export const NGINX_VER_BUILD = NGINX_VER;
+// the versions live in the core (stream reports $nginx_version too); the http engine's files import them from here
+export { NGINX_VERSION, serverSignature };
 
 /**
  * Reason phrases nginx puts in the status lines it writes itself
@@ -62,14 +60,15 @@ export function statusLineReason(status: number): string {
 const pages = new Map<string, string>();
 
 /**
- * Servers whose pages end their own way instead of `<hr><center>nginx…`:
- * the text after the `<h1>` line (the gateway's proxy server ends them as
- * APISIX's runtime does). Keyed by the server's configuration.
+ * Servers whose pages end their own way instead of `</body></html>`: the
+ * text after the `<hr><center>gatehouse…</center>` line (the gateway's proxy
+ * server ends them as APISIX's runtime does). Keyed by the server's configuration.
  */
 export const pageTails = new WeakMap<object, string>();
 
 /**
- * The HTML page nginx sends for `status`, or undefined when it sends none.
+ * The HTML page nginx sends for `status`, or undefined when it sends none,
+ * signed with Gatehouse's name where nginx signs with its own.
  * `padding`: msie_padding for an MSIE or Chrome client (4xx and 5xx only).
  */
 export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build', padding: boolean, tail?: string): string | undefined {
@@ -84,8 +83,7 @@ export function specialPage(status: number, serverTokens: 'on' | 'off' | 'build'
   } else {
     body += `<center><h1>${title}</h1></center>\r\n`;
   }
-  const sign = serverTokens === 'off' ? 'nginx' : serverTokens === 'build' ? NGINX_VER_BUILD : NGINX_VER;
-  page = body + (tail ?? `<hr><center>${sign}</center>\r\n</body>\r\n</html>\r\n`);
+  page = body + `<hr><center>${serverSignature(serverTokens)}</center>\r\n` + (tail ?? '</body>\r\n</html>\r\n');
   if (padding && status >= 400) page += MSIE_PADDING;
   pages.set(key, page);
   return page;

@@ -14,6 +14,7 @@ import { rawExchange } from '../kit/client.ts';
 import { parseResponse } from '../kit/client.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { tlsExchange } from '../tls/client.ts';
+import { maskNameInBody, maskNameInResponse } from '../kit/server-name.ts';
 
 export const CORPUS_DIR = new URL('./real-configs/', import.meta.url).pathname;
 
@@ -140,7 +141,11 @@ export function reduce(data: Buffer, head = false, ports: number[] = []): Seen {
   const r = parseResponse(data, { head });
   const masked = (s: string) => ports.reduce((t, p) => t.replaceAll(`:${p}`, ':PORT'), s);
   const date = Date.parse(r.header('date') ?? '');
-  const headers = r.headers.filter(([k]) => !IGNORED.has(k.toLowerCase())).map(([k, v]) => {
+  const gzip = /gzip/.test(r.header('content-encoding') ?? '') && r.body.length > 0;
+  const body = gzip ? zlib.gunzipSync(r.body).toString('latin1') : r.body.toString('latin1');
+  // the server's name masked (a gzipped page's length is the compressed one's: left as it is)
+  const named = maskNameInResponse(r.headers, gzip ? '' : body, gzip ? undefined : r.status);
+  const headers = named.headers.filter(([k]) => !IGNORED.has(k.toLowerCase())).map(([k, v]) => {
     const name = k.toLowerCase();
     if (name === 'expires' && !Number.isNaN(date)) {
       const delta = (Date.parse(v) - date) / 1000;
@@ -152,12 +157,10 @@ export function reduce(data: Buffer, head = false, ports: number[] = []): Seen {
     // nginx 1.23.4 sends a .gz of gzip_static in ranges ("Gzip static: ranges support"), Gatehouse follows it, 1.22 does not
     .filter((h) => h !== 'accept-ranges: bytes' || !/gzip/.test(r.header('content-encoding') ?? ''))
     .sort();
-  let body = r.body;
-  if (/gzip/.test(r.header('content-encoding') ?? '') && body.length > 0) body = zlib.gunzipSync(body);
   return {
     status: r.status,
     headers,
-    body: masked(body.toString('latin1')).replace(/<center>(nginx|gatehouse)[^<]*<\/center>/g, '<center>SERVER</center>'),
+    body: masked(gzip ? maskNameInBody(body) : named.body),
   };
 }
 

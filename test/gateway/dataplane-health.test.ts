@@ -18,6 +18,7 @@ import { defaultYaml, startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
+import { GATEHOUSE_VER } from '../kit/server-name.ts';
 
 let gw: Gateway;
 let controlPort: number;
@@ -258,7 +259,7 @@ describe('the upstream\'s own answers', () => {
     await put(gw, 'routes/p502', { uri: '/p502', upstream: { type: 'roundrobin', nodes: { [node]: 1 } } });
     const r = await untilRouted(gw, '/p502', (x) => x.status === 502);
     assert.equal(r.body, '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n'
-      + '<hr><center>openresty</center>\r\n<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n');
+      + `<hr><center>${GATEHOUSE_VER}</center>\r\n` + '<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n');
     assert.match(String(r.headers['content-type']), /^text\/html/);
     assert.equal(r.headers['x-apisix-upstream-status'], '502');
     assert.match(String(r.headers.server), /^APISIX/);
@@ -280,7 +281,7 @@ describe('the upstream\'s own answers', () => {
       await put(gw, 'routes/p504', { uri: '/p504', upstream: { type: 'roundrobin', nodes: { [`127.0.0.1:${port}`]: 1 }, timeout: { connect: 1, send: 1, read: 0.2 } } });
       const r = await untilRouted(gw, '/p504', (x) => x.status === 504);
       assert.equal(r.body, '<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 Gateway Time-out</h1></center>\r\n'
-        + '<hr><center>openresty</center>\r\n<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n');
+        + `<hr><center>${GATEHOUSE_VER}</center>\r\n` + '<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n');
       assert.equal(r.headers['x-apisix-upstream-status'], '504');
     } finally {
       slow.closeAllConnections();

@@ -23,6 +23,7 @@ import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 import { TestCa } from './tls-kit.ts';
+import { GATEHOUSE_VER } from '../kit/server-name.ts';
 
 const trusted = new TestCa('Trusted Upstream CA');
 const stranger = new TestCa('Unknown Upstream CA');
@@ -70,7 +71,7 @@ after(async () => {
 });
 
 const APISIX_502 = '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n'
-  + '<hr><center>openresty</center>\r\n<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n';
+  + `<hr><center>${GATEHOUSE_VER}</center>\r\n` + '<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n';
 
 describe('tls.verify', () => {
   const upstream = (node: string, host: string, verify: boolean) => ({

@@ -10,6 +10,7 @@ import { rawExchange } from '../kit/client.ts';
 import type { RequestPart } from '../kit/client.ts';
 import { nginxSkip, startGatehouse, startNginx } from '../kit/server.ts';
 import type { RunningServer, StartOptions } from '../kit/server.ts';
+import { maskServerName } from '../kit/server-name.ts';
 
 export interface Pair {
   gh: RunningServer;
@@ -32,12 +33,11 @@ export function sharedPair(opts: StartOptions): () => Pair {
   return () => pair!;
 }
 
-/** Response bytes with what legitimately differs masked: Date values and the nginx version. */
+/** Response bytes with what legitimately differs masked: Date values, ports in Location, the server's name. */
 export function masked(data: Buffer): string {
-  return data.toString('latin1')
+  return maskServerName(data.toString('latin1'))
     .replace(/^Date: .*$/gm, 'Date: X')
-    .replace(/^(Location: https?:\/\/[^/:\r]+):\d+/gm, '$1:PORT')
-    .replace(/nginx\/\d+\.\d+\.\d+/g, 'nginx/V');
+    .replace(/^(Location: https?:\/\/[^/:\r]+):\d+/gm, '$1:PORT');
 }
 
 export interface Answer {

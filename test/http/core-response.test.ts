@@ -57,7 +57,7 @@ for (const tokens of ['off', 'build']) {
   test(`server_tokens ${tokens}`, async () => {
     for (const code of [200, 404, 494]) {
       const answer = await same(pair(), `GET /${tokens}/${code} HTTP/1.0\r\n\r\n`);
-      if (tokens === 'off') assert.match(answer.text, /^HTTP\/1\.1 \d+ [^\r]*\r\nServer: nginx\r\n/);
+      if (tokens === 'off') assert.match(answer.text, /^HTTP\/1\.1 \d+ [^\r]*\r\nServer: SERVER\r\n/);
     }
   });
 }

@@ -18,6 +18,7 @@ import type { Pair } from '../kit/pair.ts';
 import { freePort } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { normalise } from '../proxy/differential-kit.ts';
+import { maskServerName } from '../kit/server-name.ts';
 
 /** Debian's php-fpm binary carries the PHP version in its name (php-fpm8.2 on bookworm). */
 function findPhpFpm(): string {
@@ -129,7 +130,7 @@ async function observe(srv: RunningServer, raw: string): Promise<Seen> {
   await srv.waitForLog('access.log', /\n/, 5000, accessFrom);
   const errors = srv.readFile('error.log').slice(from).split('\n').filter((l) => /\[(warn|error|crit|alert)\]/.test(l))
     .map((l) => normalise(l, port));
-  return { response: normalise(ex.data.toString('latin1'), port).replaceAll(srv.prefix, 'PREFIX'), errors };
+  return { response: normalise(maskServerName(ex.data.toString('latin1')), port).replaceAll(srv.prefix, 'PREFIX'), errors };
 }
 
 /** Sends `raw` to Gatehouse and nginx (when installed); asserts they agree and returns what Gatehouse gave. */

@@ -11,6 +11,7 @@ import type { ParsedResponse } from '../kit/client.ts';
 import type { RunningServer, StartOptions } from '../kit/server.ts';
 import { startPair } from '../kit/pair.ts';
 import type { Pair } from '../kit/pair.ts';
+import { maskNameInResponse } from '../kit/server-name.ts';
 export { FIXED_MTIME, startPair } from '../kit/pair.ts';
 export type { Pair } from '../kit/pair.ts';
 
@@ -41,14 +42,15 @@ export async function ask(srv: RunningServer, request: string, port = 8080): Pro
 /** What must be equal between the two servers. */
 export function comparable(r: ParsedResponse, ports: number[]): { status: number; headers: string[]; body: string } {
   const mask = (s: string) => {
-    let out = s.replace(/nginx\/\d+\.\d+\.\d+/g, 'nginx/VERSION');
+    let out = s;
     for (const p of ports) out = out.replaceAll(`:${p}`, ':PORT');
     return out;
   };
+  const m = maskNameInResponse(r.headers, r.body.toString('latin1'), r.status);
   return {
     status: r.status,
-    headers: r.headers.filter(([k]) => !/^(date|server)$/i.test(k)).map(([k, v]) => mask(`${k}: ${v}`)),
-    body: mask(r.body.toString('latin1')),
+    headers: m.headers.filter(([k]) => !/^(date|server)$/i.test(k)).map(([k, v]) => mask(`${k}: ${v}`)),
+    body: mask(m.body),
   };
 }
 

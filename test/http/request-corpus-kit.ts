@@ -13,6 +13,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import type { RunningServer } from '../kit/server.ts';
+import { maskNameInPageLength, maskServerName, signIn } from '../kit/server-name.ts';
 
 /** One case: the bytes of one connection, in one write or (an array) in several. */
 export interface CorpusCase {
@@ -132,9 +133,9 @@ export function exchange(port: number, c: CorpusCase, timeoutMs = 10_000): Promi
   });
 }
 
-/** Response bytes with what differs by nature masked: Date values and the version in Server and error pages. */
+/** Response bytes with what differs by nature masked: Date values and the server's name in Server and error pages. */
 export function maskResponse(text: string): string {
-  return text.replace(/^Date: .*$/gm, 'Date: X').replace(/nginx\/\d+\.\d+\.\d+/g, 'nginx/V');
+  return maskServerName(text).replace(/^Date: .*$/gm, 'Date: X');
 }
 
 /** The access-log lines (`ADDRESS rest`) of one server, by client address. */
@@ -170,11 +171,14 @@ export async function bounded<T, R>(items: T[], limit: number, fn: (item: T) => 
 
 /** Outcome of one case on one server, once every case ran (the access log is read then). */
 export function outcome(c: CorpusCase, srv: RunningServer, ex: ClientExchange, origin: RecordingOrigin, access: Map<string, string[]>): Outcome {
+  // `$status $body_bytes_sent`: a page of the server's own counted as masked (its name is in the Server header or the page)
+  const sign = signIn(ex.data);
   return {
     response: maskResponse(ex.data),
     end: ex.end,
     upstream: origin.received.get(`${c.from} ${srv.port(8080)}`) ?? [],
-    access: access.get(c.from) ?? [],
+    access: (access.get(c.from) ?? []).map((l) => l.replace(/^(\d{3}) (\d+) /, (_m, status: string, bytes: string) =>
+      `${status} ${maskNameInPageLength(Number(status), Number(bytes), sign)} `)),
   };
 }
 

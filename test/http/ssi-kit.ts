@@ -12,6 +12,7 @@ import type { RunningServer } from '../kit/server.ts';
 import { RawUpstream } from '../proxy/upstream-kit.ts';
 import { startPair } from '../kit/pair.ts';
 import type { Pair } from '../kit/pair.ts';
+import { maskNameInResponse } from '../kit/server-name.ts';
 export { FIXED_MTIME, startPair } from '../kit/pair.ts';
 export type { Pair } from '../kit/pair.ts';
 
@@ -25,12 +26,13 @@ export async function ask(srv: RunningServer, request: string, port = 8080): Pro
   return parseResponse(await rawRequest(srv.port(port), text), { head: text.startsWith('HEAD ') });
 }
 
-/** Status, headers in order (Date left out) and the de-chunked body. */
+/** Status, headers in order (Date left out, the server's name masked) and the de-chunked body. */
 export function comparable(r: ParsedResponse): { status: number; headers: string[]; body: string } {
+  const m = maskNameInResponse(r.headers, r.body.toString('latin1'), r.status);
   return {
     status: r.status,
-    headers: r.headers.filter(([k]) => k.toLowerCase() !== 'date').map(([k, v]) => `${k}: ${v}`),
-    body: r.body.toString('latin1'),
+    headers: m.headers.filter(([k]) => k.toLowerCase() !== 'date').map(([k, v]) => `${k}: ${v}`),
+    body: m.body,
   };
 }
 

@@ -8,6 +8,7 @@ import type { ParsedResponse } from '../kit/client.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { startPair } from '../kit/pair.ts';
 import type { Pair } from '../kit/pair.ts';
+import { maskNameInResponse } from '../kit/server-name.ts';
 export { FIXED_MTIME, startPair } from '../kit/pair.ts';
 export type { Pair } from '../kit/pair.ts';
 
@@ -22,7 +23,7 @@ export async function ask(srv: RunningServer, request: string, port = 8080): Pro
   return parseResponse(await rawRequest(srv.port(port), text), { head });
 }
 
-/** What must match between servers: status, headers in order (Date and boundaries masked), body. */
+/** What must match between servers: status, headers in order (Date, boundaries and the server's name masked), body. */
 export function comparable(r: ParsedResponse): { status: number; headers: string[]; body: string } {
   const mask = (s: string) => s.replace(/\d{10,}/g, 'BOUNDARY').replace(/max-age=\d+/g, 'max-age=N').replace(/:\d{4,5}\//g, ':PORT/')
     .replace(/\/tmp\/gh-test-\w+/g, 'PREFIX');
@@ -32,11 +33,12 @@ export function comparable(r: ParsedResponse): { status: number; headers: string
   const maxAge = /max-age=(\d+)/.exec(r.headers.find(([k]) => k.toLowerCase() === 'cache-control')?.[1] ?? '')?.[1];
   const fromNow = (k: string, v: string) => k.toLowerCase() === 'expires' && maxAge !== undefined
     && Date.parse(v) === date + Number(maxAge) * 1000;
+  const m = maskNameInResponse(r.headers, r.body.toString('latin1'), r.status);
   return {
     status: r.status,
-    headers: r.headers.filter(([k]) => k.toLowerCase() !== 'date')
+    headers: m.headers.filter(([k]) => k.toLowerCase() !== 'date')
       .map(([k, v]) => (fromNow(k, v) ? `${k}: DATE+max-age` : mask(`${k}: ${v}`))),
-    body: mask(r.body.toString('latin1')),
+    body: mask(m.body),
   };
 }
 

@@ -7,6 +7,7 @@ import { startPair } from '../kit/pair.ts';
 import type { Pair } from '../kit/pair.ts';
 import { rawRequest, parseResponse } from '../kit/client.ts';
 import type { RunningServer } from '../kit/server.ts';
+import { maskNameInResponse } from '../kit/server-name.ts';
 
 export const LUA_MODULES = 'load_module /usr/lib/nginx/modules/ndk_http_module.so;\n'
   + 'load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;\n';
@@ -27,10 +28,11 @@ export interface Seen {
 export function seen(raw: Buffer): Seen {
   if (raw.length === 0) return { status: 0, headers: [], body: '', complete: false };
   const r = parseResponse(raw);
+  const m = maskNameInResponse(r.headers, r.body.toString('latin1'), r.status);
   return {
     status: r.status,
-    headers: r.headers.filter(([n]) => !/^(date|server)$/i.test(n)),
-    body: r.body.toString('latin1').replace(/<hr><center>[^<]*<\/center>/i, '<hr><center>SERVER</center>'),
+    headers: m.headers.filter(([n]) => !/^(date|server)$/i.test(n)),
+    body: m.body,
     complete: r.complete,
   };
 }

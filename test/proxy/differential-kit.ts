@@ -15,6 +15,7 @@ import type { RequestPart } from '../kit/client.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { HTTP_COMMON, RawUpstream, sleep, startPair } from './upstream-kit.ts';
 import type { Pair, UpstreamRequest } from './upstream-kit.ts';
+import { maskNameInPageLength, maskServerName, signIn } from '../kit/server-name.ts';
 
 /** What an upstream does with a request: bytes to send and close, or a scripted action. */
 export type Script = string | ((req: UpstreamRequest, socket: net.Socket, upstream: string) => void | Promise<void>);
@@ -121,13 +122,16 @@ export class Differential {
       await sleep(5);
     }
     const norm = (s: string) => normalise(s, port).replaceAll(srv.prefix, 'PREFIX').replace(/_temp\/\d+/g, '_temp/N');
+    // LOG_FORMAT's `$status $body_bytes_sent`: a page of the server's own counted with its name masked
+    const sign = signIn(ex.data.toString('latin1'));
+    const counted = (l: string) => l.replace(/^(\d{3}) (\d+) /, (_m, st: string, b: string) => `${st} ${maskNameInPageLength(Number(st), Number(b), sign)} `);
     const errors = readFrom(srv, errorFrom).split('\n').filter((l) => /\[(warn|error|crit|alert|emerg)\]/.test(l)).map(norm);
     return {
       upstream: this.arrivals.slice(from).map(norm),
-      response: norm(ex.data.toString('latin1')),
+      response: norm(maskServerName(ex.data.toString('latin1'))),
       end: ex.end,
-      ...('early' in ex ? { early: norm(ex.early) } : {}),
-      access: access.map(norm),
+      ...('early' in ex ? { early: norm(maskServerName(ex.early)) } : {}),
+      access: access.map((l) => norm(counted(l))),
       errors,
     };
   }
@@ -165,7 +169,6 @@ export function normalise(text: string, port: number): string {
   return text
     .replace(/^\d{4}\/\d\d\/\d\d \d\d:\d\d:\d\d (\[\w+\]) \d+#\d+: (\*\d+ )?/, '$1 ')
     .replace(/^Date: .*$/gm, 'Date: -')
-    .replace(/nginx\/\d+\.\d+\.\d+/g, 'nginx/x')
     .replaceAll(`:${port}`, ':PORT')
     .replace(/\b\d+\.\d{3}\b/g, 'N.NNN');
 }

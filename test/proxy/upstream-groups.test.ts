@@ -13,6 +13,7 @@ import { freePort } from '../kit/server.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { HTTP_COMMON, RawUpstream, replyWith, response, sleep, startPair } from './upstream-kit.ts';
 import type { Pair } from './upstream-kit.ts';
+import { maskNameInBody } from '../kit/server-name.ts';
 
 const ups: RawUpstream[] = [];
 let refused: number;
@@ -88,7 +89,7 @@ after(async () => {
 async function ask(srv: RunningServer, uri: string, method = 'GET', body = ''): Promise<{ status: number; body: string }> {
   const req = `${method} ${uri} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n${body ? `Content-Length: ${body.length}\r\n` : ''}\r\n${body}`;
   const r = parseResponse(await rawRequest(srv.port(8080), req, { timeoutMs: 10000 }));
-  return { status: r.status, body: r.body.toString().replace(/nginx\/[\d.]+/, 'nginx/x') };
+  return { status: r.status, body: maskNameInBody(r.body.toString()) };
 }
 
 /** The access log line for the last request to `uri`, with ports masked (they differ between runs only). */

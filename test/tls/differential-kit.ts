@@ -11,6 +11,7 @@ import type { Pair } from '../kit/pair.ts';
 import type { RunningServer } from '../kit/server.ts';
 import { tlsExchange } from './client.ts';
 import type { TlsClientOptions, TlsExchange } from './client.ts';
+import { maskServerName } from '../kit/server-name.ts';
 
 /** What a client saw, reduced to comparable values. */
 export interface Seen {
@@ -27,10 +28,9 @@ export interface Seen {
   stapled?: boolean;
 }
 
-/** The response bytes without `Date` and `Server` and with the version in error pages left out (they differ between runs and servers). */
+/** The response bytes without `Date` and `Server` and with the server's name masked (they differ between runs and servers). */
 export function normalizeResponse(data: Buffer): string {
-  return data.toString('latin1').replace(/^Date: .*\r\n/im, '').replace(/^Server: .*\r\n/im, '')
-    .replace(/<center>nginx\/[\d.]+<\/center>/, '<center>nginx</center>');
+  return maskServerName(data.toString('latin1')).replace(/^Date: .*\r\n/im, '').replace(/^Server: .*\r\n/im, '');
 }
 
 export function seen(x: TlsExchange, opts: { withHeaders?: boolean } = {}): Seen {

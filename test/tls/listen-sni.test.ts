@@ -16,6 +16,7 @@ import { startGatehouse, startNginx, nginxSkip } from '../kit/server.ts';
 import { rawRequest } from '../kit/client.ts';
 import { CertFactory } from './certs.ts';
 import { bodyOf, statusOf, tlsExchange } from './client.ts';
+import { maskNameInBody } from '../kit/server-name.ts';
 
 let certs: CertFactory;
 let files: Record<string, Buffer>;
@@ -107,10 +108,10 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     const res = (await rawRequest(srv.port(8443), 'GET / HTTP/1.1\r\nHost: localhost\r\n\r\n')).toString('latin1');
     assert.match(res, /^HTTP\/1\.1 400 Bad Request\r\n/);
     assert.match(res, /Connection: close\r\n/);
-    const body = res.slice(res.indexOf('\r\n\r\n') + 4).replace(/nginx\/[\d.]+/, 'nginx');
+    const body = maskNameInBody(res.slice(res.indexOf('\r\n\r\n') + 4));
     assert.equal(body, '<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>\r\n<body>\r\n'
       + '<center><h1>400 Bad Request</h1></center>\r\n<center>The plain HTTP request was sent to HTTPS port</center>\r\n'
-      + '<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n');
+      + '<hr><center>SERVER/V</center>\r\n</body>\r\n</html>\r\n');
   });
 }
 

@@ -175,7 +175,8 @@ function upstreamVar(pick: (s: GatewayRequestState) => string | undefined): (r: 
   };
 }
 
-const APISIX_PAGE_TAIL = '<hr><center>openresty</center>\r\n<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n';
+/** After the page's `<hr><center>gatehouse…</center>` line, where APISIX's runtime has `<center>openresty</center>`. */
+const APISIX_PAGE_TAIL = '<p><em>Powered by <a href="https://apisix.apache.org/">APISIX</a>.</em></p></body>\r\n</html>\r\n';
 
 const variables: HttpVariable[] = [
   { name: 'gateway_upstream_scheme', noCache: true, get: upstreamVar((s) => s.ctx.upstreamScheme) },
