@@ -32,6 +32,7 @@ import { gunzipModule } from './http/modules/gunzip.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { gzipStaticModule } from './http/modules/gzip-static.ts';
 import { rangeModule } from './http/modules/range.ts';
+import { sliceModule } from './http/modules/slice.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
 import { subFilterModule } from './http/modules/sub-filter.ts';
 import { additionModule } from './http/modules/addition.ts';
@@ -123,6 +124,7 @@ export const modules: CycleModule[] = [
   gunzipModule,
   gzipModule,
   rangeModule,
+  sliceModule,
   luaModule,
   echoModule,
   headersMoreModule,

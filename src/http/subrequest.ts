@@ -128,10 +128,14 @@ export class Subrequest {
     fn?.(this.r);
   }
 
-  /** Runs the subrequest's phases (from server rewrite, as any internal request). */
-  start(): void {
+  /**
+   * Runs the subrequest's phases: from server rewrite, as any internal
+   * request, or from `phase` (a clone of its parent, as the slice filter's
+   * NGX_HTTP_SUBREQUEST_CLONE, starts at the content phase).
+   */
+  start(phase: number = Phase.SERVER_REWRITE): void {
     const sr = this.r;
-    runPhases(sr, Phase.SERVER_REWRITE)?.catch((err: Error) => {
+    runPhases(sr, phase)?.catch((err: Error) => {
       requestLog(sr).error(`unexpected error: ${err.stack ?? err}`);
       if (!sr.headerSent) finalize(sr, 500).catch(() => this.res.abort());
       else this.res.abort();

@@ -13,6 +13,7 @@ import { parseHttpTime } from '../../core/http-time.ts';
 
 const ALLOW = {};
 const PLAN = {};
+const SINGLE = {};
 
 export interface RangePart {
   start: number;
@@ -31,6 +32,18 @@ export interface RangePlan {
 /** The handler can send byte ranges of its body (nginx's r->allow_ranges). */
 export function allowRanges(r: HttpRequest): void {
   r.ctx.set(ALLOW, true);
+}
+
+/** Only one range may be sent (nginx's r->single_range, the slice filter's responses). */
+export function singleRange(r: HttpRequest): void {
+  r.ctx.set(SINGLE, true);
+}
+
+/** The plan, taken from the handler: a filter (slice) cuts the body to it instead. */
+export function takeRangePlan(r: HttpRequest): RangePlan | undefined {
+  const plan = r.ctx.get(PLAN) as RangePlan | undefined;
+  r.ctx.delete(PLAN);
+  return plan;
 }
 
 /** The ranges to send, when the range filter turned the response into a 206. */
@@ -108,13 +121,21 @@ function nextBoundary(): string {
 
 function ifRangeAllows(r: HttpRequest, ifRange: string): boolean {
   if (ifRange.length >= 2 && ifRange.endsWith('"')) return ifRange === r.getHeader('etag');
-  if (r.lastModified === undefined) return false;
-  return parseHttpTime(ifRange) === Math.floor(r.lastModified / 1000);
+  // a proxied response keeps its Last-Modified as a header (nginx's headers_out.last_modified_time)
+  const lm = r.lastModified !== undefined ? Math.floor(r.lastModified / 1000) : parseLastModified(r.getHeader('last-modified'));
+  if (lm === undefined) return false;
+  return parseHttpTime(ifRange) === lm;
+}
+
+function parseLastModified(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const t = parseHttpTime(value);
+  return t < 0 ? undefined : t;
 }
 
 function rangeHeaderFilter(r: HttpRequest): void {
   if (r.status !== 200 || r.contentLength === undefined || !r.ctx.has(ALLOW)) return;
-  const maxRanges = r.level.get(coreLoc).maxRanges ?? Infinity;
+  const maxRanges = r.ctx.has(SINGLE) ? 1 : r.level.get(coreLoc).maxRanges ?? Infinity;
   if (maxRanges === 0) return;
   const range = r.header('range');
   const ifRange = r.header('if-range');

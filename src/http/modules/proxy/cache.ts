@@ -325,9 +325,13 @@ export class CacheWriter {
   }
 }
 
-/** Statuses nginx never stores: partial content and the non-final ones. */
+/**
+ * Statuses nginx never stores: the non-final ones and 304. A 206 is stored when its validity
+ * allows (`proxy_cache_valid 206`): the client's Range is not sent upstream with a cache, so a
+ * 206 answers a Range the configuration set (the slice module's `$slice_range`).
+ */
 function storable(status: number): boolean {
-  return status >= 200 && status !== 206 && status !== 304;
+  return status >= 200 && status !== 304;
 }
 
 /**
