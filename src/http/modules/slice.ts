@@ -104,9 +104,10 @@ function parseContentRange(value: string | undefined): { start: number; end: num
   return { start, end, complete };
 }
 
+/** The response is refused (nginx's NGX_ERROR from the header filter): logged here, once. */
 function fail(r: HttpRequest, msg: string): never {
   requestLog(r).error(msg);
-  throw new Error(msg);
+  throw Object.assign(new Error(msg), { logged: true });
 }
 
 /** Before not_modified (200): the slice's answer checked and turned into a 200 of the whole length. */

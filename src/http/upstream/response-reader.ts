@@ -208,7 +208,8 @@ export class ResponseReader implements RelaySource {
   }
 
   private headerFailed(err: Error): void {
-    this.u.log('error', `sending response header failed: ${err.message}`);
+    // a header filter that refused the response logged why itself (the slice filter's checks)
+    if (!(err as Error & { logged?: boolean }).logged) this.u.log('error', `sending response header failed: ${err.message}`);
     this.u.finalize(500);
     this.u.r.sink.abort();
   }
