@@ -69,6 +69,13 @@ http {
             proxy_cache_valid 200 206 1h;
             add_header X-Cache-Status $upstream_cache_status;
         }
+        location /sub/ {
+            slice 1k;
+            proxy_pass http://127.0.0.1:${origin};
+            proxy_set_header Range $slice_range;
+            sub_filter bipw BIPW;
+            sub_filter_types *;
+        }
         location /etag/ {
             slice 2k;
             proxy_pass http://127.0.0.1:${origin};
@@ -147,6 +154,16 @@ test('an origin that ignores Range: its 200 passes as it is', async (t) => {
   assert.equal(r.status, 200);
   assert.equal(r.body, body.toString('latin1'));
   assert.deepEqual(r.seen, ['/norange/f bytes=0-1023']);
+});
+
+test('sub_filter works on each slice by itself, as nginx\'s does', async (t) => {
+  const origin = await startOrigin(t);
+  const pair = await startPair(t, { conf: conf(origin.port) });
+  const r = await same(pair, origin, get('/sub/f'));
+  assert.equal(r.status, 200);
+  // sub_filter_once: the first match of each slice (each slice's subrequest has its own filter state)
+  assert.equal(r.body.split('BIPW').length - 1, 5);
+  assert.equal(r.body.replaceAll('BIPW', 'bipw'), body.toString('latin1'));
 });
 
 /** What a client read, with Date and the server's name masked. */

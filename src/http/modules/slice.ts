@@ -49,6 +49,8 @@ interface SliceCtx {
   start: number;
   /** Where fetching stops (exclusive), known once the first slice answered. */
   end: number;
+  /** The complete length, from the first slice's Content-Range. */
+  complete: number;
   range: string;
   etag: string | undefined;
   /** The slice being fetched answered (its head passed the checks). */
@@ -57,6 +59,11 @@ interface SliceCtx {
   cut: [number, number] | undefined;
   /** A subrequest's bytes the client's chain could not take yet: its write callback. */
   pending: (() => void) | undefined;
+}
+
+interface SliceFilters {
+  cut: BodyFilterEntry;
+  join: BodyFilterEntry;
 }
 
 /** r.ctx keys: the shared context, and one response's byte position in the whole file. */
@@ -87,7 +94,7 @@ function sliceRangeVariable(r: HttpRequest): string | undefined {
   const size = r.level.get(sliceSlot).size;
   if (size === 0) return undefined;
   const start = size * Math.floor(clientStart(r) / size);
-  ctx = { size, start, end: 0, range: rangeOf(start, size), etag: undefined, active: false, cut: undefined, pending: undefined };
+  ctx = { size, start, end: 0, complete: 0, range: rangeOf(start, size), etag: undefined, active: false, cut: undefined, pending: undefined };
   r.ctx.set(SLICE, ctx);
   return ctx.range;
 }
@@ -111,7 +118,7 @@ function fail(r: HttpRequest, msg: string): never {
 }
 
 /** Before not_modified (200): the slice's answer checked and turned into a 200 of the whole length. */
-function sliceHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
+function sliceHeaderFilter(r: HttpRequest, body: SliceFilters): void {
   const ctx = r.ctx.get(SLICE) as SliceCtx | undefined;
   if (!ctx) return;
   if (r.status !== 206) {
@@ -131,6 +138,7 @@ function sliceHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   if (cr.start !== ctx.start || cr.end !== end) fail(r, `unexpected range in slice response: ${cr.start}-${cr.end}`);
   ctx.start = end;
   ctx.active = true;
+  if (!r.parent) ctx.complete = cr.complete;
   r.status = 200;
   r.statusReason = undefined;
   r.contentLength = cr.complete;
@@ -141,7 +149,9 @@ function sliceHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
     allowRanges(r);
     singleRange(r);
   }
-  if (r.method !== 'HEAD') joinBodyFilter(r, body);
+  if (r.method === 'HEAD') return;
+  joinBodyFilter(r, body.cut);
+  if (!r.parent) joinBodyFilter(r, body.join);
 }
 
 /** After the range filter (1600), for the client's request: how far to fetch, and the range to cut. */
@@ -151,7 +161,7 @@ function sliceRangeFilter(r: HttpRequest): void {
   const plan = takeRangePlan(r);
   if (r.status !== 206 || !plan) {
     // a 200 goes to the end; a page that replaced it (304, 412, 416) needs no more slices
-    ctx.end = r.status === 200 ? r.contentLength ?? 0 : 0;
+    ctx.end = r.status === 200 ? ctx.complete : 0;
     return;
   }
   const { start, end } = plan.parts[0];
@@ -172,12 +182,17 @@ function cut(r: HttpRequest, ctx: SliceCtx, chunk: Buffer): Buffer {
   return from < to ? chunk.subarray(from - a, to - a) : EMPTY_CHUNK;
 }
 
-function sliceBodyFilter(r: HttpRequest, self: BodyFilterEntry, chunk: Buffer, eof: boolean): boolean {
+/**
+ * The top of the chain: every slice's body cut to the client's range; the
+ * client's own body does not end here (nginx clears its last_buf) but
+ * starts the next slice.
+ */
+function sliceBodyFilter(r: HttpRequest, body: SliceFilters, chunk: Buffer, eof: boolean): boolean {
   const ctx = r.ctx.get(SLICE) as SliceCtx;
   const out = cut(r, ctx, chunk);
-  if (r.parent) return nextBodyFilter(r, self, out, eof);
-  const ok = out.length === 0 || nextBodyFilter(r, self, out, false);
-  if (eof) nextSlice(r, self, ctx);
+  if (r.parent) return nextBodyFilter(r, body.cut, out, eof);
+  const ok = out.length === 0 || nextBodyFilter(r, body.cut, out, false);
+  if (eof) nextSlice(r, body, ctx);
   return ok;
 }
 
@@ -192,15 +207,15 @@ function sliceResume(r: HttpRequest): boolean {
   return true;
 }
 
-/** A slice's body ended: fetch the next one, or end the client's body. */
-function nextSlice(r: HttpRequest, self: BodyFilterEntry, ctx: SliceCtx): void {
+/** A slice's body ended: fetch the next one, or end the client's body (through the whole chain). */
+function nextSlice(r: HttpRequest, body: SliceFilters, ctx: SliceCtx): void {
   if (!ctx.active) {
     requestLog(r).error('missing slice response');
     r.sink.abort();
     return;
   }
   if (ctx.start >= ctx.end) {
-    nextBodyFilter(r, self, EMPTY_CHUNK, true);
+    nextBodyFilter(r, body.cut, EMPTY_CHUNK, true);
     return;
   }
   ctx.active = false;
@@ -208,7 +223,8 @@ function nextSlice(r: HttpRequest, self: BodyFilterEntry, ctx: SliceCtx): void {
   const sink = new Writable({
     highWaterMark: 0,
     write(chunk: Buffer, _enc, done) {
-      if (nextBodyFilter(r, self, chunk, false)) done();
+      // a subrequest's body went through its own filters: it joins the client's at the postpone filter
+      if (nextBodyFilter(r, body.join, chunk, false)) done();
       else ctx.pending = () => done();
     },
   });
@@ -225,7 +241,7 @@ function nextSlice(r: HttpRequest, self: BodyFilterEntry, ctx: SliceCtx): void {
   sr.ctx.set(SLICE, ctx);
   void sub.done.then((whole) => {
     if (!whole) r.sink.abort();
-    else nextSlice(r, self, ctx);
+    else nextSlice(r, body, ctx);
   });
   sub.start(Phase.CONTENT);
 }
@@ -239,8 +255,12 @@ export const sliceModule: HttpModule = {
     { name: 'slice_range', get: sliceRangeVariable, noCache: true },
   ],
   postconfiguration(http) {
-    // nginx's range body filter cuts early in the body chain (before the postpone filter, 1400)
-    const body = http.addBodyFilter(150, (r, chunk, eof) => sliceBodyFilter(r, body, chunk, eof), sliceResume);
+    // nginx's slice and range body filters come first in the body chain; the slices' bodies are put
+    // in the client's at the postpone filter (1400), after the filters each went through
+    const body: SliceFilters = {
+      cut: http.addBodyFilter(150, (r, chunk, eof) => sliceBodyFilter(r, body, chunk, eof)),
+      join: http.addBodyFilter(1400, (r, chunk, eof) => nextBodyFilter(r, body.join, chunk, eof), sliceResume),
+    };
     // before not_modified (200), so it sees the 200; for slice subrequests too
     http.addHeaderFilter(150, (r) => sliceHeaderFilter(r, body), { subrequests: true });
     http.addHeaderFilter(1650, sliceRangeFilter);
