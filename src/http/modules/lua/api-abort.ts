@@ -35,6 +35,8 @@ export function watchClientAbort(ctx: HookContext & { r: NonNullable<HookContext
       // the hook's end then only lets the connection go
       requestLog(r).info('client prematurely closed connection');
       ctx.exit = -1;
+      // the hook and its light threads end where they wait, as OpenResty finalizes them
+      ctx.signal?.kill();
       terminate(r, 499);
       return;
     }

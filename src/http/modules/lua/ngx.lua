@@ -309,7 +309,8 @@ do
     if type(f) ~= 'function' then error("bad argument #1 to 'spawn' (function expected)", 2) end
     local id = lib.reserve()
     threads[id] = { f = f, args = pack(...) }
-    lib.start(id)
+    -- the thread ended the request's Lua (ngx.exit …): the spawner ends too
+    if lib.start(id) then error(EXIT, 0) end
     return setmetatable({ id = id }, thread_mt)
   end
   function ngx.thread.wait(...)

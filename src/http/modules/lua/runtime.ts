@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
 import { abortedMessage } from '../../../lua/coroutine.ts';
-import type { LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
+import type { KillSignal, LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
 import { pathsFromEnv } from '../../../lua/package.ts';
 import { LuaVm } from '../../../lua/vm.ts';
 import type { LuaChunk } from '../../../lua/vm.ts';
@@ -32,8 +32,14 @@ export interface HookContext {
   exec?: { uri: string; args: string | undefined };
   /** ngx.eof was called: the body is complete. */
   eof?: boolean;
-  /** Light threads this hook spawned that have not finished (the hook's end waits for them). */
+  /** Light threads of this hook that have not finished (the hook's end waits for them). They share
+   * this context: ngx.exit in any of them is the request's. */
   threads?: Map<number, Promise<unknown>>;
+  /** Ends the hook's coroutine and its light threads where they wait (ngx.exit/exec/redirect in any
+   * of them, the hook failing): OpenResty's ngx_http_lua_finalize_threads. */
+  signal?: KillSignal;
+  /** Subrequests (ngx.location.capture) being waited for: ngx.exit/exec/redirect are refused meanwhile. */
+  noAbort?: number;
   /** A timer's `, client: …, server: …` log suffix. */
   origin?: string;
   /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
@@ -144,7 +150,7 @@ export class LuaRuntime {
   /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`. */
   runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
-    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1) });
+    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal: ctx.signal });
   }
 
   /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
@@ -219,6 +225,21 @@ export function logFor(ctx: HookContext | undefined, level: number, text: string
 
 const CTX_ID = {};
 const ctxIds = new WeakMap<HttpRequest, number[]>();
+
+/**
+ * ngx.exit, ngx.exec, ngx.redirect, a jumping ngx.req.set_uri: the request's Lua ends here, its other
+ * coroutines where they wait (the caller unwinds itself). `status` is refused (`attempt to abort with
+ * pending subrequests`) while subrequests are waited for, unless it only closes the connection.
+ */
+export function endRequestLua(ctx: HookContext, status: number | undefined, level: number): void {
+  if (ctx.noAbort && (status === undefined || !CLOSING.has(status))) {
+    throw new LuaError('attempt to abort with pending subrequests', level);
+  }
+  ctx.signal?.kill();
+}
+
+/** What ends a request by closing its connection: NGX_ERROR, 408, 444, 499. */
+export const CLOSING = new Set([-1, 408, 444, 499]);
 
 /** The running hook's context, or OpenResty's error for code outside any request. */
 export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
