@@ -151,12 +151,18 @@ export class CoroutineRunner {
     }
   }
 
-  /** A waiting coroutine ends without resuming: its stack is reset and the thread reused. */
+  /**
+   * A waiting coroutine ends without resuming: its stack is reset (to-be-closed variables closed)
+   * and the thread let go, not pooled: a coroutine reset while it waited inside a pcall keeps that
+   * pcall's message handler as its error function, and a later error there would call a stale slot
+   * (`error in error handling`).
+   */
   private kill(entry: Entry): LuaOutcome<never> {
     const { api } = this.bridge;
     api.lua_resetthread(entry.thread);
     api.lua_settop(entry.thread, 0);
-    this.release(entry);
+    entry.context = undefined;
+    this.bridge.unref(entry.ref);
     return { ok: false, error: 'killed', traceback: '', killed: true };
   }
 

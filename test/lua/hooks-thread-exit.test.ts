@@ -40,6 +40,15 @@ const pair = await luaPair({ after }, `
                 ngx.say("entry returns")
             }
         }
+        location /fail-with-thread {
+            content_by_lua_block {
+                ngx.thread.spawn(function() ngx.sleep(5) ngx.say("thread after the error") end)
+                error("entry fails")
+            }
+        }
+        location /fail {
+            content_by_lua_block { local t = nil; return t.field }
+        }
         location /waiting {
             content_by_lua_block {
                 local slow = ngx.thread.spawn(function() ngx.sleep(5) return "slow" end)
@@ -140,6 +149,18 @@ test('a thread that exits later kills the entry coroutine where it sleeps', asyn
 
 test('the entry already returned: the other light threads are killed', async () => {
   assert.equal((await same(pair, '/sibling')).body, 'entry returns\nquick thread\n');
+});
+
+test('a failed entry kills its threads; the coroutines after a killed one fail as any other', async () => {
+  await same(pair, '/sibling');
+  const failed = await same(pair, '/fail-with-thread');
+  assert.equal(failed.status, 500);
+  assert.doesNotMatch(failed.body, /thread after the error/);
+  assert.equal((await same(pair, '/fail')).status, 500);
+  await sameLog(pair, /attempt to index/);
+  const lines = await sameLog(pair, /entry thread aborted/);
+  assert.match(lines[0]!, /runtime error: content_by_lua\(nginx\.conf:\d+\):3: entry fails$/);
+  assert.match(lines[1]!, /runtime error: content_by_lua\(nginx\.conf:\d+\):1: attempt to index local 't' \(a nil value\)$/);
 });
 
 test('an error status from a thread is the response, also while the entry waits on another thread', async () => {
