@@ -65,6 +65,7 @@ export function abortLibrary(rt: LuaRuntime): Record<string, unknown> {
       if (handlers.has(ctx)) return fail('duplicate call');
       const id = nextId--;
       handlers.set(ctx, id);
+      (ctx.threadIds ??= []).push(id);
       bridge.pushInteger(L, id);
       return 1;
     },

@@ -16,8 +16,6 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
   let nextId = 1;
-  /** Each thread's end, by id (until waited for). */
-  const ends = new Map<number, Promise<number>>();
 
   return {
     reserve(L: number) {
@@ -33,14 +31,15 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
       const id = bridge.toInteger(L, 1)!;
       const outcome = rt.runThread(id, ctx);
       const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
-      ends.set(id, end);
+      (ctx.threadEnds ??= new Map()).set(id, end);
+      (ctx.threadIds ??= []).push(id);
       (ctx.threads ??= new Map()).set(id, end);
       void end.then(() => ctx.threads?.delete(id));
       bridge.pushBoolean(L, ctx.signal?.killed ?? false);
       return 1;
     },
     wait(L: number) {
-      requestContext(rt, 2);
+      const ends = requestContext(rt, 2).threadEnds ?? new Map<number, Promise<number>>();
       const n = api.lua_gettop(L);
       const waiting: Array<Promise<number>> = [];
       for (let i = 1; i <= n; i++) {
@@ -60,7 +59,7 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     kill(L: number) {
-      ends.delete(bridge.toInteger(L, 1) ?? 0);
+      currentContext(rt)?.threadEnds?.delete(bridge.toInteger(L, 1) ?? 0);
       return 0;
     },
   };

@@ -40,6 +40,7 @@ function finishResponse(ctx: HookContext): HandlerResult | Promise<HandlerResult
 /** What a rewrite, access or content hook's end means for the phase (ngx_http_lua_handle_exit and friends). */
 export function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
   const r = ctx.r!;
+  ctx.runtime.forgetThreads(ctx);
   if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
     ctx.runtime.logFailure(ctx, outcome);
     if (!headStarted(r)) return 'unreadable' in outcome && outcome.unreadable ? 404 : 500;

@@ -402,5 +402,7 @@ end
 setmetatable(_G, { __newindex = newindex })
 ]], '=_G write guard')()
 
--- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
-return function(id) ctxs[id] = nil end, run_timer, run_thread
+-- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads,
+-- and forgets a hook's light threads when it ends
+return function(id) ctxs[id] = nil end, run_timer, run_thread,
+  function(...) for i = 1, select('#', ...) do threads[(select(i, ...))] = nil end end

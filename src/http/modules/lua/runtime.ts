@@ -38,6 +38,10 @@ export interface HookContext {
   /** Ends the hook's coroutine and its light threads where they wait (ngx.exit/exec/redirect in any
    * of them, the hook failing): OpenResty's ngx_http_lua_finalize_threads. */
   signal?: KillSignal;
+  /** The end of each light thread not yet waited for or killed, by id. */
+  threadEnds?: Map<number, Promise<number>>;
+  /** The ids of the hook's light threads (and its on_abort function), forgotten by ngx.lua when it ends. */
+  threadIds?: number[];
   /** Subrequests (ngx.location.capture) being waited for: ngx.exit/exec/redirect are refused meanwhile. */
   noAbort?: number;
   /** A timer's `, client: …, server: …` log suffix. */
@@ -65,6 +69,8 @@ export class LuaRuntime {
   private timerRunner = 0;
   /** The Lua function that runs light thread `id` (ngx.lua's third result). */
   private threadRunner = 0;
+  /** The Lua function that forgets light threads by id (ngx.lua's fourth result). */
+  private threadForgetter = 0;
   private nextCtxId = 1;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
@@ -90,7 +96,8 @@ export class LuaRuntime {
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
     pushValue(bridge, L, host(rt));
-    bridge.call(L, 1, 3);
+    bridge.call(L, 1, 4);
+    rt.threadForgetter = bridge.ref(L);
     rt.threadRunner = bridge.ref(L);
     rt.timerRunner = bridge.ref(L);
     rt.releaseCtx = bridge.ref(L);
@@ -151,6 +158,19 @@ export class LuaRuntime {
   runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
     return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal: ctx.signal });
+  }
+
+  /** The hook ended: ngx.lua lets go of its light threads (functions, arguments, results never waited for). */
+  forgetThreads(ctx: HookContext): void {
+    const ids = ctx.threadIds;
+    if (!ids) return;
+    ctx.threadIds = undefined;
+    ctx.threadEnds = undefined;
+    const { bridge } = this.vm;
+    const { L } = bridge;
+    bridge.pushRef(L, this.threadForgetter);
+    for (const id of ids) bridge.pushInteger(L, id);
+    bridge.call(L, ids.length, 0);
   }
 
   /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
