@@ -46,6 +46,12 @@ const pair = await luaPair({ after }, `
                 error("entry fails")
             }
         }
+        location /thread-fails {
+            content_by_lua_block {
+                ngx.thread.spawn(function() ngx.no_such_function() end)
+                ngx.say("entry goes on")
+            }
+        }
         location /fail {
             content_by_lua_block { local t = nil; return t.field }
         }
@@ -209,4 +215,10 @@ test('while a subrequest is waited for, ngx.exit in a thread is refused and the 
   assert.equal((await same(pair, '/subrequest')).body, 'entry got slow body\n');
   const lines = await sameLog(pair, /attempt to abort/);
   assert.match(lines[0]!, /^\[error\] lua user thread aborted: runtime error: content_by_lua\(nginx\.conf:\d+\):2: attempt to abort with pending subrequests/);
+});
+
+test('a thread that fails is logged in LuaJIT\'s words; the entry goes on', async () => {
+  assert.equal((await same(pair, '/thread-fails')).body, 'entry goes on\n');
+  const lines = await sameLog(pair, /no_such_function/);
+  assert.match(lines[0]!, /^\[error\] lua user thread aborted: runtime error: content_by_lua\(nginx\.conf:\d+\):2: attempt to call field 'no_such_function' \(a nil value\)$/);
 });

@@ -9,6 +9,7 @@
  */
 import { LuaError } from '../../../lua/bridge.ts';
 import { LogLevel } from '../../../core/error-log.ts';
+import { luajitMessage, luajitTraceback } from '../../../lua/luajit-messages.ts';
 import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 
@@ -55,7 +56,9 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     /** A thread failed: OpenResty's `lua user thread aborted` line (without the traceback). */
     aborted(L: number) {
-      logFor(currentContext(rt), LogLevel.error, `lua user thread aborted: runtime error: ${bridge.toString(L, 1) ?? ''}`);
+      // in LuaJIT's words, as the entry coroutine's failures are logged
+      const text = luajitTraceback(luajitMessage(bridge.toString(L, 1) ?? ''));
+      logFor(currentContext(rt), LogLevel.error, `lua user thread aborted: runtime error: ${text}`);
       return 0;
     },
     kill(L: number) {
