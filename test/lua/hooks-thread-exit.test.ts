@@ -52,6 +52,16 @@ const pair = await luaPair({ after }, `
                 ngx.say("entry goes on")
             }
         }
+        location /wait-nothing {
+            content_by_lua_block { ngx.thread.wait() ngx.say("never said") }
+        }
+        location /wait-coroutine {
+            content_by_lua_block {
+                local co = coroutine.create(function() coroutine.yield() end)
+                coroutine.resume(co)
+                ngx.thread.wait(co)
+            }
+        }
         location /fail {
             content_by_lua_block { local t = nil; return t.field }
         }
@@ -221,4 +231,11 @@ test('a thread that fails is logged in LuaJIT\'s words; the entry goes on', asyn
   assert.equal((await same(pair, '/thread-fails')).body, 'entry goes on\n');
   const lines = await sameLog(pair, /no_such_function/);
   assert.match(lines[0]!, /^\[error\] lua user thread aborted: runtime error: content_by_lua\(nginx\.conf:\d+\):2: attempt to call field 'no_such_function' \(a nil value\)$/);
+});
+
+test('ngx.thread.wait with no thread, or with a coroutine that is not a light thread, fails the hook', async () => {
+  assert.equal((await same(pair, '/wait-nothing')).status, 500);
+  assert.equal((await same(pair, '/wait-coroutine')).status, 500);
+  assert.match((await sameLog(pair, /at least one coroutine/))[0]!, /runtime error: content_by_lua\(nginx\.conf:\d+\):1: at least one coroutine should be specified$/);
+  assert.match((await sameLog(pair, /not a user thread/))[0]!, /runtime error: content_by_lua\(nginx\.conf:\d+\):4: attempt to wait on a coroutine that is not a user thread$/);
 });

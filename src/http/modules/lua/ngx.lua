@@ -315,8 +315,11 @@ do
   end
   function ngx.thread.wait(...)
     local ids = {}
-    for i = 1, select('#', ...) do
+    local n = select('#', ...)
+    if n == 0 then error('at least one coroutine should be specified', 2) end
+    for i = 1, n do
       local t = select(i, ...)
+      if type(t) == 'thread' then error('attempt to wait on a coroutine that is not a user thread', 2) end
       if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
       ids[i] = t.id
     end
