@@ -62,6 +62,16 @@ const pair = await luaPair({ after }, `
                 ngx.thread.wait(co)
             }
         }
+        location /many {
+            content_by_lua_block {
+                local waited = 0
+                for i = 1, 150 do
+                    local t = ngx.thread.spawn(function() return i end)
+                    if i % 2 == 0 then waited = waited + select(2, ngx.thread.wait(t)) end
+                end
+                ngx.say("waited for ", waited)
+            }
+        }
         location /fail {
             content_by_lua_block { local t = nil; return t.field }
         }
@@ -238,4 +248,10 @@ test('ngx.thread.wait with no thread, or with a coroutine that is not a light th
   assert.equal((await same(pair, '/wait-coroutine')).status, 500);
   assert.match((await sameLog(pair, /at least one coroutine/))[0]!, /runtime error: content_by_lua\(nginx\.conf:\d+\):1: at least one coroutine should be specified$/);
   assert.match((await sameLog(pair, /not a user thread/))[0]!, /runtime error: content_by_lua\(nginx\.conf:\d+\):4: attempt to wait on a coroutine that is not a user thread$/);
+});
+
+test('a hook that spawns many threads, some never waited for, ends cleanly and the next one too', async () => {
+  assert.equal((await same(pair, '/many')).body, 'waited for 5700\n');
+  assert.equal((await same(pair, '/many')).body, 'waited for 5700\n');
+  assert.equal((await same(pair, '/now')).body, 'first\nin thread\n');
 });

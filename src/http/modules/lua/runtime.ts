@@ -162,15 +162,22 @@ export class LuaRuntime {
 
   /** The hook ended: ngx.lua lets go of its light threads (functions, arguments, results never waited for). */
   forgetThreads(ctx: HookContext): void {
-    const ids = ctx.threadIds;
-    if (!ids) return;
+    const all = ctx.threadIds;
+    if (!all) return;
+    // the threads waited for or killed are gone already; the on_abort function's id is negative
+    const ends = ctx.threadEnds;
+    const ids = all.filter((id) => id < 0 || ends?.has(id));
     ctx.threadIds = undefined;
     ctx.threadEnds = undefined;
     const { bridge } = this.vm;
     const { L } = bridge;
-    bridge.pushRef(L, this.threadForgetter);
-    for (const id of ids) bridge.pushInteger(L, id);
-    bridge.call(L, ids.length, 0);
+    for (let i = 0; i < ids.length; i += FORGET_BATCH) {
+      const batch = ids.slice(i, i + FORGET_BATCH);
+      bridge.api.lua_checkstack(L, batch.length + 1);
+      bridge.pushRef(L, this.threadForgetter);
+      for (const id of batch) bridge.pushInteger(L, id);
+      bridge.call(L, batch.length, 0);
+    }
   }
 
   /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
@@ -216,6 +223,9 @@ export class LuaRuntime {
     this.vm.close();
   }
 }
+
+/** How many thread ids go to ngx.lua's forgetter in one call (each is a stack slot). */
+const FORGET_BATCH = 32;
 
 /** A hook's end; `unreadable` when its file could not be read (a request hook then answers 404, as OpenResty does). */
 export type HookOutcome<R> = LuaOutcome<R> | { readonly ok: false; readonly error: string; readonly traceback: string; readonly unreadable: boolean };
