@@ -33,5 +33,5 @@ const spec: CgiModuleSpec<CgiLocConf> = {
 export const scgiModule: HttpModule = {
   name: 'ngx_http_scgi_module',
   directives: cgiDirectives(spec, cgiHandler(spec)),
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

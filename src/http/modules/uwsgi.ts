@@ -76,5 +76,5 @@ const directives: Directive[] = [
 export const uwsgiModule: HttpModule = {
   name: 'ngx_http_uwsgi_module',
   directives,
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

@@ -9,6 +9,7 @@
  */
 import { Ctx } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
+import type { ConfContext } from '../../../conf/context.ts';
 import { listOf } from '../../../conf/setters.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import { parseUrl } from '../../../upstream/address.ts';
@@ -109,12 +110,12 @@ export function cgiDirectives<C extends CgiLocConf>(spec: CgiModuleSpec<C>, hand
 }
 
 /**
- * The cache around a CGI-family exchange: no default key (nginx refuses
- * `*_cache` without `*_cache_key`), the head stored as HTTP, and no
- * revalidation (the params are sent as built; see requestParams for the
- * conditional fields a caching level leaves out).
+ * The cache around a CGI-family exchange: without `*_cache_key` every
+ * request has the empty key (nginx warns, checkCacheKeys), the head is
+ * stored as HTTP, and no revalidation (the params are sent as built; see
+ * requestParams for the conditional fields a caching level leaves out).
  */
-const cgiCacheProtocol: CacheProtocol = { storedHead: httpHeadOf };
+const cgiCacheProtocol: CacheProtocol = { storedHead: httpHeadOf, defaultKey: () => '' };
 
 const withCache = new WeakMap<object, UpstreamProtocol<CgiLoc, CgiDerived>>();
 
@@ -133,7 +134,7 @@ function protocolOf<C extends CgiLocConf>(spec: CgiModuleSpec<C>): UpstreamProto
 const CACHE_CLEARED = new Set(['HTTP_IF_MODIFIED_SINCE', 'HTTP_IF_UNMODIFIED_SINCE', 'HTTP_IF_NONE_MATCH', 'HTTP_IF_MATCH', 'HTTP_RANGE', 'HTTP_IF_RANGE']);
 
 /** The module's postconfiguration: every level's derived values, with nginx's merge-time checks. */
-export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: HttpMainConf): void {
+export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: HttpMainConf, cf: ConfContext): void {
   finishLevels(http, spec.slot as CgiSlot<CgiLocConf>, (c: CgiLoc, _parent, where) => {
     const headerParams = new Set<string>();
     for (const p of c.params ?? []) if (p.name.startsWith('HTTP_')) headerParams.add(p.name);
@@ -144,7 +145,7 @@ export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: Ht
     c.derived = d;
     return d;
   });
-  if (spec.cache) checkCacheKeys(http, spec.prefix, spec.cache);
+  if (spec.cache) checkCacheKeys(http, cf, spec.prefix, spec.cache);
 }
 
 /**
@@ -237,7 +238,9 @@ function start<C extends CgiLocConf>(spec: CgiModuleSpec<C>, r: HttpRequest, con
   if (tlsHost !== undefined && !tls) return 500;
   const u = new UpstreamRequest(r, conf, d, {
     protocol: protocolOf(spec), head, sender: body ? body.sender : NO_BODY, group: where.group, chooser: peerChooserFor(r, where),
-    tls, schema: tls ? spec.tlsSchema ?? spec.schema : spec.schema, uri: '', record: beginUpstream(r), method: r.method,
+    tls, schema: tls ? spec.tlsSchema ?? spec.schema : spec.schema, uri: '', record: beginUpstream(r),
+    // the backend's answer to HEAD has the body it sends (the script decides): read into the cache when stored, else dropped (nginx's r->header_only)
+    method: '',
   });
   u.start();
   return DONE;

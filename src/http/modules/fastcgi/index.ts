@@ -87,5 +87,5 @@ export const fastcgiModule: HttpModule = {
   name: 'ngx_http_fastcgi_module',
   directives,
   variables,
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

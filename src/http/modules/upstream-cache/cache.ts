@@ -47,7 +47,7 @@ type AnyUpstream = UpstreamRequest<UpstreamLoc, UpstreamDerived>;
 export interface CacheProtocol {
   /** Before the key is looked up (the proxy clears conditional fields and makes a HEAD a GET). */
   prepare?(u: AnyUpstream, c: MergedConf<CacheSlot>): void;
-  /** The key when the level has no `*_cache_key` (the proxy's schema, host and URI); without it the module requires a key. */
+  /** The key when the level has no `*_cache_key` (the proxy's schema, host and URI; the CGI family's empty key); none: no caching. */
   defaultKey?(u: AnyUpstream, c: MergedConf<CacheSlot>): string;
   /** Adds a revalidation's conditional fields to the request; false when the protocol cannot. */
   revalidate?(u: AnyUpstream, lastModified: string | undefined, etag: string | undefined): boolean;
@@ -136,7 +136,6 @@ function cacheLookup(u: AnyUpstream, slot: CacheSlot, p: CacheProtocol): boolean
   } else z = c.zone.data;
   if (!z || !c.methods.has(r.method)) return false;
   const key = c.key ? c.key.evaluate(r) : p.defaultKey ? p.defaultKey(u, c) : undefined;
-  // nginx refuses such a configuration (checkCacheKeys); a module without a default key does not cache
   if (key === undefined) return false;
   const digest = md5(key);
   const st: CacheState = { z, c, p, key, digest, status: 'MISS', uses: 0, stale: undefined, updating: false };

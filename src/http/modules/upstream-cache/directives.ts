@@ -16,7 +16,6 @@ import { declareZone, sharedTable } from '../../../core/shared-zone.ts';
 import { httpMainOf } from '../../http-conf.ts';
 import type { HttpMainConf } from '../../http-conf.ts';
 import { finishLevels } from '../../upstream/directives.ts';
-import { ConfError } from '../../../conf/errors.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
 import { CACHE_TAG } from '../../cache/zone.ts';
@@ -199,11 +198,13 @@ export function cacheDirectives(prefix: string, cacheLoc: CacheSlot, defaultKey?
 
 /**
  * nginx's merge-time check of a module without a default key
- * (ngx_http_fastcgi_merge_loc_conf): a level that caches needs a key.
+ * (ngx_http_fastcgi_merge_loc_conf and its twins): a server or location
+ * that caches without a key is warned about at the end of the http block
+ * (`cf`), and its requests then share the empty key.
  */
-export function checkCacheKeys(http: HttpMainConf, prefix: string, cacheLoc: CacheSlot): void {
+export function checkCacheKeys(http: HttpMainConf, cf: ConfContext, prefix: string, cacheLoc: CacheSlot): void {
   finishLevels(http, cacheLoc, (c, _parent: undefined, where) => {
-    if (c.zone && !c.key) throw new ConfError(`no "${prefix}cache_key" for "${prefix}cache"`, where?.file, where?.line);
+    if (where && c.zone && !c.key) cf.warn(`no "${prefix}cache_key" for "${prefix}cache"`);
     return undefined;
   });
 }
