@@ -7,7 +7,7 @@
  * revalidation's If-Modified-Since / If-None-Match in the request head.
  */
 import { upstreamCache } from '../upstream-cache/cache.ts';
-import type { CacheProtocol } from '../upstream-cache/cache.ts';
+import type { CacheProtocol } from '../upstream-cache/protocol.ts';
 import { cacheDirectives as cacheRows, cacheSlot } from '../upstream-cache/directives.ts';
 import type { UpstreamCache } from '../../upstream/protocol.ts';
 import type { DerivedConf, ProxyLoc, ProxyUpstream } from './conf.ts';

@@ -20,7 +20,6 @@ import fs from 'node:fs';
 import type { MergedConf } from '../../../conf/context.ts';
 import type { UpstreamDerived, UpstreamLoc } from '../../upstream/conf.ts';
 import type { UpstreamCache } from '../../upstream/protocol.ts';
-import type { UpstreamRequest } from '../../upstream/upstream-request.ts';
 import { createTempFile } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
@@ -40,28 +39,7 @@ import type { CacheLocConf, CacheSlot } from './directives.ts';
 import { parseResponseHead } from '../../upstream/response-head.ts';
 import type { UpstreamHead } from '../../upstream/protocol.ts';
 
-/** Any module's exchange, as the cache sees it. */
-type AnyUpstream = UpstreamRequest<UpstreamLoc, UpstreamDerived>;
-
-/** What a module's protocol does its own way around the cache. */
-export interface CacheProtocol {
-  /** Before the key is looked up (the proxy clears conditional fields and makes a HEAD a GET). */
-  prepare?(u: AnyUpstream, c: MergedConf<CacheSlot>): void;
-  /** The key when the level has no `*_cache_key` (the proxy's schema, host and URI; the CGI family's empty key); none: no caching. */
-  defaultKey?(u: AnyUpstream, c: MergedConf<CacheSlot>): string;
-  /** Adds a revalidation's conditional fields to the request; false when the protocol cannot. */
-  revalidate?(u: AnyUpstream, lastModified: string | undefined, etag: string | undefined): boolean;
-  /** The head as stored; the raw bytes when undefined (an HTTP head as received). */
-  storedHead?(head: UpstreamHead, raw: string): string;
-}
-
-/** A head as an HTTP/1.1 head, for protocols whose head is not HTTP (CGI fields, FastCGI records). */
-export function httpHeadOf(head: UpstreamHead): string {
-  let s = `HTTP/1.1 ${head.statusLine || head.status}\r\n`;
-  const h = head.headers;
-  for (let i = 0; i < h.names.length; i++) s += `${h.names[i]}: ${h.values[i]}\r\n`;
-  return s + '\r\n';
-}
+import type { AnyUpstream, CacheProtocol } from './protocol.ts';
 
 const CACHE_CTX = {};
 
