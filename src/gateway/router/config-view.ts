@@ -40,6 +40,7 @@ export interface RouteConf {
   remote_addr?: string;
   remote_addrs?: string[];
   vars?: unknown[];
+  filter_func?: string;
   priority?: number;
   status?: number;
   enable_websocket?: boolean;
