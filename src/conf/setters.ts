@@ -64,6 +64,30 @@ export function unique<R>(target: Target<R>, field: keyof R, apply: (cf: ConfCon
   };
 }
 
+type NumberField<R> = { [K in keyof R]-?: R[K] extends number | undefined ? K : never }[keyof R];
+
+/**
+ * ngx_conf_set_bitmask_slot (`*_next_upstream`, `*_ignore_headers`): each
+ * word sets its bit (`bitOf` undefined: `invalid value`), a word already set
+ * only warns `duplicate value`, and a second line at the same level adds its
+ * bits to the first's; `settle` may normalise the result (`off`).
+ */
+export function bitmask<R>(target: Target<R>, field: NumberField<R>, bitOf: (word: string) => number | undefined,
+  settle: (mask: number) => number = (m) => m): Handler {
+  return (cf, node) => {
+    const conf = confOf(cf, target) as Record<NumberField<R>, number | undefined>;
+    let mask = conf[field] ?? 0;
+    for (const w of node.args) {
+      const bit = bitOf(w);
+      if (bit === undefined) throw cf.error(`invalid value "${w}"`);
+      if (bit !== 0 && mask & bit) cf.warn(`duplicate value "${w}"`);
+      mask |= bit;
+    }
+    conf[field] = settle(mask);
+    return undefined;
+  };
+}
+
 type ItemOf<L> = L extends readonly (infer I)[] ? I : never;
 
 /**

@@ -68,8 +68,8 @@ export type HttpVariable = VariableDef<HttpRequest>;
 export interface HttpModule extends CycleModule {
   /** Variables this module defines (added before the http block is read). */
   variables?: HttpVariable[];
-  /** After the http block is read and merged: install phase handlers and filters. */
-  postconfiguration?(http: HttpMainConf): void;
+  /** After the http block is read and merged: install phase handlers and filters. `cf` is at the http block (for nginx's merge-time warnings). */
+  postconfiguration?(http: HttpMainConf, cf: ConfContext): void;
 }
 
 export function isHttpModule(m: CycleModule): m is HttpModule {

@@ -49,6 +49,8 @@ export interface Suspension {
   thread: number;
   /** A parent waiting for its child's suspension (user coroutines): the outcome goes on to that one. */
   readonly relayTo?: Suspension;
+  /** Lets go of what the wait holds (a timer) when the coroutine is killed instead of resumed. */
+  readonly cancel?: () => void;
 }
 
 /** How a suspension ended: given to the continuation when the runner resumes the coroutine. */
@@ -185,8 +187,8 @@ export class LuaBridge {
   }
 
   /** Makes the running coroutine wait for `promise`; the host function returns what this returns. */
-  suspend<V>(promise: Promise<V>, onResume: ResumeHandler<V> = () => 0): number {
-    this.suspended = { promise, onResume: onResume as ResumeHandler<unknown>, thread: 0 };
+  suspend<V>(promise: Promise<V>, onResume: ResumeHandler<V> = () => 0, cancel?: () => void): number {
+    this.suspended = { promise, onResume: onResume as ResumeHandler<unknown>, thread: 0, cancel };
     return SUSPEND;
   }
 
@@ -201,7 +203,7 @@ export class LuaBridge {
   /** Makes `L` wait for its child's suspension too; when resumed, the outcome is kept for the child. */
   relayChild(L: number): number {
     const child = this.suspended!;
-    this.suspended = { promise: child.promise, onResume: child.onResume, thread: L, relayTo: child };
+    this.suspended = { promise: child.promise, onResume: child.onResume, thread: L, relayTo: child, cancel: child.cancel };
     return SUSPEND;
   }
 

@@ -13,13 +13,42 @@ import { luajitMessage, luajitTraceback } from './luajit-messages.ts';
 
 export type LuaOutcome<R> =
   | { readonly ok: true; readonly value: R }
-  | { readonly ok: false; readonly error: string; readonly traceback: string };
+  | { readonly ok: false; readonly error: string; readonly traceback: string; readonly killed?: true };
 
 export interface RunOptions<R> {
   /** Pushes the arguments onto the coroutine (after the function); returns how many. */
   readonly args?: (L: number) => number;
   /** Reads the `n` results (at the top of `L`) before the thread is reused. */
   readonly results?: (L: number, n: number) => R;
+  /** Kills the coroutine when it is waiting (OpenResty finalizing a request's threads). */
+  readonly signal?: KillSignal;
+}
+
+const KILLED = Symbol('killed');
+
+/**
+ * What ends coroutines that wait for the host without resuming them (ngx.exit in one light thread
+ * ends the request's others): each waiting coroutine run with this signal is reset at once when it
+ * is killed, its wait let go (`Suspension.cancel`), and its outcome is `{ ok: false, killed: true }`.
+ */
+export class KillSignal {
+  killed = false;
+  private wake: (() => void) | undefined;
+  private promise: Promise<typeof KILLED> | undefined;
+
+  kill(): void {
+    if (this.killed) return;
+    this.killed = true;
+    this.wake?.();
+  }
+
+  /** Settles when killed (made on first use: a hook that never waits costs no promise). */
+  get settled(): Promise<typeof KILLED> {
+    return (this.promise ??= new Promise((resolve) => {
+      this.wake = () => resolve(KILLED);
+      if (this.killed) resolve(KILLED);
+    }));
+  }
 }
 
 /** The hook being run: what host functions ask for their request. */
@@ -93,6 +122,7 @@ export class CoroutineRunner {
 
   private async wait<R>(entry: Entry, options: RunOptions<R>): Promise<LuaOutcome<R>> {
     const bridge = this.bridge;
+    const signal = options.signal;
     for (;;) {
       const suspended = bridge.suspended;
       bridge.suspended = undefined;
@@ -100,19 +130,40 @@ export class CoroutineRunner {
         // coroutine.yield() straight from the hook: OpenResty resumes it at once (ngx.sleep(0)-like).
         bridge.api.lua_settop(entry.thread, 0);
         await Promise.resolve();
+        if (signal?.killed) return this.kill(entry);
         const status = this.resume(entry, 0);
         if (status !== STATUS.YIELD) return this.finish(entry, status, options);
         continue;
       }
       try {
-        const value = await suspended.promise;
+        const value = await (signal ? Promise.race([suspended.promise, signal.settled]) : suspended.promise);
         bridge.resumption = { ok: true, value, suspension: suspended };
       } catch (error) {
         bridge.resumption = { ok: false, error, suspension: suspended };
       }
+      if (signal?.killed) {
+        bridge.resumption = undefined;
+        suspended.cancel?.();
+        return this.kill(entry);
+      }
       const status = this.resume(entry, 0);
       if (status !== STATUS.YIELD) return this.finish(entry, status, options);
     }
+  }
+
+  /**
+   * A waiting coroutine ends without resuming: its stack is reset (to-be-closed variables closed)
+   * and the thread let go, not pooled: a coroutine reset while it waited inside a pcall keeps that
+   * pcall's message handler as its error function, and a later error there would call a stale slot
+   * (`error in error handling`).
+   */
+  private kill(entry: Entry): LuaOutcome<never> {
+    const { api } = this.bridge;
+    api.lua_resetthread(entry.thread);
+    api.lua_settop(entry.thread, 0);
+    entry.context = undefined;
+    this.bridge.unref(entry.ref);
+    return { ok: false, error: 'killed', traceback: '', killed: true };
   }
 
   private finish<R>(entry: Entry, status: number, options: RunOptions<R>): LuaOutcome<R> {

@@ -96,5 +96,9 @@ export const httpModuleCases: ConfCase[] = [
   { name: 'fastcgi_temp_path too many levels', files: http('fastcgi_temp_path a 1 1 1 1;') },
   { name: 'fastcgi_temp_path in if', files: inLocation('if ($arg_a) { fastcgi_temp_path a; }') },
   { name: 'proxy_temp_path level zero', files: http('proxy_temp_path a 1 0;') },
+  // bitmask directives: a second line adds its words, a repeated word only warns
+  { name: 'proxy_ignore_headers twice', files: inLocation('proxy_ignore_headers Expires;\nproxy_ignore_headers Cache-Control Expires;') },
+  { name: 'proxy_next_upstream twice, a repeated word', files: inLocation('proxy_next_upstream error;\nproxy_next_upstream timeout timeout;') },
+  { name: 'fastcgi_next_upstream with a word it does not know', files: inLocation('fastcgi_next_upstream error sometimes;') },
   { name: 'client_body_temp_path levels too long', files: http('client_body_temp_path a 5 5;') },
 ];

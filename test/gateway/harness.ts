@@ -22,6 +22,8 @@ export interface GatewayOptions {
   /** Reuse this prefix (a restart). */
   prefix?: string;
   workers?: number;
+  /** Extra environment for the gateway process (its workers inherit it). */
+  env?: Record<string, string>;
 }
 
 export function defaultYaml(workers = 1): string {
@@ -154,7 +156,7 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   }
   const pidFile = path.join(prefix, 'logs', 'nginx.pid');
   fs.rmSync(pidFile, { force: true });
-  const child = spawn(gatehouseBinary, ['gateway', '-p', prefix], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(gatehouseBinary, ['gateway', '-p', prefix], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...opts.env } });
   live.add(child);
   child.once('exit', () => live.delete(child));
   const gw = new Gateway(prefix, adminPort, proxyPort, child);

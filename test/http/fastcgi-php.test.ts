@@ -38,6 +38,8 @@ const SCRIPTS: Record<string, string> = {
   'fatal.php': `<?php error_log('FATAL: broken'); echo "never\\n";`,
   'empty.php': `<?php header('Content-Type: text/plain');`,
   'length.php': `<?php header('Content-Length: 5'); echo "12345";`,
+  'extra.php': `<?php header('Content-Length: 3'); echo "123-not-this";`,
+  'short.php': `<?php header('Content-Length: 10'); echo "123";`,
 };
 
 let fpm: PhpFpm;
@@ -208,6 +210,15 @@ test('fastcgi against php-fpm, as nginx', { skip: phpFpmSkip }, async (t) => {
     assert.match((await both(pair, get('/empty.php'))).response, /Content-Type: text\/plain;charset=UTF-8\r\n[^]*\r\n\r\n$/);
     assert.match((await both(pair, get('/length.php'))).response, /Content-Length: 5\r\n[^]*\r\n\r\n12345$/);
     await both(pair, `HEAD /status.php HTTP/1.0\r\nHost: localhost\r\n\r\n`);
+  });
+
+  await t.test('a body longer or shorter than its Content-Length: cut at the length, or cut short', async () => {
+    const extra = await both(pair, get('/extra.php'));
+    assert.match(extra.response, /\r\n\r\n123$/);
+    assert.match(extra.errors.join('\n'), /upstream sent more data than specified in "Content-Length" header/);
+    const short = await both(pair, get('/short.php'));
+    assert.match(short.response, /Content-Length: 10\r\n[^]*\r\n\r\n123$/);
+    assert.match(short.errors.join('\n'), /upstream prematurely closed FastCGI request/);
   });
 
   await t.test('large bodies: buffered, unbuffered, through small buffers', async () => {

@@ -8,7 +8,9 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import zlib from 'node:zlib';
+import { rawRequest } from '../kit/client.ts';
 import type { ParsedResponse } from '../kit/client.ts';
 import { ask, comparable, startPair } from './static-kit.ts';
 import type { Pair } from './static-kit.ts';
@@ -78,7 +80,9 @@ test('gzip compresses what nginx compresses', async (t) => {
   assert.match(r.header('etag') ?? '', /^W\/"/);
   assert.equal(unzipped(r), big);
   assert.ok(r.body.length < big.length / 10);
-  assert.deepEqual([...r.body.subarray(0, 10)], [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3], "nginx's gzip header");
+  // the header zlib writes for nginx (deflateInit2 with wbits + 16): XFL 4 for level 1, 2 for level 9
+  assert.deepEqual([...r.body.subarray(0, 10)], [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 4, 3], "nginx's gzip header");
+  assert.equal((await sameGzip(t, pair, gz('/level9/big.html'))).body[8], 2, 'XFL of level 9');
 
   assert.equal((await sameGzip(t, pair, gz('/style.css'))).header('content-encoding'), 'gzip');
   assert.equal((await sameGzip(t, pair, gz('/data.json'))).header('content-encoding'), 'gzip');
@@ -118,4 +122,31 @@ test('gzip compresses what nginx compresses', async (t) => {
   const inm = await sameGzip(t, pair, gz('/big.html', `If-None-Match: ${r.header('etag')}\r\n`));
   assert.equal(inm.status, 304);
   assert.equal(inm.header('content-encoding'), undefined);
+});
+
+/** The sizes of the chunks of a chunked response, as sent. */
+function chunkSizes(raw: Buffer): number[] {
+  let at = raw.indexOf('\r\n\r\n') + 4;
+  const sizes: number[] = [];
+  for (;;) {
+    const eol = raw.indexOf('\r\n', at);
+    const size = parseInt(raw.subarray(at, eol).toString('latin1'), 16);
+    sizes.push(size);
+    if (size === 0 || Number.isNaN(size)) return sizes;
+    at = eol + 2 + size + 2;
+  }
+}
+
+test('a small page goes out compressed in one chunk, header and trailer with it, as nginx sends it', async (t) => {
+  // bytes that do not compress: 64 KiB of them stay about 64 KiB gzipped
+  const noise = crypto.randomBytes(65536);
+  const pair = await startPair(t, { conf: conf.replace('gzip_vary on;', 'gzip_vary on;\n    gzip_min_length 0;'), files: { ...files, 'html/noise.html': noise } });
+  const request = gz('/small.html');
+  const mine = chunkSizes(await rawRequest(pair.gh.port(8080), request));
+  assert.equal(mine.length, 2, `chunks ${mine.join(',')}`);
+  assert.equal(mine[1], 0);
+  if (pair.ng) assert.deepEqual(mine, chunkSizes(await rawRequest(pair.ng.port(8080), request)));
+  // output larger than a gzip buffer (4k) is not held to the end: it goes on in several
+  const sizes = chunkSizes(await rawRequest(pair.gh.port(8080), gz('/noise.html')));
+  assert.ok(sizes.length > 3 && sizes.reduce((a, b) => a + b) > 65536, sizes.join(','));
 });

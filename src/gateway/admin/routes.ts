@@ -4,6 +4,7 @@ import { defineResource } from './resource.ts';
 import { checkPlugins, mustExist } from './references.ts';
 import { checkUpstream, encryptUpstreamKey } from './upstream-check.ts';
 import { checkVars } from './vars-check.ts';
+import { luaReady } from '../plugins/serverless.ts';
 
 export const routes = defineResource({
   name: 'routes', kind: 'route', schema: routeSchema,
@@ -23,6 +24,14 @@ export const routes = defineResource({
       ?? await mustExist(ctx, 'services', 'service', conf.service_id)
       ?? await mustExist(ctx, 'plugin_configs', 'plugin config', conf.plugin_config_id)
       ?? await checkPlugins(ctx, conf.plugins)
-      ?? checkVars(conf.vars);
+      ?? checkVars(conf.vars)
+      ?? await checkFilterFunc(conf.filter_func);
   },
 });
+
+/** APISIX loads `return <filter_func>` and wants a function (the message of Lua 5.4's parser, not LuaJIT's, after the prefix). */
+async function checkFilterFunc(source: unknown): Promise<string | undefined> {
+  if (typeof source !== 'string') return undefined;
+  const l = await luaReady();
+  return l?.checkFilter(source);
+}

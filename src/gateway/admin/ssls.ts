@@ -1,11 +1,19 @@
 /** /ssls (apisix/admin/ssl.lua): private keys are never returned by GET. */
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { sslSchema } from '../schema/resources.ts';
+import { isSecretRef as isRef } from '../schema/validate.ts';
 import type { Keyring } from '../data-encryption.ts';
 import { defineResource } from './resource.ts';
 
-/** `$secret://` and `$env://` references are resolved at run time, not parsed here. */
-const isRef = (v: unknown): boolean => typeof v === 'string' && /^\$(secret|env):\/\//.test(v);
+/**
+ * `$secret://` and `$env://` references are resolved when the certificate is
+ * served (dataplane/certificates.ts), not parsed here: as check_ssl_conf, a
+ * pair is not checked when either its cert or its key is a reference.
+ */
+function pairError(cert: unknown, key: unknown, keyring: Keyring | undefined): string | undefined {
+  if (isRef(cert) || isRef(key)) return undefined;
+  return certError(cert) ?? keyError(key, keyring);
+}
 
 function certError(cert: unknown): string | undefined {
   if (isRef(cert)) return undefined;
@@ -46,14 +54,14 @@ export const ssls = defineResource({
       if (conf.key === undefined) delete conf.cert;
     }
     if (conf.cert !== undefined) {
-      const err = certError(conf.cert) ?? keyError(conf.key, ctx.keyring);
+      const err = pairError(conf.cert, conf.key, ctx.keyring);
       if (err) return err;
     }
     const certs = (conf.certs as unknown[] | undefined) ?? [];
     const keys = (conf.keys as unknown[] | undefined) ?? [];
     if (certs.length !== keys.length) return 'mismatched number of certs and keys';
     for (let i = 0; i < certs.length; i++) {
-      const err = certError(certs[i]) ?? keyError(keys[i], ctx.keyring);
+      const err = pairError(certs[i], keys[i], ctx.keyring);
       if (err) return `failed to handle cert-key pair[${i + 1}]: ${err}`;
     }
     const client = conf.client as { ca?: unknown } | undefined;

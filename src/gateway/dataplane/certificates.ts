@@ -18,6 +18,7 @@ import type { HandshakeChoice } from '../../tls/handshake-choice.ts';
 import { createSelfSigned } from '../../tls/x509-builder.ts';
 import type { HttpRequest } from '../../http/request.ts';
 import type { ConfigView, SslConf } from '../router/config-view.ts';
+import { resolveRefs } from './secret-refs.ts';
 
 export interface SslSettings {
   fallbackSni: string | undefined;
@@ -67,13 +68,22 @@ function push(m: Map<string, Candidate[]>, k: string, c: Candidate): void {
   else m.set(k, [c]);
 }
 
+const resolvedConfs = new WeakMap<SslConf, SslConf>();
+
+/** The object with its `$env://` references resolved (once per stored version); throws one that does not resolve. */
+function resolved(conf: SslConf): SslConf {
+  let r = resolvedConfs.get(conf);
+  if (!r) resolvedConfs.set(conf, (r = resolveRefs(conf, ['cert', 'key', 'certs', 'keys', 'client.ca'])));
+  return r;
+}
+
 const validity = new WeakMap<SslConf, { from: number; to: number }>();
 
 function validNow(conf: SslConf): boolean {
   let v = validity.get(conf);
   if (!v) {
     try {
-      const x = new crypto.X509Certificate(conf.cert);
+      const x = new crypto.X509Certificate(resolved(conf).cert);
       v = { from: Date.parse(x.validFrom), to: Date.parse(x.validTo) };
     } catch {
       v = { from: Infinity, to: -Infinity };
@@ -109,6 +119,8 @@ const choices = new WeakMap<SslConf, HandshakeChoice>();
 function choiceOf(conf: SslConf, defaults: SslSettings): HandshakeChoice {
   let c = choices.get(conf);
   if (c) return c;
+  const stored = conf;
+  conf = resolved(conf);
   const protocols = (conf.ssl_protocols?.length ? conf.ssl_protocols : defaults.protocols).slice().sort() as tls.SecureVersion[];
   const ca = conf.client?.ca;
   // an object whose certificate is ordered (`acme`) serves a self-signed placeholder until it is issued, as acme_certificate does
@@ -127,7 +139,7 @@ function choiceOf(conf: SslConf, defaults: SslSettings): HandshakeChoice {
     c.verify = { conf: { verify: skip ? 'optional' : 'on', verifyDepth: conf.client.depth ?? 1 }, trusted, crls: [], ocsp: undefined };
     c.requireClient = !skip;
   }
-  choices.set(conf, c);
+  choices.set(stored, c);
   return c;
 }
 

@@ -27,6 +27,7 @@ import { pruneCheckers } from './health.ts';
 import { chainOf } from './plugin-chain.ts';
 import type { ChainLink } from './plugin-chain.ts';
 import { RequestContext } from './request-context.ts';
+import { luaNow, luaReady } from '../plugins/serverless.ts';
 
 /** Answers and continuations of the access handler (the engine's DECLINED / DONE are passed in). */
 export interface PhaseCodes { declined: number; done: number }
@@ -99,13 +100,14 @@ export class DataPlane {
   }
 
   /** The access phase; `codes` are the engine's DECLINED and DONE. */
-  access(r: HttpRequest, codes: PhaseCodes, keep: (r: HttpRequest, s: GatewayRequestState) => void): number | Promise<number> {
+  access(r: HttpRequest, codes: PhaseCodes, keep: (r: HttpRequest, s: GatewayRequestState) => void, waited = false): number | Promise<number> {
     const v = this.current();
+    if (v.router.needsLua && !waited && !luaNow()) return luaReady().then(() => this.access(r, codes, keep, true));
     const rawHost = r.header('host') ?? '';
     // APISIX's ctx.var: `http_user-id` is the header's variable `http_user_id`
     const read = (name: string): string | undefined =>
       r.main.variables.valueByName(r, name.startsWith('http_') && name.includes('-') ? name.toLowerCase().replace(/-/g, '_') : name);
-    const hit = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read });
+    const hit = v.router.match({ path: r.uri, method: r.method, host: r.host, rawHost, remoteAddr: r.remoteAddress, read, request: r });
     const ctx = new RequestContext(r, hit, v.consumerKeys, v.view.consumers, read);
     ctx.upstreams = v.view.upstreams;
     ctx.metadata = v.view.pluginMetadata;

@@ -26,6 +26,10 @@ export interface LuaFunctions {
   run(conf: ServerlessConf, ctx: PluginContext): PhaseResult | Promise<PhaseResult>;
   /** body_filter: the functions see the chunk as `ngx.arg[1]` and the end flag as `ngx.arg[2]`, and may change both. */
   filterBody(conf: ServerlessConf, ctx: PluginContext, chunk: BodyChunk): BodyChunk;
+  /** A route's `filter_func` (apisix/admin/routes.lua): undefined, or `failed to load 'filter_func' string: …` / `'filter_func' should be a function`. */
+  checkFilter(source: string): string | undefined;
+  /** Calls a route's `filter_func` with the request's variables (compiled once per source); an error is false. */
+  filter(source: string, read: (name: string) => string | undefined, request?: object): boolean;
 }
 
 let make: (() => Promise<LuaFunctions>) | undefined;
@@ -45,6 +49,16 @@ function lua(): LuaFunctions | Promise<LuaFunctions> | undefined {
   if (!make) return undefined;
   making ??= make().then((l) => (made = l));
   return making;
+}
+
+/** The worker's Lua if it is made (the router's filter_func runs only then), else undefined. */
+export function luaNow(): LuaFunctions | undefined {
+  return made;
+}
+
+/** The worker's Lua, made if need be (undefined: this process has none). */
+export async function luaReady(): Promise<LuaFunctions | undefined> {
+  return await lua();
 }
 
 function runIn(phase: ServerlessPhase, conf: ServerlessConf, ctx: PluginContext): PhaseResult | Promise<PhaseResult> {

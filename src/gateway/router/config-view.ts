@@ -40,6 +40,7 @@ export interface RouteConf {
   remote_addr?: string;
   remote_addrs?: string[];
   vars?: unknown[];
+  filter_func?: string;
   priority?: number;
   status?: number;
   enable_websocket?: boolean;
@@ -149,7 +150,7 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
     ssls: [], streamRoutes: [],
   };
   // APISIX stores PEM keys encrypted (a PEM key starts with `---`); a key no keyring entry opens stays as stored
-  const openKey = (k: unknown): unknown => (typeof k === 'string' && !k.startsWith('---') && keyring ? keyring.decrypt(k) ?? k : k);
+  const openKey = (k: unknown): unknown => (typeof k === 'string' && !k.startsWith('---') && !k.startsWith('$') && keyring ? keyring.decrypt(k) ?? k : k);
   const sorted = [...kvs].sort((a, b) => a.createRevision - b.createRevision);
   const creds: Array<[string, string, Record<string, unknown>]> = [];
   const groups = new Map<string, Record<string, unknown>>();

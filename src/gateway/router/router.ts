@@ -15,6 +15,7 @@ import type { ConfigView, Plugins, RouteConf, UpstreamConf } from './config-view
 import { compileVars } from './expr.ts';
 import type { Expr, VarReader } from './expr.ts';
 import { UriRouter } from './uri-router.ts';
+import { luaNow } from '../plugins/serverless.ts';
 import type { PathEntry } from './uri-router.ts';
 
 /** What a matched route brings to the request. */
@@ -40,6 +41,8 @@ export interface RequestFacts {
   rawHost: string;
   remoteAddr: string;
   read: VarReader;
+  /** The request itself, for the error log of a filter_func that raises. */
+  request?: object;
 }
 
 /** What matched a request: the route, and the uri and host patterns that selected it (radixtree's `_path` and `_host`). */
@@ -56,6 +59,7 @@ interface Entry extends PathEntry, RouteMatch {
   methods: Set<string> | undefined;
   remote: Cidr[] | undefined;
   vars: Expr | undefined;
+  filter: string | undefined;
 }
 
 function hostMatches(pattern: string, f: RequestFacts): boolean {
@@ -70,6 +74,8 @@ function conditionsHold(e: Entry, f: RequestFacts, checkHosts: boolean): boolean
   if (checkHosts && e.hosts && !e.hosts.some((h) => hostMatches(h, f))) return false;
   if (e.remote && !cidrMatch(clientAddrOf(f.remoteAddr, 0), e.remote)) return false;
   if (e.vars && !e.vars(f.read)) return false;
+  // filter_func(vars) (apisix/http/route.lua): the access phase makes the worker's Lua before it routes with one
+  if (e.filter !== undefined && !(luaNow()?.filter(e.filter, f.read, f.request) ?? false)) return false;
   return true;
 }
 
@@ -113,6 +119,7 @@ interface CompiledRoute {
   methods: Set<string> | undefined;
   remote: Cidr[] | undefined;
   vars: Expr | undefined;
+  filter: string | undefined;
 }
 
 const compiledRoutes = new WeakMap<RouteConf, CompiledRoute>();
@@ -140,6 +147,7 @@ function compileRoute(conf: RouteConf, view: ConfigView): CompiledRoute {
     methods: conf.methods && conf.methods.length ? new Set(conf.methods) : undefined,
     remote: remote?.map((a) => parseCidr(a)).filter((x): x is Cidr => x !== undefined),
     vars: compileVars(conf.vars),
+    filter: typeof conf.filter_func === 'string' ? conf.filter_func : undefined,
   };
   compiledRoutes.set(conf, c);
   return c;
@@ -147,6 +155,8 @@ function compileRoute(conf: RouteConf, view: ConfigView): CompiledRoute {
 
 export class HttpRouter {
   readonly revision: number;
+  /** Some route has a filter_func: the worker's Lua must be made before routing. */
+  readonly needsLua: boolean;
   private readonly byHost = new Map<string, UriRouter<Entry>>();
   /** Wildcard host groups (`*.foo.com` as `.foo.com`), longest suffix first. */
   private readonly wildcards: Array<[string, UriRouter<Entry>]> = [];
@@ -155,6 +165,7 @@ export class HttpRouter {
 
   constructor(view: ConfigView, mode: 'radixtree_host_uri' | 'radixtree_uri') {
     this.revision = view.revision;
+    this.needsLua = view.routes.some((c) => c.status !== 0 && typeof c.filter_func === 'string');
     this.hostFirst = mode === 'radixtree_host_uri';
     const wild = new Map<string, UriRouter<Entry>>();
     let order = 0;
@@ -167,7 +178,7 @@ export class HttpRouter {
         continue; // a `vars` regex JavaScript cannot compile: the route is left out, as APISIX skips an item it cannot load
       }
       const hosts = c.hosts;
-      const base = { route: c.route, hosts, methods: c.methods, remote: c.remote, vars: c.vars, priority: conf.priority ?? 0, order: order++ };
+      const base = { route: c.route, hosts, methods: c.methods, remote: c.remote, vars: c.vars, filter: c.filter, priority: conf.priority ?? 0, order: order++ };
       // each group with the host pattern that leads to it
       const groups: Array<[UriRouter<Entry>, string]> = [];
       if (!this.hostFirst || !hosts || hosts.includes('*')) groups.push([this.anyHost, '']);

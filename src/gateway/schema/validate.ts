@@ -35,7 +35,20 @@ export function validate(schema: Schema, value: unknown): string | undefined {
   let fn = compiled.get(schema);
   if (!fn) compiled.set(schema, (fn = ajv.compile(schema)));
   if (fn(value)) return undefined;
-  return explain(fn.errors ?? [], schema);
+  // lua-resty-jsonschema's skip_validation hook (apisix/secret.lua is_secret_ref): a string schema does not check a reference
+  const errors = (fn.errors ?? []).filter((e) => !(isSecretRef(e.data) && skipsRef(e.parentSchema)));
+  if (errors.length === 0) return undefined;
+  return explain(errors, schema);
+}
+
+/** `$secret://…` (case as written) or `$env://…` (any case): resolved when used, as APISIX's check_secret_uri. */
+export function isSecretRef(v: unknown): v is string {
+  return typeof v === 'string' && (v.startsWith('$secret://') || v.slice(0, 7).toUpperCase() === '$ENV://');
+}
+
+function skipsRef(s: unknown): boolean {
+  const type = (s as Schema | undefined)?.type;
+  return type === undefined || type === 'string';
 }
 
 /** Lua's `%q`: quotes, escaping backslash, quote and newline. */

@@ -230,7 +230,7 @@ const directives: Directive[] = [
         for (const name of conflictingNames(addr)) cf.warn(`conflicting server name "${name}" on ${addr.spec.key}, ignored`, false);
       }
       http.errorPage = sendErrorPage;
-      for (const m of modules) m.postconfiguration?.(http);
+      for (const m of modules) m.postconfiguration?.(http, cf);
       slot.conf = http;
     }),
   },

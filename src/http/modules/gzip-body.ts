@@ -3,15 +3,20 @@
  * deflate stream per response, wrapped in nginx's own gzip header and
  * trailer. zlib works off the thread, so this filter holds bytes of its
  * own: it asks the writer to wait while deflate's input is full, and pauses
- * deflate's output while the filters after it are busy.
+ * deflate's output while the filters after it are busy. As nginx's filter
+ * fills its gzip_buffers before passing them on, output goes on in buffers
+ * of `bufferSize`, the header with the first and the trailer with the last:
+ * a small response is one chunk (nginx-tests' proxy_cache.t reads it so).
  */
 import zlib from 'node:zlib';
 import { nextBodyFilter, resumeBody } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import type { HttpRequest } from '../request.ts';
 
-/** nginx's gzip header: no mtime, no extra flags, OS unix. */
-const GZIP_HEADER = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3]);
+/** The gzip header zlib writes for nginx (deflateInit2 with wbits + 16): no mtime, OS unix, XFL by level. */
+function gzipHeader(level: number): Buffer {
+  return Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, level === 9 ? 2 : level < 2 ? 4 : 0, 3]);
+}
 
 /** r.ctx key of a response's GzipBody. */
 export const GZIP_BODY = {};
@@ -21,7 +26,10 @@ export class GzipBody {
   private readonly self: BodyFilterEntry;
   private readonly deflate: zlib.DeflateRaw;
   private crc = 0;
-  private headerSent = false;
+  /** Output not yet passed on (the header first), and its length. */
+  private pending: Buffer[];
+  private pendingLength = 10;
+  private readonly bufferSize: number;
   /** Bytes in, and bytes out with header and trailer ($gzip_ratio, once finished). */
   zin = 0;
   zout = 0;
@@ -31,9 +39,11 @@ export class GzipBody {
   /** deflate's input is full: the writers wait for its 'drain'. */
   private full = false;
 
-  constructor(r: HttpRequest, self: BodyFilterEntry, level: number, windowBits: number, memLevel: number) {
+  constructor(r: HttpRequest, self: BodyFilterEntry, level: number, windowBits: number, memLevel: number, bufferSize: number) {
     this.r = r;
     this.self = self;
+    this.pending = [gzipHeader(level)];
+    this.bufferSize = bufferSize;
     const deflate = zlib.createDeflateRaw({ level, windowBits, memLevel });
     this.deflate = deflate;
     deflate.on('data', (out: Buffer) => this.output(out));
@@ -63,15 +73,21 @@ export class GzipBody {
   }
 
   private output(out: Buffer): void {
-    if (!this.headerSent) {
-      this.headerSent = true;
-      nextBodyFilter(this.r, this.self, GZIP_HEADER, false);
-    }
     this.zout += out.length;
-    if (!nextBodyFilter(this.r, this.self, out, false) && !this.blocked) {
+    this.pending.push(out);
+    this.pendingLength += out.length;
+    if (this.pendingLength < this.bufferSize) return;
+    if (!nextBodyFilter(this.r, this.self, this.takePending(), false) && !this.blocked) {
       this.blocked = true;
       this.deflate.pause();
     }
+  }
+
+  private takePending(): Buffer {
+    const out = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingLength);
+    this.pending = [];
+    this.pendingLength = 0;
+    return out;
   }
 
   private inputDrained(): void {
@@ -80,16 +96,13 @@ export class GzipBody {
   }
 
   private finish(): void {
-    if (!this.headerSent) {
-      this.headerSent = true;
-      nextBodyFilter(this.r, this.self, GZIP_HEADER, false);
-    }
     const trailer = Buffer.allocUnsafe(8);
     trailer.writeUInt32LE(this.crc >>> 0, 0);
     trailer.writeUInt32LE(this.zin >>> 0, 4);
     this.zout += 18;
     this.finished = true;
-    nextBodyFilter(this.r, this.self, trailer, false);
-    nextBodyFilter(this.r, this.self, Buffer.alloc(0), true);
+    this.pending.push(trailer);
+    this.pendingLength += trailer.length;
+    nextBodyFilter(this.r, this.self, this.takePending(), true);
   }
 }

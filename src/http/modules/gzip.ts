@@ -209,7 +209,8 @@ function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   weakenEtag(r);
   if (r.method === 'HEAD') return;
   const { wbits, memLevel } = memoryFor(conf, length);
-  r.ctx.set(GZIP_BODY, new GzipBody(r, body, conf.level ?? 1, wbits, memLevel));
+  // gzip_buffers 32 4k: nginx passes a buffer on once one is full
+  r.ctx.set(GZIP_BODY, new GzipBody(r, body, conf.level ?? 1, wbits, memLevel, conf.buffers?.size ?? 4096));
   joinBodyFilter(r, body);
 }
 

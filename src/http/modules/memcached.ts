@@ -214,5 +214,5 @@ const directives: Directive[] = [
 export const memcachedModule: HttpModule = {
   name: 'ngx_http_memcached_module',
   directives,
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

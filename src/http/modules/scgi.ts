@@ -10,6 +10,7 @@ import type { HttpMainConf, HttpModule } from '../http-conf.ts';
 import { CGI_DEFAULTS, mergeCgi } from './cgi-upstream/conf.ts';
 import type { CgiLocConf, CgiSlot } from './cgi-upstream/conf.ts';
 import { cgiDirectives, cgiHandler, finishCgi } from './cgi-upstream/module.ts';
+import { cacheSlot } from './upstream-cache/directives.ts';
 import type { CgiModuleSpec } from './cgi-upstream/module.ts';
 import { plainCgiProtocol } from './cgi-upstream/plain-protocol.ts';
 
@@ -18,6 +19,7 @@ const scgiLoc = defineSlot<CgiLocConf, typeof CGI_DEFAULTS>('scgi_loc', () => ({
 const spec: CgiModuleSpec<CgiLocConf> = {
   prefix: 'scgi_',
   schema: 'scgi://',
+  cache: cacheSlot('scgi_'),
   slot: scgiLoc as CgiSlot<CgiLocConf>,
   protocol: plainCgiProtocol,
   streamsChunked: false,
@@ -31,5 +33,5 @@ const spec: CgiModuleSpec<CgiLocConf> = {
 export const scgiModule: HttpModule = {
   name: 'ngx_http_scgi_module',
   directives: cgiDirectives(spec, cgiHandler(spec)),
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

@@ -17,6 +17,7 @@ import { upstreamSslDirectives } from '../upstream/directives.ts';
 import { CGI_DEFAULTS, CGI_HIDDEN, mergeCgi } from './cgi-upstream/conf.ts';
 import type { CgiLocConf, CgiSlot } from './cgi-upstream/conf.ts';
 import { cgiDirectives, cgiHandler, finishCgi } from './cgi-upstream/module.ts';
+import { cacheSlot } from './upstream-cache/directives.ts';
 import type { CgiModuleSpec } from './cgi-upstream/module.ts';
 import { plainCgiProtocol } from './cgi-upstream/plain-protocol.ts';
 
@@ -39,6 +40,7 @@ const spec: CgiModuleSpec<UwsgiLocConf> = {
   tlsSchema: 'suwsgi://',
   // ngx_http_uwsgi_hide_headers has no Status: a CGI-style answer's Status field reaches the client
   hidden: CGI_HIDDEN.filter((h) => h !== 'status'),
+  cache: cacheSlot('uwsgi_'),
   slot: uwsgiLoc as CgiSlot<UwsgiLocConf>,
   protocol: plainCgiProtocol,
   streamsChunked: false,
@@ -74,5 +76,5 @@ const directives: Directive[] = [
 export const uwsgiModule: HttpModule = {
   name: 'ngx_http_uwsgi_module',
   directives,
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

@@ -11,7 +11,7 @@ import { HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { countArg, flagArg, msecArg, parseSize, sizeArg, tempPathArg } from '../../conf/values.ts';
-import { listOf, setting, unique } from '../../conf/setters.ts';
+import { bitmask, listOf, setting, unique } from '../../conf/setters.ts';
 import type { Parse } from '../../conf/setters.ts';
 import { compileComplex } from '../../core/variables.ts';
 import { httpMainOf } from '../http-conf.ts';
@@ -56,14 +56,9 @@ export function upstreamDirectives<R extends UpstreamModuleConf>(prefix: string,
   return [
     row('hide_header', 1, listOf(target, 'hideHeaders', (_cf, node) => node.args[0])),
     row('pass_header', 1, listOf(target, 'passHeaders', (_cf, node) => node.args[0])),
-    row('ignore_headers', [1, Infinity], unique(target, 'ignoreHeaders', (cf, node, c) => {
-      let mask = 0;
-      for (const w of node.args) {
-        const key = Object.keys(IGN).find((k) => k.toLowerCase() === w.toLowerCase()) as keyof typeof IGN | undefined;
-        if (!key) throw cf.error(`invalid value "${w}"`);
-        mask |= IGN[key];
-      }
-      c.ignoreHeaders = mask;
+    row('ignore_headers', [1, Infinity], bitmask(target, 'ignoreHeaders', (w) => {
+      const key = Object.keys(IGN).find((k) => k.toLowerCase() === w.toLowerCase()) as keyof typeof IGN | undefined;
+      return key && IGN[key];
     })),
     flag('pass_request_headers', 'passRequestHeaders'),
     flag('pass_request_body', 'passRequestBody'),
@@ -84,16 +79,7 @@ export function upstreamDirectives<R extends UpstreamModuleConf>(prefix: string,
     time('connect_timeout', 'connectTimeout'),
     time('read_timeout', 'readTimeout'),
     time('send_timeout', 'sendTimeout'),
-    row('next_upstream', [1, Infinity], unique(target, 'nextUpstream', (cf, node, c) => {
-      let mask = 0;
-      for (const w of node.args) {
-        const bit = NEXT_WORDS[w];
-        if (bit === undefined) throw cf.error(`invalid value "${w}"`);
-        if (mask & bit) throw cf.error(`duplicate value "${w}"`);
-        mask |= bit;
-      }
-      c.nextUpstream = mask & FT.OFF ? FT.OFF : mask;
-    })),
+    row('next_upstream', [1, Infinity], bitmask(target, 'nextUpstream', (w) => NEXT_WORDS[w], (mask) => (mask & FT.OFF ? FT.OFF : mask))),
     single('next_upstream_tries', 'nextUpstreamTries', countArg),
     time('next_upstream_timeout', 'nextUpstreamTimeout'),
     flag('ignore_client_abort', 'ignoreClientAbort'),

@@ -9,6 +9,7 @@
  */
 import { Ctx } from '../../../conf/directive.ts';
 import type { Directive } from '../../../conf/directive.ts';
+import type { ConfContext } from '../../../conf/context.ts';
 import { listOf } from '../../../conf/setters.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import { parseUrl } from '../../../upstream/address.ts';
@@ -28,6 +29,11 @@ import { NO_BODY, outgoingBody } from '../../upstream/send-body.ts';
 import type { BodyFraming, OutgoingBody } from '../../upstream/send-body.ts';
 import { UpstreamRequest } from '../../upstream/upstream-request.ts';
 import { tlsFor } from '../../upstream/tls.ts';
+import { upstreamCache } from '../upstream-cache/cache.ts';
+import { httpHeadOf } from '../upstream-cache/protocol.ts';
+import type { CacheProtocol } from '../upstream-cache/protocol.ts';
+import { cacheDirectives, checkCacheKeys } from '../upstream-cache/directives.ts';
+import type { CacheSlot } from '../upstream-cache/directives.ts';
 import { CGI_HIDDEN } from './conf.ts';
 import type { CgiDerived, CgiLoc, CgiLocConf, CgiSlot } from './conf.ts';
 
@@ -44,6 +50,8 @@ export interface CgiModuleSpec<C extends CgiLocConf> {
   /** For log lines of a TLS target: `suwsgi://`. */
   tlsSchema?: string;
   slot: CgiSlot<C>;
+  /** The module's `*_cache` settings (cacheSlot(prefix)); none for memcached, which nginx does not cache. */
+  cache?: CacheSlot;
   protocol: UpstreamProtocol<CgiLoc<C>, CgiDerived>;
   /**
    * The request head from the params (flat name, value list) and the body
@@ -98,11 +106,36 @@ export function cgiDirectives<C extends CgiLocConf>(spec: CgiModuleSpec<C>, hand
       }),
     },
     ...upstreamDirectives(prefix, slot),
+    ...(spec.cache ? cacheDirectives(prefix, spec.cache) : []),
   ];
 }
 
+/**
+ * The cache around a CGI-family exchange: without `*_cache_key` every
+ * request has the empty key (nginx warns, checkCacheKeys), the head is
+ * stored as HTTP, and no revalidation (the params are sent as built; see
+ * requestParams for the conditional fields a caching level leaves out).
+ */
+const cgiCacheProtocol: CacheProtocol = { storedHead: httpHeadOf, defaultKey: () => '' };
+
+const withCache = new WeakMap<object, UpstreamProtocol<CgiLoc, CgiDerived>>();
+
+/** The module's protocol with its cache hooks (made once per module). */
+function protocolOf<C extends CgiLocConf>(spec: CgiModuleSpec<C>): UpstreamProtocol<CgiLoc<C>, CgiDerived> {
+  if (!spec.cache) return spec.protocol;
+  let p = withCache.get(spec);
+  if (!p) {
+    p = { ...(spec.protocol as UpstreamProtocol<CgiLoc, CgiDerived>), cache: upstreamCache(spec.cache, cgiCacheProtocol) };
+    withCache.set(spec, p);
+  }
+  return p as UpstreamProtocol<CgiLoc<C>, CgiDerived>;
+}
+
+/** Request headers a caching level does not pass as params unless a param sets them (ngx_http_fastcgi_cache_headers and its twins). */
+const CACHE_CLEARED = new Set(['HTTP_IF_MODIFIED_SINCE', 'HTTP_IF_UNMODIFIED_SINCE', 'HTTP_IF_NONE_MATCH', 'HTTP_IF_MATCH', 'HTTP_RANGE', 'HTTP_IF_RANGE']);
+
 /** The module's postconfiguration: every level's derived values, with nginx's merge-time checks. */
-export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: HttpMainConf): void {
+export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: HttpMainConf, cf: ConfContext): void {
   finishLevels(http, spec.slot as CgiSlot<CgiLocConf>, (c: CgiLoc, _parent, where) => {
     const headerParams = new Set<string>();
     for (const p of c.params ?? []) if (p.name.startsWith('HTTP_')) headerParams.add(p.name);
@@ -113,6 +146,7 @@ export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: Ht
     c.derived = d;
     return d;
   });
+  if (spec.cache) checkCacheKeys(http, cf, spec.prefix, spec.cache);
 }
 
 /**
@@ -121,7 +155,7 @@ export function finishCgi<C extends CgiLocConf>(spec: CgiModuleSpec<C>, http: Ht
  * as `HTTP_NAME` unless a param set that name. Repeated headers go as one
  * param, their values joined with ", " ("; " for Cookie), as nginx 1.23+.
  */
-export function requestParams(r: HttpRequest, c: CgiLoc, d: CgiDerived): string[] {
+export function requestParams(r: HttpRequest, c: CgiLoc, d: CgiDerived, caching = false): string[] {
   const out: string[] = [];
   for (const p of c.params ?? []) {
     const v = p.value.evaluate(r);
@@ -138,7 +172,7 @@ export function requestParams(r: HttpRequest, c: CgiLoc, d: CgiDerived): string[
       const ch = key[k];
       name += ch === '-' ? '_' : ch.toUpperCase();
     }
-    if (d.headerParams.has(name)) continue;
+    if (d.headerParams.has(name) || (caching && CACHE_CLEARED.has(name))) continue;
     const at = seen.get(name);
     if (at !== undefined) {
       out[at] += (name === 'HTTP_COOKIE' ? '; ' : ', ') + raw[i + 1];
@@ -189,7 +223,7 @@ export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseH
       if (out.sender !== NO_BODY) body = out;
     }
     const d = conf.derived!;
-    const head = spec.head(r, conf, requestParams(r, conf, d), body);
+    const head = spec.head(r, conf, requestParams(r, conf, d, !!spec.cache && !!r.level.get(spec.cache).zone), body);
     if (typeof head === 'number') return head;
     const p = resolveTarget(r, where);
     const placed = p instanceof Promise ? await p : p;
@@ -204,8 +238,10 @@ function start<C extends CgiLocConf>(spec: CgiModuleSpec<C>, r: HttpRequest, con
   // a client certificate that cannot be loaded (logged): nginx's 500
   if (tlsHost !== undefined && !tls) return 500;
   const u = new UpstreamRequest(r, conf, d, {
-    protocol: spec.protocol, head, sender: body ? body.sender : NO_BODY, group: where.group, chooser: peerChooserFor(r, where),
-    tls, schema: tls ? spec.tlsSchema ?? spec.schema : spec.schema, uri: '', record: beginUpstream(r), method: r.method,
+    protocol: protocolOf(spec), head, sender: body ? body.sender : NO_BODY, group: where.group, chooser: peerChooserFor(r, where),
+    tls, schema: tls ? spec.tlsSchema ?? spec.schema : spec.schema, uri: '', record: beginUpstream(r),
+    // the backend's answer to HEAD has the body it sends (the script decides): read into the cache when stored, else dropped (nginx's r->header_only)
+    method: '',
   });
   u.start();
   return DONE;

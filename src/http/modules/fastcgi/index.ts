@@ -15,6 +15,7 @@ import type { HttpMainConf, HttpModule, HttpVariable } from '../../http-conf.ts'
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { cgiDirectives, cgiHandler, finishCgi } from '../cgi-upstream/module.ts';
+import { cacheSlot } from '../upstream-cache/directives.ts';
 import type { CgiModuleSpec } from '../cgi-upstream/module.ts';
 import { fastcgiLoc } from './conf.ts';
 import type { FastcgiLocConf } from './conf.ts';
@@ -24,6 +25,7 @@ import { beginRequest, encodePairs, PARAMS, record, STDIN_FRAMING } from './reco
 const spec: CgiModuleSpec<FastcgiLocConf> = {
   prefix: 'fastcgi_',
   schema: 'fastcgi://',
+  cache: cacheSlot('fastcgi_'),
   slot: fastcgiLoc,
   protocol: fastcgiProtocol,
   framing: STDIN_FRAMING,
@@ -85,5 +87,5 @@ export const fastcgiModule: HttpModule = {
   name: 'ngx_http_fastcgi_module',
   directives,
   variables,
-  postconfiguration: (http: HttpMainConf) => finishCgi(spec, http),
+  postconfiguration: (http: HttpMainConf, cf) => finishCgi(spec, http, cf),
 };

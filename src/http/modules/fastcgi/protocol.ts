@@ -48,6 +48,9 @@ class FastcgiResponse implements RecordSink, UpstreamBodyDecoder {
   caught = false;
   error: string | undefined;
   keepalive = false;
+  /** The body bytes the head's Content-Length still allows (-1: no Content-Length). */
+  private left = -1;
+  private warnedExtra = false;
 
   constructor(u: FastcgiUpstream) {
     this.u = u;
@@ -55,6 +58,13 @@ class FastcgiResponse implements RecordSink, UpstreamBodyDecoder {
 
   stdout(b: Buffer): void {
     if (this.inBody) {
+      if (this.left >= 0 && b.length > this.left) {
+        // as nginx (ngx_http_fastcgi_input_filter): what goes beyond Content-Length is dropped
+        if (!this.warnedExtra) this.u.log('warn', 'upstream sent more data than specified in "Content-Length" header', 'reading upstream');
+        this.warnedExtra = true;
+        b = b.subarray(0, this.left);
+      }
+      if (this.left >= 0) this.left -= b.length;
       if (b.length) this.out!.push(b);
       return;
     }
@@ -102,6 +112,7 @@ class FastcgiResponse implements RecordSink, UpstreamBodyDecoder {
           this.pos = start;
           head.bodyStart = start;
           head.connectionClose = !u.conf.keepConn;
+          this.left = head.contentLength;
           return head;
         }
         if (this.headText.length >= u.conf.bufferSize) {
@@ -125,6 +136,8 @@ class FastcgiResponse implements RecordSink, UpstreamBodyDecoder {
     this.records.feed(chunk, 0, this);
     this.out = undefined;
     if (this.error) return this.error;
+    // a body shorter than its Content-Length: cut short, as nginx
+    if (this.records.done && this.left > 0) return 'upstream prematurely closed FastCGI request';
     return this.records.done ? BODY_DONE : BODY_AGAIN;
   }
 }

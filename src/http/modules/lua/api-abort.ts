@@ -35,6 +35,8 @@ export function watchClientAbort(ctx: HookContext & { r: NonNullable<HookContext
       // the hook's end then only lets the connection go
       requestLog(r).info('client prematurely closed connection');
       ctx.exit = -1;
+      // the hook and its light threads end where they wait, as OpenResty finalizes them
+      ctx.signal?.kill();
       terminate(r, 499);
       return;
     }
@@ -63,6 +65,7 @@ export function abortLibrary(rt: LuaRuntime): Record<string, unknown> {
       if (handlers.has(ctx)) return fail('duplicate call');
       const id = nextId--;
       handlers.set(ctx, id);
+      (ctx.threadIds ??= []).push(id);
       bridge.pushInteger(L, id);
       return 1;
     },

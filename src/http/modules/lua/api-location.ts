@@ -76,6 +76,7 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     wait(L: number) {
+      const ctx = requestContext(rt);
       const n = api.lua_gettop(L);
       const list: Capture[] = [];
       for (let i = 1; i <= n; i++) {
@@ -85,7 +86,11 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         captures.delete(id);
         list.push(c);
       }
-      return bridge.suspend(Promise.all(list.map((c) => c.done)), (L1, oks) => {
+      // until they are done, the request's Lua cannot end (OpenResty's ctx->no_abort)
+      ctx.noAbort = (ctx.noAbort ?? 0) + 1;
+      const all = Promise.all(list.map((c) => c.done));
+      void all.finally(() => ctx.noAbort!--);
+      return bridge.suspend(all, (L1, oks) => {
         api.lua_createtable(L1, list.length * 4, 0);
         list.forEach((c, i) => {
           const sr = c.sr;

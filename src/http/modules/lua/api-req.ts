@@ -8,7 +8,7 @@ import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import type { RequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
-import { refuseIn, requestContext } from './runtime.ts';
+import { endRequestLua, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 
 /** Percent-decoding as ngx_http_lua_unescape_uri does for arguments: `+` is a space, a bad `%` stays. */
@@ -213,6 +213,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       if (!uri) throw new LuaError('attempt to use zero-length uri');
       const jump = bridge.toBoolean(L, 2);
       if (jump && ctx.phase !== 'rewrite') throw new LuaError(`API disabled in the context of ${ctx.phase}_by_lua*`);
+      if (jump) endRequestLua(ctx, undefined, 2);
       ctx.r.uri = uri;
       if (jump) {
         ctx.r.uriChanged = true;

@@ -3,19 +3,20 @@
  * a coroutine of its own on the same request, started at once (it runs
  * until it waits or ends, then the spawning code goes on). `wait` makes the
  * caller wait for the first of the given threads to end; the hook's end
- * waits for all its threads, as OpenResty's entry thread does.
+ * waits for all its threads, as OpenResty's entry thread does. ngx.exit,
+ * ngx.exec, ngx.redirect in any of them end the request's Lua: the others
+ * are killed where they wait (runtime.ts's endRequestLua).
  */
 import { LuaError } from '../../../lua/bridge.ts';
 import { LogLevel } from '../../../core/error-log.ts';
+import { luajitMessage, luajitTraceback } from '../../../lua/luajit-messages.ts';
 import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
-import type { HookContext, LuaRuntime } from './runtime.ts';
+import type { LuaRuntime } from './runtime.ts';
 
 export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
   let nextId = 1;
-  /** Each thread's end, by id (until waited for). */
-  const ends = new Map<number, Promise<number>>();
 
   return {
     reserve(L: number) {
@@ -24,19 +25,22 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
       bridge.pushInteger(L, nextId++);
       return 1;
     },
+    /** Runs thread `id` until it waits or ends; true when it ended the request's Lua (ngx.exit …): the spawner unwinds then. */
     start(L: number) {
-      const parent = requestContext(rt, 2);
+      // the thread shares the hook's context: ngx.exit in it is the request's, as in OpenResty
+      const ctx = requestContext(rt, 2);
       const id = bridge.toInteger(L, 1)!;
-      const ctx: HookContext = { runtime: rt, r: parent.r, phase: parent.phase };
       const outcome = rt.runThread(id, ctx);
       const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
-      ends.set(id, end);
-      (parent.threads ??= new Map()).set(id, end);
-      void end.then(() => parent.threads?.delete(id));
-      return 0;
+      (ctx.threadEnds ??= new Map()).set(id, end);
+      (ctx.threadIds ??= []).push(id);
+      (ctx.threads ??= new Map()).set(id, end);
+      void end.then(() => ctx.threads?.delete(id));
+      bridge.pushBoolean(L, ctx.signal?.killed ?? false);
+      return 1;
     },
     wait(L: number) {
-      requestContext(rt, 2);
+      const ends = requestContext(rt, 2).threadEnds ?? new Map<number, Promise<number>>();
       const n = api.lua_gettop(L);
       const waiting: Array<Promise<number>> = [];
       for (let i = 1; i <= n; i++) {
@@ -52,11 +56,13 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     /** A thread failed: OpenResty's `lua user thread aborted` line (without the traceback). */
     aborted(L: number) {
-      logFor(currentContext(rt), LogLevel.error, `lua user thread aborted: runtime error: ${bridge.toString(L, 1) ?? ''}`);
+      // in LuaJIT's words, as the entry coroutine's failures are logged
+      const text = luajitTraceback(luajitMessage(bridge.toString(L, 1) ?? ''));
+      logFor(currentContext(rt), LogLevel.error, `lua user thread aborted: runtime error: ${text}`);
       return 0;
     },
     kill(L: number) {
-      ends.delete(bridge.toInteger(L, 1) ?? 0);
+      currentContext(rt)?.threadEnds?.delete(bridge.toInteger(L, 1) ?? 0);
       return 0;
     },
   };

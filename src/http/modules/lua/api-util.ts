@@ -79,10 +79,13 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       if (delay < 0) throw new LuaError(`invalid sleep duration "${delay}"`);
       const r = ctx.r;
       if (r) requestLog(r).debug(`lua ready to sleep for ${delay} ms`);
-      return bridge.suspend(new Promise((resolve) => setTimeout(() => {
+      let timer: NodeJS.Timeout | undefined;
+      const expired = new Promise((resolve) => (timer = setTimeout(() => {
         if (r) requestLog(r).debug(`lua sleep timer expired: "${r.uri}?${r.args}"`);
         resolve(undefined);
       }, delay)));
+      // a killed thread's sleep goes with it (OpenResty's sleep cleanup)
+      return bridge.suspend(expired, undefined, () => clearTimeout(timer));
     },
     flush(L: number) {
       const ctx = requestContext(rt);

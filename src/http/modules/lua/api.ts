@@ -14,7 +14,7 @@ import { locationLibrary } from './api-location.ts';
 import { threadLibrary } from './api-thread.ts';
 import { socketLibrary } from './api-socket.ts';
 import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
-import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
+import { currentContext, endRequestLua, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import type { LuaTimers } from './api-timer.ts';
 import { CONSTANTS } from './constants.ts';
@@ -103,7 +103,9 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       if (!ctx) throw new LuaError('API disabled in the context of init_by_lua*');
       // OpenResty's ngx.exit allows rewrite, access, content, header filter, timers and balancer
       if (ctx.phase === 'set' || ctx.phase === 'log' || ctx.phase === 'body_filter') refuseIn(ctx, [ctx.phase], 2);
-      ctx.exit = bridge.toInteger(L, 1) ?? 0;
+      const status = bridge.toInteger(L, 1) ?? 0;
+      endRequestLua(ctx, status, 2);
+      ctx.exit = status;
       return 0;
     },
     exec(L: number) {
@@ -118,6 +120,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
         path = uri.slice(0, q);
         args = uri.slice(q + 1) + (args ? '&' + args : '');
       }
+      endRequestLua(ctx, undefined, 2);
       ctx.exec = { uri: path, args };
       ctx.exit = 0;
       return 0;
@@ -129,6 +132,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       if (![301, 302, 303, 307, 308].includes(status)) {
         throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed', 2);
       }
+      endRequestLua(ctx, undefined, 2);
       // OpenResty's Location goes out as given (nginx does not make it absolute)
       ctx.r.setHeader('Location', bridge.toString(L, 1) ?? '');
       ctx.exit = status;

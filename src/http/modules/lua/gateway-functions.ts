@@ -21,7 +21,8 @@ import { hostLibrary } from './api.ts';
 import { LuaTimers } from './api-timer.ts';
 import { afterHook } from './hooks.ts';
 import { headStarted } from './output.ts';
-import { currentContext, LuaRuntime } from './runtime.ts';
+import { currentContext, logFor, LuaRuntime } from './runtime.ts';
+import { LogLevel } from '../../../core/error-log.ts';
 import type { HookContext } from './runtime.ts';
 import { closeSocketsOf, mainRequest } from './socket-lifetime.ts';
 
@@ -40,6 +41,36 @@ const HOOK_PHASE: Record<ServerlessConf['phase'], string> = {
 function luajitSyntax(message: string): string {
   return message.replace(/: syntax error near (.*)$/, ": '=' expected near $1").replace(/near <eof>$/, "near '<eof>'");
 }
+
+/** check(source) → error or nil; run(source) → whether the route matches (compiled once per source), and a runtime error. */
+const FILTER_LUA = `
+local host = ...
+local compiled = {}
+local vars = setmetatable({}, { __index = function(_, k) return host.read(tostring(k)) end })
+local function compile(source)
+  local chunk, err = load('return ' .. source)
+  if not chunk then return nil, "failed to load 'filter_func' string: " .. err end
+  local ok, fn = pcall(chunk)
+  if not ok or type(fn) ~= 'function' then return nil, "'filter_func' should be a function" end
+  return fn
+end
+local function check(source)
+  local _, err = compile(source)
+  return err
+end
+local function run(source)
+  local fn = compiled[source]
+  if fn == nil then
+    fn = compile(source) or false
+    compiled[source] = fn
+  end
+  if not fn then return false end
+  local ok, res = pcall(fn, vars)
+  if not ok then return false, tostring(res) end
+  return res and true or false, nil
+end
+return check, run
+`;
 
 export interface GatewayLua extends LuaFunctions {
   /** The request is over: its ngx.ctx (api_ctx) and cosockets go. */
@@ -104,6 +135,19 @@ export async function createGatewayLua(opts: GatewayLuaOptions): Promise<Gateway
   const runner = bridge.ref(L) as LuaChunk;
   const compiler = bridge.ref(L);
   const checker = bridge.ref(L);
+
+  // filter_func: `return <source>` compiled as APISIX's loadstring, called with a table reading the request's variables
+  let filterRead: ((name: string) => string | undefined) | undefined;
+  bridge.load(L, Buffer.from(FILTER_LUA), '=filter_func');
+  pushValue(bridge, L, { read: ((L1) => {
+    const v = filterRead?.(bridge.toString(L1, 1) ?? '');
+    if (v === undefined) return 0;
+    bridge.pushString(L1, v);
+    return 1;
+  }) as HostFunction });
+  bridge.call(L, 1, 2);
+  const filterRunner = bridge.ref(L);
+  const filterChecker = bridge.ref(L);
 
   /** Pushes the sources as a Lua array of byte strings (UTF-8, as they came in JSON). */
   const pushSources = (sources: string[]) => {
@@ -195,6 +239,30 @@ export async function createGatewayLua(opts: GatewayLuaOptions): Promise<Gateway
       }
       const data = ctx.args![0];
       return { chunk: typeof data === 'string' ? Buffer.from(data, 'latin1') : data as Buffer, eof: ctx.args![1] === true };
+    },
+    checkFilter(source) {
+      bridge.pushRef(L, filterChecker);
+      bridge.pushBytes(L, Buffer.from(source));
+      bridge.call(L, 1, 1);
+      const err = bridge.toString(L, -1);
+      bridge.api.lua_settop(L, -2);
+      return err ? luajitSyntax(err) : undefined;
+    },
+    filter(source, read, request) {
+      filterRead = read;
+      try {
+        bridge.pushRef(L, filterRunner);
+        bridge.pushBytes(L, Buffer.from(source));
+        bridge.call(L, 1, 2);
+        const ok = bridge.api.lua_toboolean(L, -2);
+        const err = bridge.toString(L, -1);
+        bridge.api.lua_settop(L, -3);
+        // APISIX's radixtree raises it (a 500); here the route does not match and the error log says why
+        if (err) logFor(request ? { runtime: rt, r: request as HttpRequest, phase: 'access' } : undefined, LogLevel.error, `failed to run filter_func: ${err}`);
+        return Boolean(ok);
+      } finally {
+        filterRead = undefined;
+      }
     },
     release(r: HttpRequest) {
       closeSocketsOf(mainRequest(r));

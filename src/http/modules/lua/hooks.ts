@@ -13,7 +13,9 @@ import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
+import { CLOSING } from './runtime.ts';
 import type { HookContext, HookOutcome, LuaRuntime } from './runtime.ts';
+import { KillSignal } from '../../../lua/coroutine.ts';
 import { watchClientAbort } from './api-abort.ts';
 import { closeSocketsOf, mainRequest } from './socket-lifetime.ts';
 
@@ -38,6 +40,7 @@ function finishResponse(ctx: HookContext): HandlerResult | Promise<HandlerResult
 /** What a rewrite, access or content hook's end means for the phase (ngx_http_lua_handle_exit and friends). */
 export function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): HandlerResult | Promise<HandlerResult> {
   const r = ctx.r!;
+  ctx.runtime.forgetThreads(ctx);
   if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
     ctx.runtime.logFailure(ctx, outcome);
     if (!headStarted(r)) return 'unreadable' in outcome && outcome.unreadable ? 404 : 500;
@@ -62,6 +65,11 @@ export function afterHook(ctx: HookContext, outcome: HookOutcome<undefined>): Ha
     dropOutput(r);
     return DONE;
   }
+  // 408, 444, 499 close the connection, also after output (held output never goes out)
+  if (CLOSING.has(code) && headStarted(r)) {
+    dropOutput(r);
+    return code;
+  }
   if (code === DONE || headStarted(r)) return finishResponse(ctx);
   if (code >= 200 && code < 300 && code !== 204) {
     // ngx.exit(2xx) before any output answers with that status and no body (as OpenResty 0.10.23)
@@ -77,10 +85,11 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
     return readRequestBody(r).then((got) => (typeof got === 'number' ? got : runHook(r, hook, phase)));
   }
   const runtime = runtimeOf(r);
-  const ctx: HookContext = { runtime, r, phase };
+  const signal = new KillSignal();
+  const ctx: HookContext = { runtime, r, phase, signal };
   // lua_check_client_abort: ngx.on_abort's function, or the end of the request, when the client goes
   const stopWatching = watchClientAbort(ctx as HookContext & { r: HttpRequest });
-  const outcome = runtime.run(hook, ctx);
+  const outcome = runtime.run(hook, ctx, { signal });
   if (outcome instanceof Promise || stopWatching) {
     return Promise.resolve(outcome).then((o) => afterThreads(ctx, o)).finally(stopWatching);
   }
@@ -89,7 +98,16 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
 
 /** The hook ended: its light threads still running are waited for first, as OpenResty's entry thread does. */
 async function afterThreads(ctx: HookContext, outcome: HookOutcome<undefined>): Promise<HandlerResult> {
-  while (ctx.threads?.size && outcome.ok && ctx.exit === undefined) await Promise.all(ctx.threads.values());
+  // a failed hook ends its threads (OpenResty's entry thread aborting); one pending subrequests closes the connection
+  if (!outcome.ok && ctx.exit === undefined && !ctx.jumped) {
+    ctx.signal?.kill();
+    if (ctx.noAbort) {
+      ctx.runtime.logFailure(ctx, outcome);
+      dropOutput(ctx.r!);
+      return DONE;
+    }
+  }
+  while (ctx.threads?.size && outcome.ok && ctx.exit === undefined && !ctx.jumped) await Promise.all(ctx.threads.values());
   return afterHook(ctx, outcome);
 }
 

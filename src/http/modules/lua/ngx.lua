@@ -309,13 +309,17 @@ do
     if type(f) ~= 'function' then error("bad argument #1 to 'spawn' (function expected)", 2) end
     local id = lib.reserve()
     threads[id] = { f = f, args = pack(...) }
-    lib.start(id)
+    -- the thread ended the request's Lua (ngx.exit …): the spawner ends too
+    if lib.start(id) then error(EXIT, 0) end
     return setmetatable({ id = id }, thread_mt)
   end
   function ngx.thread.wait(...)
     local ids = {}
-    for i = 1, select('#', ...) do
+    local n = select('#', ...)
+    if n == 0 then error('at least one coroutine should be specified', 2) end
+    for i = 1, n do
       local t = select(i, ...)
+      if type(t) == 'thread' then error('attempt to wait on a coroutine that is not a user thread', 2) end
       if type(t) ~= 'table' or not threads[t.id] then return nil, 'already waited or killed' end
       ids[i] = t.id
     end
@@ -401,5 +405,7 @@ end
 setmetatable(_G, { __newindex = newindex })
 ]], '=_G write guard')()
 
--- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads
-return function(id) ctxs[id] = nil end, run_timer, run_thread
+-- the host frees a request's ngx.ctx tables when it is done, runs timers that are due, and light threads,
+-- and forgets a hook's light threads when it ends
+return function(id) ctxs[id] = nil end, run_timer, run_thread,
+  function(...) for i = 1, select('#', ...) do threads[(select(i, ...))] = nil end end

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
 import { abortedMessage } from '../../../lua/coroutine.ts';
-import type { LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
+import type { KillSignal, LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
 import { pathsFromEnv } from '../../../lua/package.ts';
 import { LuaVm } from '../../../lua/vm.ts';
 import type { LuaChunk } from '../../../lua/vm.ts';
@@ -32,8 +32,18 @@ export interface HookContext {
   exec?: { uri: string; args: string | undefined };
   /** ngx.eof was called: the body is complete. */
   eof?: boolean;
-  /** Light threads this hook spawned that have not finished (the hook's end waits for them). */
+  /** Light threads of this hook that have not finished (the hook's end waits for them). They share
+   * this context: ngx.exit in any of them is the request's. */
   threads?: Map<number, Promise<unknown>>;
+  /** Ends the hook's coroutine and its light threads where they wait (ngx.exit/exec/redirect in any
+   * of them, the hook failing): OpenResty's ngx_http_lua_finalize_threads. */
+  signal?: KillSignal;
+  /** The end of each light thread not yet waited for or killed, by id. */
+  threadEnds?: Map<number, Promise<number>>;
+  /** The ids of the hook's light threads (and its on_abort function), forgotten by ngx.lua when it ends. */
+  threadIds?: number[];
+  /** Subrequests (ngx.location.capture) being waited for: ngx.exit/exec/redirect are refused meanwhile. */
+  noAbort?: number;
   /** A timer's `, client: …, server: …` log suffix. */
   origin?: string;
   /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
@@ -59,6 +69,8 @@ export class LuaRuntime {
   private timerRunner = 0;
   /** The Lua function that runs light thread `id` (ngx.lua's third result). */
   private threadRunner = 0;
+  /** The Lua function that forgets light threads by id (ngx.lua's fourth result). */
+  private threadForgetter = 0;
   private nextCtxId = 1;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
@@ -84,7 +96,8 @@ export class LuaRuntime {
     const { L } = bridge;
     bridge.load(L, fs.readFileSync(new URL('ngx.lua', import.meta.url)), 'ngx.lua');
     pushValue(bridge, L, host(rt));
-    bridge.call(L, 1, 3);
+    bridge.call(L, 1, 4);
+    rt.threadForgetter = bridge.ref(L);
     rt.threadRunner = bridge.ref(L);
     rt.timerRunner = bridge.ref(L);
     rt.releaseCtx = bridge.ref(L);
@@ -144,7 +157,27 @@ export class LuaRuntime {
   /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`. */
   runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
-    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1) });
+    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal: ctx.signal });
+  }
+
+  /** The hook ended: ngx.lua lets go of its light threads (functions, arguments, results never waited for). */
+  forgetThreads(ctx: HookContext): void {
+    const all = ctx.threadIds;
+    if (!all) return;
+    // the threads waited for or killed are gone already; the on_abort function's id is negative
+    const ends = ctx.threadEnds;
+    const ids = all.filter((id) => id < 0 || ends?.has(id));
+    ctx.threadIds = undefined;
+    ctx.threadEnds = undefined;
+    const { bridge } = this.vm;
+    const { L } = bridge;
+    for (let i = 0; i < ids.length; i += FORGET_BATCH) {
+      const batch = ids.slice(i, i + FORGET_BATCH);
+      bridge.api.lua_checkstack(L, batch.length + 1);
+      bridge.pushRef(L, this.threadForgetter);
+      for (const id of batch) bridge.pushInteger(L, id);
+      bridge.call(L, batch.length, 0);
+    }
   }
 
   /** Logs a failed hook as OpenResty does (`lua entry thread aborted: runtime error: …`). */
@@ -191,6 +224,9 @@ export class LuaRuntime {
   }
 }
 
+/** How many thread ids go to ngx.lua's forgetter in one call (each is a stack slot). */
+const FORGET_BATCH = 32;
+
 /** A hook's end; `unreadable` when its file could not be read (a request hook then answers 404, as OpenResty does). */
 export type HookOutcome<R> = LuaOutcome<R> | { readonly ok: false; readonly error: string; readonly traceback: string; readonly unreadable: boolean };
 
@@ -219,6 +255,21 @@ export function logFor(ctx: HookContext | undefined, level: number, text: string
 
 const CTX_ID = {};
 const ctxIds = new WeakMap<HttpRequest, number[]>();
+
+/**
+ * ngx.exit, ngx.exec, ngx.redirect, a jumping ngx.req.set_uri: the request's Lua ends here, its other
+ * coroutines where they wait (the caller unwinds itself). `status` is refused (`attempt to abort with
+ * pending subrequests`) while subrequests are waited for, unless it only closes the connection.
+ */
+export function endRequestLua(ctx: HookContext, status: number | undefined, level: number): void {
+  if (ctx.noAbort && (status === undefined || !CLOSING.has(status))) {
+    throw new LuaError('attempt to abort with pending subrequests', level);
+  }
+  ctx.signal?.kill();
+}
+
+/** What ends a request by closing its connection: NGX_ERROR, 408, 444, 499. */
+export const CLOSING = new Set([-1, 408, 444, 499]);
 
 /** The running hook's context, or OpenResty's error for code outside any request. */
 export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {

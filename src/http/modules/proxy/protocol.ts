@@ -7,7 +7,7 @@
  * by index.ts (ngx_http_proxy_create_request) before the exchange starts.
  */
 import type { UpstreamHead, UpstreamProtocol } from '../../upstream/protocol.ts';
-import { cacheError, cacheLookup, cacheServeStale, cacheStaleStatus, cacheWriter } from './cache.ts';
+import { proxyCache } from './cache.ts';
 import type { DerivedConf, ProxyLoc, ProxyUpstream } from './conf.ts';
 import { copyHeaders } from './headers-out.ts';
 import { parseResponseHead } from '../../upstream/response-head.ts';
@@ -64,11 +64,5 @@ function processHeader(u: ProxyUpstream, b: Buffer): UpstreamHead | undefined {
 export const proxyProtocol: UpstreamProtocol<ProxyLoc, DerivedConf> = {
   processHeader,
   copyHeaders: (u, head) => copyHeaders(u.r, head, u.d, u.conf.ignoreHeaders),
-  cache: {
-    lookup: cacheLookup,
-    serveStale: (u, rc) => cacheServeStale(u, rc),
-    staleStatus: cacheStaleStatus,
-    error: cacheError,
-    writer: cacheWriter,
-  },
+  cache: proxyCache,
 };
