@@ -20,6 +20,10 @@ function upstream(): Promise<RawUpstream> {
     const p = req.uri.split('?')[0];
     const ims = req.headers.find(([k]) => k.toLowerCase() === 'if-modified-since')?.[1];
     if (p.startsWith('/slow')) await sleep(300);
+    if (p.startsWith('/reval2') && ims === LM) {
+      socket.end('HTTP/1.1 304 Not Modified\r\nConnection: close\r\n\r\n', 'latin1');
+      return;
+    }
     if (p.startsWith('/reval') && ims === LM) {
       socket.end('HTTP/1.1 304 Not Modified\r\nCache-Control: max-age=1\r\nConnection: close\r\n\r\n', 'latin1');
       return;
@@ -44,6 +48,7 @@ ${HTTP_COMMON}
         location / { proxy_pass http://${up}; }
         location /slow { proxy_cache_lock on; proxy_pass http://${up}; }
         location /reval { proxy_cache_revalidate on; proxy_pass http://${up}; }
+        location /reval2 { proxy_cache_revalidate on; proxy_cache_valid 404 1m; proxy_pass http://${up}; }
         location /bg { proxy_cache_background_update on; proxy_cache_use_stale updating; proxy_pass http://${up}; }
         location /inactive { proxy_cache short; proxy_pass http://${up}; }
         location /sie { proxy_cache_key sie; proxy_pass http://$arg_up; }
@@ -73,10 +78,15 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     // revalidate: the second fetch after expiry is conditional and answered 304
     const first = await get(port, '/reval');
     assert.match(first.text, /^MISS GET \d+ ims=-$/);
+    // a 304 saying nothing of its validity: the stored response's max-age=1 counts again from now
+    // (no proxy_cache_valid for 200 here)
+    const first2 = await get(port, '/reval2');
     await sleep(2100);
     const again = await get(port, '/reval');
     assert.equal(again.text, first.text.replace('MISS', 'REVALIDATED'));
     assert.equal((await get(port, '/reval')).text, first.text.replace('MISS', 'HIT'));
+    assert.equal((await get(port, '/reval2')).text, first2.text.replace('MISS', 'REVALIDATED'));
+    assert.equal((await get(port, '/reval2')).text, first2.text.replace('MISS', 'HIT'));
 
     // a client's conditional fields do not reach the upstream
     const c = await get(port, '/cond', `If-Modified-Since: ${LM}\r\nRange: bytes=0-1\r\n`);

@@ -212,13 +212,18 @@ function cacheStaleStatus(u: AnyUpstream, status: number, head?: UpstreamHead): 
   return cacheServeStale(u, status, false);
 }
 
-/** A revalidated response: valid for what the 304 says, else for the stored status's proxy_cache_valid time. */
+/**
+ * A revalidated response is valid for what the 304 says, else for what the
+ * stored response's own headers say from now (nginx sends the cached head
+ * again and reads its Cache-Control/Expires), else for the stored status's
+ * *_cache_valid time.
+ */
 function renew(st: CacheState, head: UpstreamHead | undefined): void {
   const f = st.stale!;
   const stored = parseResponseHead(f.head, () => undefined) as UpstreamHead;
   const now = Date.now();
-  let until = head ? validUntil(head.headers, stored.status, st.c.valid, 0, now) : 0;
-  if (until === 0) until = validUntil({ lnames: [], values: [] }, stored.status, st.c.valid, 0, now);
+  let until = head ? validUntil(head.headers, stored.status, undefined, 0, now) : 0;
+  if (until === 0) until = validUntil(stored.headers, stored.status, st.c.valid, 0, now);
   if (until === 0) return;
   f.meta.validUntil = until;
   const file = filePath(st.z, st.digest);
