@@ -14,7 +14,6 @@
 import type { PhaseFunctions } from './phase-api.ts';
 
 let warn: (msg: string) => void = () => undefined;
-const warned = new Set<string>();
 
 /** Where the loggers' warning goes (the gateway runtime's error log). */
 export function setSchemaOnlyLog(log: (msg: string) => void): void {
@@ -30,13 +29,13 @@ export function notImplemented(name: string): PhaseFunctions<object> {
 }
 
 export function logsNotSent(name: string): PhaseFunctions<object> {
+  // route keys already warned of; bounded: one entry per route that carries the logger
+  const warned = new Set<string>();
   return {
     log(_conf, ctx) {
-      const key = `${name} ${ctx.routeKey}`;
-      if (warned.has(key)) return;
-      // bounded: one entry per route that carries the logger
+      if (warned.has(ctx.routeKey)) return;
       if (warned.size > 10_000) warned.clear();
-      warned.add(key);
+      warned.add(ctx.routeKey);
       warn(`plugin ${name} is not implemented by this gateway: the log entries of ${ctx.route ? `route ${ctx.route.id}` : 'global rules'} are not sent`);
     },
   };

@@ -202,15 +202,18 @@ export async function createGatewayLua(opts: GatewayLuaOptions): Promise<Gateway
     return code instanceof Promise ? code.then(asResult) : asResult(code);
   };
 
+  /** Runs a checker (Lua: source → error message or nil): the error in LuaJIT's words, or undefined. */
+  const compileError = (ref: number, source: string): string | undefined => {
+    bridge.pushRef(L, ref);
+    bridge.pushBytes(L, Buffer.from(source));
+    bridge.call(L, 1, 1);
+    const err = bridge.toString(L, -1);
+    bridge.api.lua_settop(L, -2);
+    return err ? luajitSyntax(err) : undefined;
+  };
+
   return {
-    check(source) {
-      bridge.pushRef(L, checker);
-      bridge.pushBytes(L, Buffer.from(source));
-      bridge.call(L, 1, 1);
-      const err = bridge.toString(L, -1);
-      bridge.api.lua_settop(L, -2);
-      return err && luajitSyntax(err);
-    },
+    check: (source) => compileError(checker, source),
     run(conf: ServerlessConf, pctx: PluginContext) {
       const g = pctx as RequestContext;
       const { ctx, outcome } = start(conf, g);
@@ -240,14 +243,7 @@ export async function createGatewayLua(opts: GatewayLuaOptions): Promise<Gateway
       const data = ctx.args![0];
       return { chunk: typeof data === 'string' ? Buffer.from(data, 'latin1') : data as Buffer, eof: ctx.args![1] === true };
     },
-    checkFilter(source) {
-      bridge.pushRef(L, filterChecker);
-      bridge.pushBytes(L, Buffer.from(source));
-      bridge.call(L, 1, 1);
-      const err = bridge.toString(L, -1);
-      bridge.api.lua_settop(L, -2);
-      return err ? luajitSyntax(err) : undefined;
-    },
+    checkFilter: (source) => compileError(filterChecker, source),
     filter(source, read, request) {
       filterRead = read;
       try {
