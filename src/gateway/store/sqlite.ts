@@ -68,7 +68,10 @@ export class SqliteStore implements Store {
       // to WAL or creating the schema takes a lock the others must wait for, not fail on
       this.db = new DatabaseSync(file, { timeout: 10_000 });
       this.db.exec('PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;');
-      this.db.exec(SCHEMA);
+      // IMMEDIATE takes the write lock before reading the schema: workers creating it at once wait
+      // for each other (busy_timeout) instead of one failing at once, as SQLite does to a reader
+      // that wants to write while another writer waits for it ("database is locked")
+      this.db.exec(`BEGIN IMMEDIATE; ${SCHEMA}; COMMIT;`);
     } catch (e) {
       throw new StoreError(`cannot open the store "${file}": ${(e as Error).message}`);
     }
