@@ -162,9 +162,15 @@ export async function startGateway(opts: GatewayOptions = {}): Promise<Gateway> 
   const gw = new Gateway(prefix, adminPort, proxyPort, child);
   let exited = false;
   void gw.exited.then(() => { exited = true; });
+  // A gateway that neither gets ready nor exits fails the caller's before() instead of hanging it.
+  const deadline = Date.now() + 60_000;
   for (;;) {
     if (fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').endsWith('\n')) return gw;
     if (exited) throw new Error(`gatehouse gateway exited before it was ready:\n${gw.stderr}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`gatehouse gateway was not ready (no ${pidFile}) after 60 s:\n${gw.stderr}`);
+    }
     await sleep(25);
   }
 }
