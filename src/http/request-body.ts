@@ -60,7 +60,8 @@ function createState(r: HttpRequest): BodyState {
 
 /** Whether the request announces a body (Content-Length > 0 or chunked; an HTTP/2 stream with data but no length counts as chunked). */
 export function hasRequestBody(r: HttpRequest): boolean {
-  return r.head.chunked || r.head.contentLength > 0;
+  // or a body given after the head said none (ngx.req.set_body_data/set_body_file)
+  return r.head.chunked || r.head.contentLength > 0 || (stateOf(r)?.body?.length ?? 0) > 0;
 }
 
 /** Whether the body is sent chunked (the head reader refused any other Transfer-Encoding). */

@@ -180,7 +180,14 @@ function localToday(): string {
  * A directive `name $var [value …]`: `inputs` values (with variables) after the variable; when
  * `inPlace` and none is given, the variable's own value is the input.
  */
+/**
+ * The directives ndk.set_var.NAME gives Lua: as NDK's ndk_set_var_value
+ * ones, those of one input that may transform a variable in place.
+ */
+export const ndkSetVar = new Map<string, Transform>();
+
 function setter(name: string, inputs: number, transform: Transform, inPlace = true): Directive {
+  if (inputs === 1 && inPlace) ndkSetVar.set(name, transform);
   return {
     name, contexts: IN_REWRITE, args: inPlace ? [1, 1 + inputs] : 1 + inputs,
     handler(cf, node) {

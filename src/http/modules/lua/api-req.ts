@@ -2,6 +2,7 @@
  * ngx.req.* (the host functions; ngx.lua turns the flat lists they return
  * into OpenResty's tables), ngx.decode_args and ngx.resp.get_headers.
  */
+import fs from 'node:fs';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
 import { readRequestBody, requestBodyOf } from '../../request-body.ts';
@@ -176,6 +177,23 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       const body = requestBodyOf(r);
       if (!body) throw new LuaError('request body not read yet');
       replaceBody(r, body, [bridge.toBuffer(L, 1) ?? Buffer.alloc(0)]);
+      return 0;
+    },
+    /** ngx.req.set_body_file(path, auto_clean): the body is that file (removed with the request when auto_clean). */
+    set_body_file(L: number) {
+      const r = req();
+      const n = bridge.api.lua_gettop(L);
+      if (n < 1 || n > 2) throw new LuaError(`expecting 1 or 2 arguments but seen ${n}`);
+      const body = requestBodyOf(r);
+      if (!body) throw new LuaError('request body not read yet');
+      const file = bridge.toString(L, 1) ?? '';
+      let size: number;
+      try { size = fs.statSync(file).size; } catch { throw new LuaError(`stat() "${file}" failed`); }
+      replaceBody(r, body, []);
+      body.file = file;
+      body.length = size;
+      r.headersIn[r.headersIn.length - 1] = String(size);
+      if (bridge.toBoolean(L, 2)) r.sink.onClose(() => fs.unlink(file, () => undefined));
       return 0;
     },
     init_body(L: number) {

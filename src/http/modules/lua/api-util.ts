@@ -11,6 +11,7 @@ import { unescapeArg } from './api-req.ts';
 import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
+import { ndkSetVar } from '../set-misc.ts';
 
 /**
  * The other types of ngx.escape_uri(s, type), nginx 1.22's ngx_escape_uri sets (0 uri, 1 args,
@@ -50,6 +51,21 @@ function quoteSql(s: string): string {
 const pad = (n: number, w = 2) => String(n).padStart(w, '0');
 function localDate(d: Date): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+
+/** ndk.set_var.NAME(value): the set-misc directive's transformation, for the running request. */
+export function ndkLibrary(rt: LuaRuntime): Record<string, unknown> {
+  const { bridge } = rt.vm;
+  const arg = (L: number, i: number) => bridge.toString(L, i) ?? '';
+  return {
+    has: (L: number) => (bridge.pushBoolean(L, ndkSetVar.has(arg(L, 1))), 1),
+    set_var(L: number) {
+      const ctx = currentContext(rt);
+      if (!ctx?.r) throw new LuaError('no request found');
+      bridge.pushString(L, ndkSetVar.get(arg(L, 1))!(ctx.r, [arg(L, 2)]) ?? '');
+      return 1;
+    },
+  };
 }
 
 export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {

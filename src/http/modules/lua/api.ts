@@ -13,7 +13,7 @@ import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
 import { threadLibrary } from './api-thread.ts';
 import { socketLibrary } from './api-socket.ts';
-import { configLibrary, timeLibrary, utilLibrary } from './api-util.ts';
+import { configLibrary, ndkLibrary, timeLibrary, utilLibrary } from './api-util.ts';
 import { currentContext, endRequestLua, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import type { LuaTimers } from './api-timer.ts';
@@ -250,6 +250,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     },
     req: reqLibrary(rt),
     util: utilLibrary(rt),
+    ndk: ndkLibrary(rt),
     time: timeLibrary(rt),
     config: configLibrary(rt, rt.prefix),
     shdict: sharedLibrary(rt, rt.conf.sharedDicts),

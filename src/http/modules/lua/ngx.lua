@@ -199,7 +199,10 @@ local function args_table(list)
 end
 
 ngx.req = {}
-for k, v in pairs(host.req) do ngx.req[k] = v end
+-- the *_list functions build the tables below; they are not OpenResty's API
+for k, v in pairs(host.req) do
+  if not k:find('_list$') then ngx.req[k] = v end
+end
 function ngx.req.get_headers(max, raw)
   local list, truncated = host.req.headers_list(max or 100)
   return headers_table(list, raw), truncated
@@ -278,8 +281,9 @@ do
       return f(rawget(self, '__name'), ...)
     end
   end
-  local dict_mt = { __index = methods }
-  for _, name in ipairs(host.shdict.names) do ngx.shared[name] = setmetatable({ __name = name }, dict_mt) end
+  -- as OpenResty's: the methods are the dict's metatable, which is its own __index (dict.__index gives them)
+  methods.__index = methods
+  for _, name in ipairs(host.shdict.names) do ngx.shared[name] = setmetatable({ __name = name }, methods) end
 end
 ngx.timer = {}
 local timers = {}
@@ -377,6 +381,21 @@ end
 ngx.re = host.re_table()
 ngx.socket = host.socket.chunk()(host.socket)
 
+-- ndk.set_var.NAME: the set-misc directives NDK hands to Lua, as functions of one value
+ndk = { set_var = setmetatable({}, { __index = function(t, name)
+  if type(name) ~= 'string' then name = tostring(name) end
+  if not host.ndk.has(name) then
+    error('ndk.set_var: directive "' .. name .. '" not found or does not use ndk_set_var_value', 2)
+  end
+  local set_var = host.ndk.set_var
+  local f = function(value)
+    if type(value) ~= 'string' then value = tostring(value) end
+    return set_var(name, value)
+  end
+  rawset(t, name, f)
+  return f
+end }) }
+package.loaded.ndk = ndk
 package.loaded.ngx = ngx
 package.preload['ngx.re'] = function() return ngx.re end
 do
