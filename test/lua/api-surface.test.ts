@@ -51,6 +51,14 @@ http {
             set_by_lua_block $r { return ndk.set_var.set_unescape_uri("a%20b") }
             return 200 "$r\\n";
         }
+        location = /send-headers-runs-filters {
+            set $seen '';
+            content_by_lua_block {
+                ngx.send_headers()
+                ngx.say("filter saw: ", ngx.var.seen)
+            }
+            header_filter_by_lua_block { ngx.var.seen = ndk.set_var.set_unescape_uri("a%20b") }
+        }
         location = /from-file {
             access_by_lua_block {
                 ngx.req.read_body()
@@ -90,6 +98,10 @@ test('ndk.set_var runs set-misc\'s directives on a value; require "ndk" is the s
   assert.equal((await same(pair, '/ndk')).body,
     "1 %20%3A a b\n68o32c9e64o2sc9j5co30c1g 'it\\'s'\na1d0c6e83f027327d8461063f4ac58a6 true 501\n");
   assert.equal((await same(pair, '/ndk-set-by-lua')).body, 'a b\n');
+});
+
+test('ngx.send_headers runs the header filters before it returns', async () => {
+  assert.equal((await same(pair, '/send-headers-runs-filters')).body, 'filter saw: a b\n');
 });
 
 test('an unknown ndk.set_var directive is a 500 with OpenResty\'s error', async () => {

@@ -122,9 +122,9 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     send_headers(L: number) {
       const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
-      if (!headStarted(ctx.r)) startHead(ctx.r);
-      bridge.pushInteger(L, 1);
-      return 1;
+      const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
+      const wait = headStarted(ctx.r) ? undefined : startHead(ctx.r);
+      return wait ? bridge.suspend(wait, ok) : ok(L);
     },
     /** ngx.headers_sent (read through the ngx table's metatable). */
     headers_sent(L: number) {

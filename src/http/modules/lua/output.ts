@@ -89,10 +89,14 @@ export function flushOutput(r: HttpRequest): Promise<void> | undefined {
   return withHead(r, send) as Promise<void> | undefined;
 }
 
-/** ngx.send_headers: the head counts as sent and goes out with the first output or the end. */
-export function startHead(r: HttpRequest): void {
-  prepareHeader(r);
+/**
+ * ngx.send_headers: the header filters run now (header_filter_by_lua sees the
+ * response as nginx's ngx_http_send_header gives it), and the head is held by
+ * the sink until the first output or the end. A promise when a filter waits.
+ */
+export function startHead(r: HttpRequest): Promise<void> | undefined {
   outputOf(r).buffering ??= false;
+  return withHead(r, () => undefined) as Promise<void> | undefined;
 }
 
 /** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
