@@ -22,7 +22,7 @@ const SINGLE_WRITE_MAX = 16 * 1024;
 export class Http1Response extends SinkListeners implements ResponseSink {
   readonly socket: Socket;
   /** A HEAD request: the head goes out, body bytes do not. */
-  private readonly headOnly: boolean;
+  private headOnly: boolean;
   private readonly http09: boolean;
   private readonly startMark: number;
   private endMark = -1;
@@ -47,6 +47,10 @@ export class Http1Response extends SinkListeners implements ResponseSink {
 
   get client(): Socket {
     return this.socket;
+  }
+
+  setHeadOnly(on: boolean): void {
+    this.headOnly = on;
   }
 
   sendHead(status: number, reason: string, headers: string[], chunked: boolean): void {

@@ -58,6 +58,8 @@ export interface ResponseSink extends BodySink {
   expectTrailers?(): void;
   /** Ends the response without completing it: the connection (or stream) is dropped. */
   abort(): void;
+  /** The request's method changed before the head (ngx.req.set_method): a HEAD response has no body. */
+  setHeadOnly?(on: boolean): void;
 
   onFinish(fn: () => void): void;
   onClose(fn: () => void): void;

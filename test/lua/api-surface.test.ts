@@ -1,7 +1,7 @@
 // What OpenResty code finds in the tables it walks (t/062-count.t counts them, t/018-ndk.t uses
 // ndk.set_var): ngx.req's functions and no helpers of ours, a shared dict's methods through its
-// __index, ndk.set_var over set-misc's directives, ngx.HTTP_NOT_IMPLEMENTED, and
-// ngx.req.set_body_file. Reference: Debian's nginx 1.22 + libnginx-mod-http-lua 0.10.23.
+// __index, ndk.set_var over set-misc's directives, ngx.HTTP_NOT_IMPLEMENTED,
+// ngx.req.set_body_file, ngx.req.set_method (t/088-req-method.t), ngx.send_headers (t/018-ndk.t). Reference: Debian's nginx 1.22 + libnginx-mod-http-lua 0.10.23.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startPair } from '../kit/pair.ts';
@@ -59,6 +59,19 @@ http {
             }
             header_filter_by_lua_block { ngx.var.seen = ndk.set_var.set_unescape_uri("a%20b") }
         }
+        location = /head-to-get {
+            rewrite_by_lua_block { ngx.req.set_method(ngx.HTTP_GET) }
+            content_by_lua_block { ngx.say("method: ", ngx.req.get_method()) }
+        }
+        location = /dav-methods {
+            content_by_lua_block {
+                for _, m in ipairs({ ngx.HTTP_MKCOL, ngx.HTTP_COPY, ngx.HTTP_MOVE, ngx.HTTP_PROPFIND,
+                                     ngx.HTTP_PROPPATCH, ngx.HTTP_LOCK, ngx.HTTP_UNLOCK, ngx.HTTP_TRACE }) do
+                    ngx.req.set_method(m)
+                    ngx.say(ngx.req.get_method())
+                end
+            }
+        }
         location = /from-file {
             access_by_lua_block {
                 ngx.req.read_body()
@@ -102,6 +115,11 @@ test('ndk.set_var runs set-misc\'s directives on a value; require "ndk" is the s
 
 test('ngx.send_headers runs the header filters before it returns', async () => {
   assert.equal((await same(pair, '/send-headers-runs-filters')).body, 'filter saw: a b\n');
+});
+
+test('ngx.req.set_method: a HEAD request made GET gets its body; the WebDAV methods are taken', async () => {
+  assert.equal((await same(pair, 'HEAD /head-to-get HTTP/1.1')).body, 'method: GET\n');
+  assert.equal((await same(pair, 'GET /dav-methods HTTP/1.1')).body, 'MKCOL\nCOPY\nMOVE\nPROPFIND\nPROPPATCH\nLOCK\nUNLOCK\nTRACE\n');
 });
 
 test('an unknown ndk.set_var directive is a 500 with OpenResty\'s error', async () => {

@@ -48,7 +48,7 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
   resetHere = false;
   private trailers: string[] | undefined;
   private noBody = false;
-  private readonly headRequest: boolean;
+  private headRequest: boolean;
   private readonly chunkSize: () => number;
   /** Body bytes not yet handed to the stream; a piece is with the stream; end() was called. */
   private queued: Buffer[] = [];
@@ -77,6 +77,10 @@ export class Http2Sink extends SinkListeners implements ResponseSink {
   }
 
   readonly client = new StreamClient();
+
+  setHeadOnly(on: boolean): void {
+    this.headRequest = on;
+  }
 
   get destroyed(): boolean {
     return this.stream.destroyed && !this.finished;

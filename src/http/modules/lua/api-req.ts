@@ -60,6 +60,12 @@ function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string 
   return 2;
 }
 
+/** The methods of ngx.HTTP_* (OpenResty's ngx.req.set_method takes these). */
+const METHOD_NAMES: Record<number, string> = {
+  2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 64: 'MKCOL', 128: 'COPY', 256: 'MOVE', 512: 'OPTIONS',
+  1024: 'PROPFIND', 2048: 'PROPPATCH', 4096: 'LOCK', 8192: 'UNLOCK', 16384: 'PATCH', 32768: 'TRACE',
+};
+
 /** ngx.req.set_body_data and friends: the body read becomes `bufs`, and Content-Length says so. */
 function replaceBody(r: HttpRequest, body: RequestBody, bufs: Buffer[]): void {
   body.bufs = bufs;
@@ -97,10 +103,12 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
     get_method: (L: number) => (bridge.pushString(L, req().method), 1),
     set_method(L: number) {
       const code = bridge.toInteger(L, 1) ?? 0;
-      const names: Record<number, string> = { 2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 512: 'OPTIONS', 16384: 'PATCH' };
-      const name = names[code];
+      const name = METHOD_NAMES[code];
       if (!name) throw new LuaError(`unsupported HTTP method: ${code}`);
-      req().method = name;
+      const r = req();
+      r.method = name;
+      // nginx decides a HEAD response has no body by the method when the head goes
+      if (!r.parent && !r.headerSent) r.sink.setHeadOnly?.(name === 'HEAD');
       return 0;
     },
     http_version(L: number) {
