@@ -36,6 +36,8 @@ export class Http1Response extends SinkListeners implements ResponseSink {
   destroyed = false;
   ended = false;
   finished = false;
+  /** What the finish waits for (holdFinish). */
+  private finishHold: Promise<unknown> | undefined;
 
   constructor(socket: Socket, headOnly: boolean, http09: boolean) {
     super();
@@ -149,9 +151,20 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     this.endMark = socket.bytesWritten;
   }
 
+  holdFinish(until: Promise<unknown>): void {
+    if (this.finished) return;
+    this.finishHold = this.finishHold ? Promise.all([this.finishHold, until]) : until;
+  }
+
   /** The last write reached the socket. */
   private written = (err?: Error | null): void => {
     if (err || this.destroyed) return;
+    const hold = this.finishHold;
+    if (hold) {
+      this.finishHold = undefined;
+      void hold.then(() => this.written());
+      return;
+    }
     this.finished = true;
     this.fireFinish();
     // as node:http did: the next request may start before this one is logged

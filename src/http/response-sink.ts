@@ -58,6 +58,12 @@ export interface ResponseSink extends BodySink {
   expectTrailers?(): void;
   /** Ends the response without completing it: the connection (or stream) is dropped. */
   abort(): void;
+  /**
+   * The response is complete but the request goes on (ngx.eof, then more Lua):
+   * its finish — the log phase, keepalive or close — waits for `until`, as
+   * nginx's request count keeps the request and its connection.
+   */
+  holdFinish?(until: Promise<unknown>): void;
   /** The request's method changed before the head (ngx.req.set_method): a HEAD response has no body. */
   setHeadOnly?(on: boolean): void;
 

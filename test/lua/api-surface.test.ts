@@ -5,7 +5,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startPair } from '../kit/pair.ts';
-import { LUA_MODULES, same, sameLog } from './hooks-kit.ts';
+import { ask, LUA_MODULES, same, sameLog } from './hooks-kit.ts';
 
 const pair = await startPair({ after }, {
   files: { 'body.txt': 'from a file\n' },
@@ -72,6 +72,15 @@ http {
                 end
             }
         }
+        location = /eof-then-work {
+            content_by_lua_block {
+                ngx.say("early")
+                ngx.eof()
+                ngx.sleep(0.2)
+                ngx.ctx.after = "set after eof"
+            }
+            log_by_lua_block { ngx.log(ngx.WARN, "log phase sees: ", ngx.ctx.after) }
+        }
         location = /from-file {
             access_by_lua_block {
                 ngx.req.read_body()
@@ -120,6 +129,16 @@ test('ngx.send_headers runs the header filters before it returns', async () => {
 test('ngx.req.set_method: a HEAD request made GET gets its body; the WebDAV methods are taken', async () => {
   assert.equal((await same(pair, 'HEAD /head-to-get HTTP/1.1')).body, 'method: GET\n');
   assert.equal((await same(pair, 'GET /dav-methods HTTP/1.1')).body, 'MKCOL\nCOPY\nMOVE\nPROPFIND\nPROPPATCH\nLOCK\nUNLOCK\nTRACE\n');
+});
+
+test('after ngx.eof the request goes on: its log phase and the connection\'s close wait for the hook', async () => {
+  for (const srv of [pair.gh, pair.ng]) {
+    if (!srv) continue;
+    const got = await ask(srv, '/eof-then-work');
+    assert.equal(got.body, 'early\n');
+    // the client saw the connection close: the log phase has run by then
+    assert.match(srv.readFile('error.log'), /log phase sees: set after eof/);
+  }
 });
 
 test('an unknown ndk.set_var directive is a 500 with OpenResty\'s error', async () => {

@@ -142,6 +142,10 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       ctx.eof = true;
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
       const wait = finishOutput(ctx.r);
+      // the client has it all, but the request (its log phase, the connection) waits for the hook's end
+      if (!ctx.r.parent && ctx.r.sink.holdFinish) {
+        ctx.r.sink.holdFinish(new Promise<void>((resolve) => (ctx.releaseFinish = resolve)));
+      }
       return wait ? bridge.suspend(wait, ok) : ok(L);
     },
     get_phase(L: number) {

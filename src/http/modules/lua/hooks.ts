@@ -91,9 +91,15 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
   const stopWatching = watchClientAbort(ctx as HookContext & { r: HttpRequest });
   const outcome = runtime.run(hook, ctx, { signal });
   if (outcome instanceof Promise || stopWatching) {
-    return Promise.resolve(outcome).then((o) => afterThreads(ctx, o)).finally(stopWatching);
+    return Promise.resolve(outcome).then((o) => afterThreads(ctx, o)).finally(() => {
+      stopWatching?.();
+      ctx.releaseFinish?.();
+    });
   }
-  return ctx.threads?.size ? afterThreads(ctx, outcome) : afterHook(ctx, outcome);
+  if (ctx.threads?.size) return afterThreads(ctx, outcome).finally(() => ctx.releaseFinish?.());
+  const result = afterHook(ctx, outcome);
+  ctx.releaseFinish?.();
+  return result;
 }
 
 /** The hook ended: its light threads still running are waited for first, as OpenResty's entry thread does. */

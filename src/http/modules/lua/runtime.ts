@@ -32,6 +32,8 @@ export interface HookContext {
   exec?: { uri: string; args: string | undefined };
   /** ngx.eof was called: the body is complete. */
   eof?: boolean;
+  /** Ends the hold ngx.eof put on the response's finish, once the hook is over. */
+  releaseFinish?: () => void;
   /** Light threads of this hook that have not finished (the hook's end waits for them). They share
    * this context: ngx.exit in any of them is the request's. */
   threads?: Map<number, Promise<unknown>>;
