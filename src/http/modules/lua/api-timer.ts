@@ -11,6 +11,7 @@ import type { LuaOutcome } from '../../../lua/coroutine.ts';
 import { currentContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 import { closeSocketsOf } from './socket-lifetime.ts';
+import { mainErrorLog } from '../../../core/error-log.ts';
 
 /** OpenResty's defaults for lua_max_pending_timers and lua_max_running_timers. */
 const MAX_PENDING = 1024;
@@ -46,7 +47,8 @@ export class LuaTimers {
       if (this.pending.size >= (this.rt.conf.maxPendingTimers ?? MAX_PENDING)) return (bridge.pushNil(L), bridge.pushString(L, 'too many pending timers'), 2);
       const id = this.nextId++;
       const r = currentContext(this.rt)?.r;
-      const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.localAddress}:${r.conn.localPort}` : '';
+      // the listening address as the listen directive gave it (nginx's listening->addr_text: 0.0.0.0:80)
+      const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.addr.spec.key}` : '';
       this.schedule(id, delay * 1000, every ? delay * 1000 : 0, origin);
       bridge.pushInteger(L, id);
       return 1;
@@ -54,6 +56,8 @@ export class LuaTimers {
     return {
       at: add(false),
       every: add(true),
+      /** ngx.lua's word that a timer could not run (`lua failed to run timer with function defined at …`). */
+      refused: (L: number) => (mainErrorLog().alert(bridge.toString(L, 1) ?? ''), 0),
       running_count: (L: number) => (bridge.pushInteger(L, this.running), 1),
       pending_count: (L: number) => (bridge.pushInteger(L, this.pending.size), 1),
     };
@@ -68,20 +72,22 @@ export class LuaTimers {
     const t = this.pending.get(id);
     if (!t) return;
     this.pending.delete(id);
-    const maxRunning = this.rt.conf.maxRunningTimers ?? MAX_RUNNING;
-    if (this.running >= maxRunning) {
-      this.rt.logFailure({ runtime: this.rt, r: undefined, phase: 'timer' },
-        { error: `${maxRunning} lua_max_running_timers are not enough`, traceback: '' });
-      return;
-    }
-    // a repeating timer is scheduled again before its run, as OpenResty does
+    mainErrorLog().debug('lua ngx.timer expired');
+    // a repeating timer is scheduled again before its run (even one refused below), as OpenResty does
     const again = t.every > 0 && !premature;
     if (again) this.schedule(id, t.every, t.every, t.origin);
-    this.running++;
     const ctx: HookContext = { runtime: this.rt, r: undefined, phase: 'timer', origin: t.origin };
+    const maxRunning = this.rt.conf.maxRunningTimers ?? MAX_RUNNING;
+    if (this.running >= maxRunning) {
+      // ngx.lua logs it at alert with where the function was defined
+      void this.rt.runTimer(id, premature, !again, ctx, `${maxRunning} lua_max_running_timers are not enough`);
+      return;
+    }
+    this.running++;
     const outcome = this.rt.runTimer(id, premature, !again, ctx);
     const done = (o: LuaOutcome<undefined>) => {
       this.running--;
+      mainErrorLog().debug('http lua close fake http connection');
       closeSocketsOf(ctx);
       if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
     };

@@ -372,10 +372,16 @@ local function run_thread(id)
   if threads[id] then threads[id].result = r end
 end
 
-local function run_timer(id, premature, last)
+local function run_timer(id, premature, last, refused)
   local t = timers[id]
   if last then timers[id] = nil end
-  if t then return t[1](premature, table.unpack(t, 2, t.n)) end
+  if not t then return end
+  if refused then
+    local info = getinfo(t[1], 'S')
+    return host.timer.refused('lua failed to run timer with function defined at ' .. info.source .. ':'
+      .. info.linedefined .. ': ' .. refused)
+  end
+  return t[1](premature, table.unpack(t, 2, t.n))
 end
 
 ngx.re = host.re_table()

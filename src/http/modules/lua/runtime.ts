@@ -144,14 +144,17 @@ export class LuaRuntime {
   }
 
   /** Runs timer `id`'s function in a coroutine (`last`: forget it after). */
-  runTimer(id: number, premature: boolean, last: boolean, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+  /** Runs timer `id`'s function; with `refused`, ngx.lua logs that it could not run instead. */
+  runTimer(id: number, premature: boolean, last: boolean, ctx: HookContext, refused?: string): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
     return this.vm.run(this.timerRunner as LuaChunk, ctx, {
       args: (L) => {
         bridge.pushInteger(L, id);
         bridge.pushBoolean(L, premature);
         bridge.pushBoolean(L, last);
-        return 3;
+        if (refused === undefined) return 3;
+        bridge.pushString(L, refused);
+        return 4;
       },
     });
   }
