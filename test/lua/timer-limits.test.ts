@@ -4,10 +4,11 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startPair } from '../kit/pair.ts';
-import { logged, LUA_MODULES, same } from './hooks-kit.ts';
+import { logged, LUA_MODULES, same, sameLog } from './hooks-kit.ts';
 
 const pair = await startPair({ after }, {
-  conf: `${LUA_MODULES}error_log logs/error.log info;
+  conf: `${LUA_MODULES}load_module /usr/lib/nginx/modules/ngx_http_set_misc_module.so;
+error_log logs/error.log info;
 events {}
 http {
     access_log off;
@@ -15,6 +16,14 @@ http {
     lua_shared_dict runs 1m;
     server {
         listen 127.0.0.1:%%PORT_8080%%;
+        location = /ndk-in-timer {
+            content_by_lua_block {
+                ngx.timer.at(0, function()
+                    ngx.log(ngx.WARN, "timer: ", ndk.set_var.set_unescape_uri("a%20b"), " ", ndk.set_var.set_encode_base32("ab"))
+                end)
+                ngx.say("ok")
+            }
+        }
         location = /busy {
             content_by_lua_block {
                 local function slow() ngx.sleep(0.3) end
@@ -32,6 +41,12 @@ http {
 `,
 });
 
+test('ndk.set_var works in a timer (no request: the directives\' defaults)', async () => {
+  assert.equal((await same(pair, '/ndk-in-timer')).body, 'ok\n');
+  const lines = await sameLog(pair, /timer: a b/);
+  assert.match(lines[0], /^\[warn\] \[lua\] content_by_lua\(nginx.conf:\d+\):3: timer: a b c5h0====, context: ngx\.timer/);
+});
+
 test('a timer due while lua_max_running_timers run is refused with an alert; an every timer runs again later', async () => {
   assert.equal((await same(pair, '/busy')).body, 'ticks after the slow ones: true\n');
   // how many runs were refused depends on timing; each is this line
@@ -40,7 +55,7 @@ test('a timer due while lua_max_running_timers run is refused with an alert; an 
     const lines = await logged(srv, /lua_max_running_timers are not enough/);
     assert.ok(lines.length > 0);
     for (const line of lines) {
-      assert.equal(line, '[alert] lua failed to run timer with function defined at =content_by_lua(nginx.conf:12):3: 2 lua_max_running_timers are not enough');
+      assert.equal(line, '[alert] lua failed to run timer with function defined at =content_by_lua(nginx.conf:21):3: 2 lua_max_running_timers are not enough');
     }
   }
 });

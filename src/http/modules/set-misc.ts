@@ -21,13 +21,17 @@ import { httpMainOf } from '../http-conf.ts';
 import type { HttpModule, HttpMainConf } from '../http-conf.ts';
 import type { HttpRequest } from '../request.ts';
 import { requestLog } from '../request-log.ts';
+import { mainErrorLog } from '../../core/error-log.ts';
 import { program, setTarget } from './rewrite.ts';
 import { NEXT } from './rewrite/program.ts';
 import { escapeUriComponent } from './lua/api-util.ts';
 
 type Value = ComplexValue<HttpRequest>;
 /** A transformation: the new value, or undefined when the input is bad (the error is logged, the value empty). */
-type Transform = (r: HttpRequest, args: string[]) => string | undefined;
+/** r is undefined for ndk.set_var in a Lua timer (no request: the defaults, the worker's log). */
+type Transform = (r: HttpRequest | undefined, args: string[]) => string | undefined;
+
+const logOf = (r: HttpRequest | undefined) => (r ? requestLog(r) : mainErrorLog());
 
 const IN_REWRITE = Ctx.SERVER | Ctx.SIF | Ctx.LOCATION | Ctx.LIF;
 
@@ -49,30 +53,33 @@ function quoteJson(s: string): string {
   return `"${s.replace(/["\\\x00-\x1f]/g, (c) => map[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}"`;
 }
 
-const digest = (alg: string) => (_r: HttpRequest, [v]: string[]) => crypto.createHash(alg).update(v, 'latin1').digest('hex');
+const digest = (alg: string) => (_r: HttpRequest | undefined, [v]: string[]) => crypto.createHash(alg).update(v, 'latin1').digest('hex');
 
-function decodeBase64(r: HttpRequest, s: string): string | undefined {
+function decodeBase64(r: HttpRequest | undefined, s: string): string | undefined {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.length % 4 === 1) {
-    requestLog(r).error('set_decode_base64: invalid value');
+    logOf(r).error('set_decode_base64: invalid value');
     return undefined;
   }
   return Buffer.from(s, 'base64').toString('latin1');
 }
 
-function decodeHex(r: HttpRequest, s: string): string | undefined {
+function decodeHex(r: HttpRequest | undefined, s: string): string | undefined {
   if (s.length % 2 || !/^[0-9a-fA-F]*$/.test(s)) {
-    requestLog(r).error('set_decode_hex: invalid value');
+    logOf(r).error('set_decode_hex: invalid value');
     return undefined;
   }
   return Buffer.from(s, 'hex').toString('latin1');
 }
 
 /** set_base32_alphabet and set_base32_padding (defaults `0-9a-v` and on). */
+const BASE32_DEFAULTS = { alphabet: '0123456789abcdefghijklmnopqrstuv', padding: true };
 const base32Loc = defineSlot<{ alphabet?: string; padding?: boolean }, { alphabet: string; padding: boolean }>('set_misc_base32',
-  () => ({}), inheritUnset, { alphabet: '0123456789abcdefghijklmnopqrstuv', padding: true });
+  () => ({}), inheritUnset, BASE32_DEFAULTS);
 
-function encodeBase32(r: HttpRequest, s: string): string {
-  const { alphabet: BASE32, padding } = r.level.get(base32Loc);
+const base32Of = (r: HttpRequest | undefined) => (r ? r.level.get(base32Loc) : BASE32_DEFAULTS);
+
+function encodeBase32(r: HttpRequest | undefined, s: string): string {
+  const { alphabet: BASE32, padding } = base32Of(r);
   let out = '';
   for (let i = 0; i < s.length; i += 5) {
     const block = s.slice(i, i + 5);
@@ -84,8 +91,8 @@ function encodeBase32(r: HttpRequest, s: string): string {
   return out;
 }
 
-function decodeBase32(r: HttpRequest, s: string): string | undefined {
-  const BASE32 = r.level.get(base32Loc).alphabet;
+function decodeBase32(r: HttpRequest | undefined, s: string): string | undefined {
+  const BASE32 = base32Of(r).alphabet;
   const text = s.replace(/=+$/, '');
   let out = '';
   let acc = 0;
@@ -93,7 +100,7 @@ function decodeBase32(r: HttpRequest, s: string): string | undefined {
   for (const ch of text) {
     const v = BASE32.indexOf(ch);
     if (v < 0) {
-      requestLog(r).error('set_decode_base32: invalid value');
+      logOf(r).error('set_decode_base32: invalid value');
       return undefined;
     }
     acc = (acc << 5) | v;
@@ -106,14 +113,14 @@ function decodeBase32(r: HttpRequest, s: string): string | undefined {
   return out;
 }
 
-const hmac = (alg: string) => (_r: HttpRequest, [secret, v]: string[]) =>
+const hmac = (alg: string) => (_r: HttpRequest | undefined, [secret, v]: string[]) =>
   crypto.createHmac(alg, Buffer.from(secret, 'latin1')).update(v, 'latin1').digest().toString('latin1');
 
 function randomOf(alphabet: string) {
-  return (r: HttpRequest, [count]: string[]): string | undefined => {
+  return (r: HttpRequest | undefined, [count]: string[]): string | undefined => {
     const n = Number(count);
     if (!/^\d+$/.test(count) || n < 1 || n > 64) {
-      requestLog(r).error(`set_secure_random: bad length "${count}"`);
+      logOf(r).error(`set_secure_random: bad length "${count}"`);
       return undefined;
     }
     const bytes = crypto.randomBytes(n);
@@ -281,7 +288,7 @@ export const setMiscModule: HttpModule = {
       let lo = Number(from);
       let hi = Number(to);
       if (!/^\d+$/.test(from) || !/^\d+$/.test(to)) {
-        requestLog(r).error(`set_random: bad "from" or "to" argument: ${from} ${to}`);
+        logOf(r).error(`set_random: bad "from" or "to" argument: ${from} ${to}`);
         return undefined;
       }
       if (lo > hi) [lo, hi] = [hi, lo];

@@ -61,7 +61,7 @@ export function ndkLibrary(rt: LuaRuntime): Record<string, unknown> {
     has: (L: number) => (bridge.pushBoolean(L, ndkSetVar.has(arg(L, 1))), 1),
     set_var(L: number) {
       const ctx = currentContext(rt);
-      if (!ctx?.r) throw new LuaError('no request found');
+      if (!ctx?.r && ctx?.phase !== 'timer') throw new LuaError('no request found');
       bridge.pushString(L, ndkSetVar.get(arg(L, 1))!(ctx.r, [arg(L, 2)]) ?? '');
       return 1;
     },
