@@ -97,6 +97,8 @@ test('ngx.on_abort: the function runs when the client closes, once only', async 
     assert.equal(body.replace(/(^|\r\n)[0-9a-f]+\r\n/g, ''), '1\nduplicate call\n\r\n');
     const lines = await logged(srv, /client went away/);
     assert.match(lines[0], /^\[notice\] \[lua\] content_by_lua\(nginx\.conf:\d+\):2: client went away, client: 127\.0\.0\.1, server: , request: "GET \/abort HTTP\/1\.1", host: "localhost"$/);
+    // nginx says why first, with an ngx.on_abort function too
+    assert.equal((await logged(srv, /prematurely closed.*GET \/abort HTTP/)).length, 1);
   }
 });
 

@@ -30,10 +30,11 @@ export function watchClientAbort(ctx: HookContext & { r: NonNullable<HookContext
   function fire(): void {
     stop();
     if (r.finished) return;
+    // logged before any ngx.on_abort function runs, as nginx's broken-connection check does
+    requestLog(r).info('client prematurely closed connection');
     const id = handlers.get(ctx);
     if (id === undefined) {
       // the hook's end then only lets the connection go
-      requestLog(r).info('client prematurely closed connection');
       ctx.exit = -1;
       // the hook and its light threads end where they wait, as OpenResty finalizes them
       ctx.signal?.kill();
