@@ -32,6 +32,7 @@ import { sessionHub } from '../../tls/sessions.ts';
 import { handshakeErrorText } from '../../tls/handshake-errors.ts';
 import { tlsVariables } from '../../tls/variables.ts';
 import { isOptionalVerifyError, verifyClient } from '../../tls/verify.ts';
+import { peerCertificates } from '../../tls/peer-chain.ts';
 import { DECLINED, OK, Status, streamMainOf } from '../conf.ts';
 import type { StreamMainConf, StreamModule, StreamServerConf } from '../conf.ts';
 import type { StreamSession } from '../session.ts';
@@ -198,7 +199,7 @@ async function sslHandler(s: StreamSession): Promise<number> {
     protocol: tlsSocket.getProtocol() ?? '',
     cipher: tlsSocket.getCipher()?.name ?? '',
     reused: tlsSocket.isSessionReused(),
-    peerCertificate: verify !== 'off' ? tlsSocket.getPeerX509Certificate() : undefined,
+    peerCertificate: verify !== 'off' ? peerCertificates(tlsSocket)?.leaf : undefined,
   };
   s.socket = tlsSocket;
   s.tls = info;
