@@ -7,6 +7,8 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 /** A certificate chain (leaf first) and its private key, ready for a TLS context. */
 export interface CertKeyPair {
@@ -33,11 +35,11 @@ function fopenError(path: string, what: string, err: unknown): CertLoadError {
   return new CertLoadError(`cannot load ${what} "${path}": BIO_new_file() failed (SSL: error:${errno.slice(-8)}:system library::${reason}:calling fopen(${path}, r) error:10000080:BIO routines::no such file)`);
 }
 
-/** Reads a PEM file or a `data:` value. */
-export function readPem(path: string, what: string): string {
+/** Reads a PEM file (through the configuration load's `files`) or a `data:` value. */
+export function readPem(path: string, what: string, files: TlsFiles = diskFiles): string {
   if (path.startsWith('data:')) return path.slice(5);
   try {
-    return fs.readFileSync(path, 'latin1');
+    return files.text(path);
   } catch (err) {
     throw fopenError(path, what, err);
   }
@@ -81,8 +83,8 @@ function openKey(pem: string, keyPath: string, passwords: string[] | undefined):
 }
 
 /** Loads one `ssl_certificate` / `ssl_certificate_key` pair; throws CertLoadError with nginx's message. */
-export function loadCertKeyPair(certPath: string, keyPath: string, passwords: string[] | undefined): CertKeyPair {
-  const certPem = readPem(certPath, 'certificate');
+export function loadCertKeyPair(certPath: string, keyPath: string, passwords: string[] | undefined, files: TlsFiles = diskFiles): CertKeyPair {
+  const certPem = readPem(certPath, 'certificate', files);
   const certs = pemCertificates(certPem);
   if (certs.length === 0) {
     throw new CertLoadError(`cannot load certificate "${certPath}": PEM_read_bio_X509_AUX() failed (SSL: error:0480006C:PEM routines::no start line:Expecting: TRUSTED CERTIFICATE)`);
@@ -93,7 +95,7 @@ export function loadCertKeyPair(certPath: string, keyPath: string, passwords: st
   } catch {
     throw new CertLoadError(`cannot load certificate "${certPath}": PEM_read_bio_X509_AUX() failed (SSL: error:0680007B:asn1 encoding routines::header too long)`);
   }
-  const keyPem = openKey(readPem(keyPath, 'certificate key'), keyPath, passwords);
+  const keyPem = openKey(readPem(keyPath, 'certificate key', files), keyPath, passwords);
   if (!parsed[0].checkPrivateKey(crypto.createPrivateKey(keyPem))) {
     throw new CertLoadError(`SSL_CTX_use_PrivateKey("${keyPath}") failed (SSL: error:05800074:x509 certificate routines::key values mismatch)`);
   }

@@ -16,6 +16,7 @@ import { derChildren, readDer } from './der.ts';
 import type { Der } from './der.ts';
 import { readPem } from './certificates.ts';
 import { peerCertificates } from './peer-chain.ts';
+import type { TlsFiles } from './load-files.ts';
 import type { SslSrvConf } from './server-conf.ts';
 import { certFields, issued, selfSigned, verifySignature } from './x509.ts';
 
@@ -79,8 +80,8 @@ function derTime(el: Der): number {
 export { derTime };
 
 /** Reads every CRL (PEM or DER) of an `ssl_crl` file. */
-export function loadCrls(path: string): Crl[] {
-  const text = readPem(path, 'CRL');
+export function loadCrls(path: string, files?: TlsFiles): Crl[] {
+  const text = readPem(path, 'CRL', files);
   const blocks = text.match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g);
   const ders = blocks ? blocks.map((b) => Buffer.from(b.replace(/-----[^-]+-----|\s/g, ''), 'base64')) : [Buffer.from(text, 'latin1')];
   return ders.map((der) => {
@@ -221,8 +222,8 @@ export async function verifyClient(settings: ClientVerifySettings, socket: TLSSo
 }
 
 /** The CRLs of an `ssl_crl` file as PEM (for the TLS context, so OpenSSL's verdict checks them too). */
-export function crlPems(path: string): string[] {
-  const text = readPem(path, 'CRL');
+export function crlPems(path: string, files?: TlsFiles): string[] {
+  const text = readPem(path, 'CRL', files);
   const blocks = text.match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g);
   if (blocks) return blocks.map((b) => `${b}\n`);
   const b64 = Buffer.from(text, 'latin1').toString('base64').replace(/.{64}/g, '$&\n');
