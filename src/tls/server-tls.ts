@@ -87,6 +87,7 @@ export class ServerTls {
   private staticContext: tls.SecureContext | undefined;
   private readonly certCache: CertificateCache | undefined;
   private readonly files: TlsFiles;
+  private readonly contexts: ContextNode = { next: new WeakMap() };
   /** Pairs loaded at configuration time (static certificates). */
   readonly staticPairs: CertKeyPair[] = [];
 
@@ -156,16 +157,16 @@ export class ServerTls {
     const certs = this.conf.certificates ?? [];
     const keys = this.conf.certificateKeys ?? [];
     const paths: Array<[string, string]> = certs.map((cv, i) => [resolvePath(cv, evaluate), resolvePath(keys[i], evaluate)]);
-    const key = paths.map((p) => p.join('\0')).join('\n');
-    const cached = this.certCache?.get(key);
-    const pairs = cached ?? paths.map(([c, k]) => loadCertKeyPair(c, k, this.passwords));
-    let ctx = contextsByPairs.get(pairs);
-    if (!ctx) {
-      ctx = this.build(pairs);
-      contextsByPairs.set(pairs, ctx);
+    const pairs = paths.map(([c, k]) => (this.certCache ? this.certCache.pair(c, k, this.passwords) : loadCertKeyPair(c, k, this.passwords)));
+    // one context per combination of cached pairs (ssl_certificate_cache off: a new one every time, as nginx loads)
+    let node = this.contexts;
+    for (const p of pairs) {
+      let next = node.next.get(p);
+      if (!next) node.next.set(p, (next = { next: new WeakMap() }));
+      node = next;
     }
-    if (!cached) this.certCache?.set(key, pairs);
-    return ctx;
+    if (!node.ctx) node.ctx = this.build(pairs);
+    return node.ctx;
   }
 
   /** The SSL_CTX equivalent for these certificate pairs. */
@@ -214,8 +215,11 @@ export class ServerTls {
   }
 }
 
-/** Contexts built for certificates named by variables, per loaded pair list. */
-const contextsByPairs = new WeakMap<CertKeyPair[], tls.SecureContext>();
+/** Contexts built for certificates named by variables, by their pairs in order. */
+interface ContextNode {
+  next: WeakMap<CertKeyPair, ContextNode>;
+  ctx?: tls.SecureContext;
+}
 
 function resolvePath(v: PathValue, evaluate: (cv: ComplexValue) => string): string {
   if (!v.complex) return v.path;
