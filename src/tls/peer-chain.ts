@@ -16,11 +16,26 @@ import type { TLSSocket } from 'node:tls';
 
 export interface PeerCertificates {
   readonly leaf: X509Certificate;
-  /** The certificates the client sent after its own, in its order (none on a resumed session). */
+  /** The certificates the client sent after its own, in its order (on a resumed session: those it sent before, if known here). */
   readonly sent: readonly X509Certificate[];
 }
 
 const bySocket = new WeakMap<TLSSocket, PeerCertificates | null>();
+
+/**
+ * The chains clients sent with their certificates, by the certificate's
+ * fingerprint (this worker's last 1000): a resumed session has the client's
+ * certificate but not its chain, and nginx reports the verdict of the full
+ * handshake, which the same chain gives again.
+ */
+const sentByLeaf = new Map<string, X509Certificate[]>();
+const REMEMBERED = 1000;
+
+function remember(leaf: X509Certificate, sent: X509Certificate[]): void {
+  sentByLeaf.delete(leaf.fingerprint256);
+  if (sentByLeaf.size >= REMEMBERED) sentByLeaf.delete(sentByLeaf.keys().next().value as string);
+  sentByLeaf.set(leaf.fingerprint256, sent);
+}
 
 /** The client's certificate and the chain it sent (undefined when it sent none). */
 export function peerCertificates(socket: TLSSocket): PeerCertificates | undefined {
@@ -32,6 +47,8 @@ export function peerCertificates(socket: TLSSocket): PeerCertificates | undefine
       const sent: X509Certificate[] = [];
       // a client may send its chain in any order, with repeats: kept as it came, loops cut
       for (let c = leaf.issuerCertificate; c && sent.length < 32 && !sent.includes(c); c = c.issuerCertificate) sent.push(c);
+      if (sent.length) remember(leaf, sent);
+      else if (socket.isSessionReused()) sent.push(...(sentByLeaf.get(leaf.fingerprint256) ?? []));
       known = { leaf, sent };
     }
     bySocket.set(socket, known);

@@ -183,8 +183,9 @@ const CODES_BY_NAME: Record<string, number> = {
 };
 
 /**
- * OpenSSL's own verdict on the client's chain, for a resumed session: the
- * session keeps the client's certificate but not the chain it sent, and
+ * OpenSSL's own verdict on the client's chain, for a resumed session whose
+ * chain is not known here (made in another worker): the session keeps the
+ * client's certificate but not the chain it sent, and
  * OpenSSL keeps the verdict of the full handshake (made with
  * `ssl_client_certificate` and `ssl_crl` in the context, as nginx's), which
  * nginx reports for resumed sessions too. OpenSSL made it without the depth
@@ -215,7 +216,7 @@ export async function verifyClient(settings: ClientVerifySettings, socket: TLSSo
   const peer = peerCertificates(socket);
   if (!peer) return undefined;
   const { chain, result } = verifyChain(peer.leaf, [...peer.sent], settings.trusted, settings.conf.verifyDepth, settings.crls);
-  // a resumed session lacks the intermediates the client sent; OCSP would need them, so not with ssl_ocsp
+  // a resumed session whose chain this worker has not seen: OCSP would need the intermediates, so not with ssl_ocsp
   if ((result.code === 20 || result.code === 21) && peer.sent.length === 0 && socket.isSessionReused() && !settings.ocsp) return opensslVerdict(socket) ?? result;
   if (result.code !== 0 || !settings.ocsp) return result;
   return settings.ocsp.check(chain);

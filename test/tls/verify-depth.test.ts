@@ -120,6 +120,10 @@ test('ssl_verify_depth N allows N intermediates sent by the client, as nginx (TL
     const again = await same(pair, `resumed, two intermediates, depth 2, ${maxVersion}`, resumed(8452, 'c2-chain', maxVersion));
     assert.equal(again.reused, true);
     assert.equal(VERIFY.exec(again.response!)?.[1], 'SUCCESS');
+    // and a chain over the limit stays refused, its ticket notwithstanding
+    const refused = await same(pair, `resumed, two intermediates, depth 1, ${maxVersion}`, resumed(8451, 'c2-chain', maxVersion));
+    assert.equal(refused.reused, true);
+    assert.equal(VERIFY.exec(refused.response!)?.[1], 'FAILED:unable to get local issuer certificate');
   }
   const logged = pair.gh.logLines('info.log').filter((l) => /client SSL certificate verify error/.test(l));
   assert.ok(logged.some((l) => l.includes('(20:unable to get local issuer certificate) while reading client request headers')), logged.join('\n'));
