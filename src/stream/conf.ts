@@ -52,8 +52,8 @@ export type StreamVariable = VariableDef<StreamSession>;
 export interface StreamModule extends CycleModule {
   /** Variables this module defines (added before the stream block is read). */
   variables?: StreamVariable[];
-  /** After the stream block is read and merged: install phase and log handlers. */
-  postconfiguration?(stream: StreamMainConf): void;
+  /** After the stream block is read and merged: install phase and log handlers. `cf` is at the stream block. */
+  postconfiguration?(stream: StreamMainConf, cf: ConfContext): void;
 }
 
 export function isStreamModule(m: CycleModule): m is StreamModule {

@@ -8,8 +8,9 @@
  * message.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import { ConfError } from '../conf/errors.ts';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 const C = crypto.constants as unknown as Record<string, number>;
 
@@ -46,13 +47,13 @@ export function applyOptions(commands: Array<[string, string]> | undefined, opti
 }
 
 /** The `Certificate` and `PrivateKey` commands' files, read (undefined when not given). */
-export function overridePair(commands: Array<[string, string]> | undefined): { cert?: string; key?: string } {
+export function overridePair(commands: Array<[string, string]> | undefined, files: TlsFiles = diskFiles): { cert?: string; key?: string } {
   const out: { cert?: string; key?: string } = {};
   for (const [name, value] of commands ?? []) {
     const which = name.toLowerCase() === 'certificate' ? 'cert' : name.toLowerCase() === 'privatekey' ? 'key' : undefined;
     if (!which) continue;
     try {
-      out[which] = fs.readFileSync(value, 'latin1');
+      out[which] = files.text(value);
     } catch {
       throw badValue(name, value);
     }

@@ -6,7 +6,6 @@
  * settings, OCSP stapling.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import tls from 'node:tls';
 import { ConfError } from '../conf/errors.ts';
 import { CertificateCache, CertLoadError, loadCertKeyPair, pemCertificates, readPasswords, readPem } from './certificates.ts';
@@ -25,6 +24,8 @@ import { OcspVerifier } from './ocsp.ts';
 import { applyConfCommands, applyOptions, overridePair } from './conf-commands.ts';
 import type { NativeContext } from './conf-commands.ts';
 import type { OcspClientOptions } from './ocsp.ts';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 const C = crypto.constants;
 const VERSIONS = ['TLSv1', 'TLSv1.1', 'TLSv1.2', 'TLSv1.3'] as const;
@@ -42,17 +43,19 @@ export interface ServerTlsConfig {
   };
   stapling?: StaplingOptions;
   ocsp?: OcspClientOptions;
+  /** The configuration load's files (each read once per load); the disk when left out. */
+  files?: TlsFiles;
 }
 
 /**
  * A server block's ServerTls from its merged ssl_* settings (both
  * subsystems' ssl modules): stapling and OCSP use the server's resolver.
  */
-export function compileServerTls(id: string, conf: SslSrvConf, resolver: string[] | undefined, resolverTimeout: number | undefined): ServerTls {
+export function compileServerTls(id: string, conf: SslSrvConf, resolver: string[] | undefined, resolverTimeout: number | undefined, files: TlsFiles): ServerTls {
   const c = conf as ServerTlsConfig['conf'];
-  const cfg: ServerTlsConfig = { id, conf: c };
+  const cfg: ServerTlsConfig = { id, conf: c, files };
   if (c.stapling) {
-    cfg.stapling = { file: c.staplingFile, responder: c.staplingResponder, verify: c.staplingVerify ?? false, resolver, resolverTimeout, warn: c.warn };
+    cfg.stapling = { file: c.staplingFile, files, responder: c.staplingResponder, verify: c.staplingVerify ?? false, resolver, resolverTimeout, warn: c.warn };
   }
   if (c.ocsp && c.ocsp !== 'off') {
     if (c.verify === 'optional_no_ca') throw new ConfError('"ssl_ocsp" is incompatible with "ssl_verify_client optional_no_ca"');
@@ -83,11 +86,14 @@ export class ServerTls {
   private readonly dhparam: string | undefined;
   private staticContext: tls.SecureContext | undefined;
   private readonly certCache: CertificateCache | undefined;
+  private readonly files: TlsFiles;
+  private readonly contexts: ContextNode = { next: new WeakMap() };
   /** Pairs loaded at configuration time (static certificates). */
   readonly staticPairs: CertKeyPair[] = [];
 
   constructor(cfg: ServerTlsConfig) {
     this.id = cfg.id;
+    const files = (this.files = cfg.files ?? diskFiles);
     const c = cfg.conf;
     this.conf = c;
     const certs = c.certificates ?? [];
@@ -98,13 +104,13 @@ export class ServerTls {
     this.hasCertificates = certs.length > 0;
     this.variableCertificates = certs.some((v) => v.complex) || keys.some((v) => v.complex);
     this.passwords = c.passwordFile ? wrap(() => readPasswords(c.passwordFile!, c.passwordText)) : undefined;
-    this.dhparam = c.dhparam ? wrap(() => readPem(c.dhparam!, 'DH parameters')) : undefined;
+    this.dhparam = c.dhparam ? wrap(() => readPem(c.dhparam!, 'DH parameters', files)) : undefined;
     if (c.verify !== 'off' && c.verify !== 'optional_no_ca' && !c.clientCertificate && !c.trustedCertificate) {
       throw new ConfError('no ssl_client_certificate or ssl_trusted_certificate for ssl_verify_client');
     }
     if (c.verify !== 'off' && c.clientCertificate) {
       const seen = new Set<string>();
-      for (const pem of pemCertificates(wrap(() => readPem(c.clientCertificate!, 'certificate')))) {
+      for (const pem of pemCertificates(wrap(() => readPem(c.clientCertificate!, 'certificate', files)))) {
         const x = new crypto.X509Certificate(pem);
         if (seen.has(x.fingerprint256)) continue;
         seen.add(x.fingerprint256);
@@ -114,18 +120,18 @@ export class ServerTls {
     }
     this.trusted.push(...this.clientCAs);
     if (c.trustedCertificate) {
-      for (const pem of pemCertificates(wrap(() => readPem(c.trustedCertificate!, 'certificate')))) this.trusted.push(new crypto.X509Certificate(pem));
+      for (const pem of pemCertificates(wrap(() => readPem(c.trustedCertificate!, 'certificate', files)))) this.trusted.push(new crypto.X509Certificate(pem));
     }
-    this.crls = c.crl ? wrap(() => loadCrls(c.crl!)) : [];
-    this.crlPem = c.crl && c.verify !== 'off' ? crlPems(c.crl) : [];
+    this.crls = c.crl ? wrap(() => loadCrls(c.crl!, files)) : [];
+    this.crlPem = c.crl && c.verify !== 'off' ? crlPems(c.crl, files) : [];
     this.sessionIdContext = crypto.createHash('sha1')
       .update('HTTP')
-      .update(certs.map((v) => (v.complex ? v.path : fileText(v.path))).join('\0'))
+      .update(certs.map((v) => (v.complex ? v.path : fileText(v.path, files))).join('\0'))
       .update(this.clientCaPem.join(''))
       .digest('hex').slice(0, 32);
     this.sessionStore = sessionStore(c.sessionCache);
     this.ticketKeys = !c.sessionTickets ? undefined
-      : c.sessionTicketKeys?.length ? fileTicketKeys(c.sessionTicketKeys)
+      : c.sessionTicketKeys?.length ? fileTicketKeys(c.sessionTicketKeys, files)
         : c.sessionCache.shared ? sharedTicketKeys(sharedSessionCache(c.sessionCache.shared.name, c.sessionCache.shared.size), c.sessionTimeout)
           : derivedTicketKeys(`${this.id}|${this.sessionIdContext}`);
     if (this.variableCertificates) {
@@ -133,7 +139,7 @@ export class ServerTls {
       this.certCache = cc === false ? undefined : new CertificateCache(cc?.max ?? 1000, cc?.valid ?? 60_000, cc?.inactive ?? 10_000);
     } else if (this.hasCertificates) {
       for (let i = 0; i < certs.length; i++) {
-        this.staticPairs.push(wrap(() => loadCertKeyPair(certs[i].path, keys[i].path, this.passwords)));
+        this.staticPairs.push(wrap(() => loadCertKeyPair(certs[i].path, keys[i].path, this.passwords, files)));
       }
       this.staticContext = this.build(this.staticPairs);
     }
@@ -151,16 +157,16 @@ export class ServerTls {
     const certs = this.conf.certificates ?? [];
     const keys = this.conf.certificateKeys ?? [];
     const paths: Array<[string, string]> = certs.map((cv, i) => [resolvePath(cv, evaluate), resolvePath(keys[i], evaluate)]);
-    const key = paths.map((p) => p.join('\0')).join('\n');
-    const cached = this.certCache?.get(key);
-    const pairs = cached ?? paths.map(([c, k]) => loadCertKeyPair(c, k, this.passwords));
-    let ctx = contextsByPairs.get(pairs);
-    if (!ctx) {
-      ctx = this.build(pairs);
-      contextsByPairs.set(pairs, ctx);
+    const pairs = paths.map(([c, k]) => (this.certCache ? this.certCache.pair(c, k, this.passwords) : loadCertKeyPair(c, k, this.passwords)));
+    // one context per combination of cached pairs (ssl_certificate_cache off: a new one every time, as nginx loads)
+    let node = this.contexts;
+    for (const p of pairs) {
+      let next = node.next.get(p);
+      if (!next) node.next.set(p, (next = { next: new WeakMap() }));
+      node = next;
     }
-    if (!cached) this.certCache?.set(key, pairs);
-    return ctx;
+    if (!node.ctx) node.ctx = this.build(pairs);
+    return node.ctx;
   }
 
   /** The SSL_CTX equivalent for these certificate pairs. */
@@ -175,7 +181,7 @@ export class ServerTls {
     for (const v of VERSIONS) {
       if (VERSIONS.indexOf(v) > VERSIONS.indexOf(min) && VERSIONS.indexOf(v) < VERSIONS.indexOf(max) && !enabled.includes(v)) secureOptions |= NO_VERSION[v];
     }
-    const override = overridePair(c.confCommands);
+    const override = overridePair(c.confCommands, this.files);
     let ctx: tls.SecureContext;
     try {
       ctx = tls.createSecureContext({
@@ -209,8 +215,11 @@ export class ServerTls {
   }
 }
 
-/** Contexts built for certificates named by variables, per loaded pair list. */
-const contextsByPairs = new WeakMap<CertKeyPair[], tls.SecureContext>();
+/** Contexts built for certificates named by variables, by their pairs in order. */
+interface ContextNode {
+  next: WeakMap<CertKeyPair, ContextNode>;
+  ctx?: tls.SecureContext;
+}
 
 function resolvePath(v: PathValue, evaluate: (cv: ComplexValue) => string): string {
   if (!v.complex) return v.path;
@@ -226,9 +235,9 @@ function sessionStore(c: SessionCacheConf): SessionStore | undefined {
   return undefined;
 }
 
-function fileText(path: string): string {
+function fileText(path: string, files: TlsFiles): string {
   try {
-    return path.startsWith('data:') ? path : fs.readFileSync(path, 'latin1');
+    return path.startsWith('data:') ? path : files.text(path);
   } catch {
     return path;
   }

@@ -9,7 +9,6 @@
  * response instead, with no network at all.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import { ConfError } from '../conf/errors.ts';
 import { mainErrorLog } from '../core/error-log.ts';
 import type { CertKeyPair } from './certificates.ts';
@@ -17,9 +16,13 @@ import type { ClientHello } from './client-hello.ts';
 import { checkOcspResponse, fetchOcsp, ocspRequest, OcspError, parseResponder } from './ocsp-protocol.ts';
 import type { Responder } from './ocsp-protocol.ts';
 import { issued, ocspUrls } from './x509.ts';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 export interface StaplingOptions {
   file?: string;
+  /** Where `file` is read from (the configuration load's files). */
+  files?: TlsFiles;
   responder?: string;
   verify: boolean;
   resolver?: string[];
@@ -60,7 +63,7 @@ export class Stapler {
   constructor(opts: StaplingOptions, pairs: CertKeyPair[], trusted: crypto.X509Certificate[]) {
     this.opts = opts;
     this.trusted = trusted;
-    const fileResponse = opts.file ? readFile(opts.file) : undefined;
+    const fileResponse = opts.file ? readFile(opts.file, opts.files ?? diskFiles) : undefined;
     const warn = opts.warn ?? ((m: string) => mainErrorLog().warn(m));
     for (const pair of pairs) {
       const issuer = [...pair.chain, ...trusted].find((c) => issued(c, pair.leaf));
@@ -126,9 +129,9 @@ export class Stapler {
   }
 }
 
-function readFile(path: string): Buffer {
+function readFile(path: string, files: TlsFiles): Buffer {
   try {
-    return fs.readFileSync(path);
+    return files.bytes(path);
   } catch (err) {
     throw new ConfError(`BIO_new_file("${path}") failed (SSL: error:80000002:system library::${(err as NodeJS.ErrnoException).code === 'EACCES' ? 'Permission denied' : 'No such file or directory'})`);
   }

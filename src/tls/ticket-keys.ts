@@ -19,13 +19,14 @@
  * bytes of its AES key with AES-128.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import type { SecureContext } from 'node:tls';
 import { ConfError } from '../conf/errors.ts';
 import { sysErrorText } from '../conf/errors.ts';
 import { sharedZone } from '../core/shared.ts';
 import type { SharedSessionCache } from './session-cache.ts';
 import { TICKET_KEY_BYTES, TICKET_KEYS_OFFSET } from './session-cache.ts';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 export interface TicketKey {
   name: Buffer;
@@ -50,11 +51,11 @@ export function keyFromNginxBytes(buf: Buffer): TicketKey {
 }
 
 /** Keys from `ssl_session_ticket_key` files; errors are nginx's. */
-export function fileTicketKeys(paths: string[]): TicketKeySource {
+export function fileTicketKeys(paths: string[], files: TlsFiles = diskFiles): TicketKeySource {
   const keys = paths.map((p) => {
     let data: Buffer;
     try {
-      data = fs.readFileSync(p);
+      data = files.bytes(p);
     } catch (err) {
       throw new ConfError(`open() "${p}" failed ${sysErrorText(err)}`);
     }

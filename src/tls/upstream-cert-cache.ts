@@ -9,8 +9,9 @@
  * encrypted key is never cached. A file that cannot be loaded is a 500.
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import { parseTime } from '../conf/values.ts';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 export interface CertCacheConf {
   max: number;
@@ -57,9 +58,9 @@ function loadError(what: string, path: string, err: unknown): Error {
 }
 
 /** Reads and checks a certificate file (throws with the reason). */
-export function loadCertificate(path: string): Buffer {
+export function loadCertificate(path: string, files: TlsFiles = diskFiles): Buffer {
   try {
-    const pem = fs.readFileSync(path);
+    const pem = files.bytes(path);
     new crypto.X509Certificate(pem);
     return pem;
   } catch (err) {
@@ -72,10 +73,10 @@ export function loadCertificate(path: string): Buffer {
  * encrypted one (throws when none opens it). `encrypted` tells the cache
  * to leave it out.
  */
-export function loadKey(path: string, passwords: string[] | undefined): LoadedKey & { encrypted: boolean } {
+export function loadKey(path: string, passwords: string[] | undefined, files: TlsFiles = diskFiles): LoadedKey & { encrypted: boolean } {
   let pem: Buffer;
   try {
-    pem = fs.readFileSync(path);
+    pem = files.bytes(path);
   } catch (err) {
     throw loadError('certificate key', path, err);
   }

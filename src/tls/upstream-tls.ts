@@ -5,7 +5,6 @@
  * peer, and the checks nginx makes after the handshake (`*_ssl_verify`:
  * chain and name) with its log messages.
  */
-import fs from 'node:fs';
 import tls from 'node:tls';
 import net from 'node:net';
 import path from 'node:path';
@@ -13,6 +12,8 @@ import type { ComplexValue, VariableHost } from '../core/variables.ts';
 import { CertCache, loadCertificate, loadKey } from './upstream-cert-cache.ts';
 import { applyOptions, overridePair } from './conf-commands.ts';
 import type { CertCacheConf, LoadedKey } from './upstream-cert-cache.ts';
+import { diskFiles } from './load-files.ts';
+import type { TlsFiles } from './load-files.ts';
 
 /** A level's `*_ssl_*` settings (values with variables are evaluated for each request or session `H`). */
 export interface UpstreamSslConf<H extends VariableHost = VariableHost> {
@@ -36,60 +37,54 @@ export interface UpstreamSslConf<H extends VariableHost = VariableHost> {
   confCommands?: Array<[string, string]>;
   /** Where relative certificate paths (possibly built from variables) are resolved. */
   confPrefix?: string;
+  /** The files of the configuration load these settings came from (they are loaded on first use). */
+  files?: TlsFiles;
 }
 
-const files = new Map<string, Buffer>();
+/** What is made of a file's bytes (the CRL list, the passwords), once per load's bytes. */
+const derived = new WeakMap<Buffer, string[]>();
 
-function readCached(path: string): Buffer {
-  let b = files.get(path);
-  if (!b) {
-    b = fs.readFileSync(path);
-    files.set(path, b);
-  }
-  return b;
+function derive(bytes: Buffer, make: (text: string) => string[]): string[] {
+  let list = derived.get(bytes);
+  if (!list) derived.set(bytes, (list = make(bytes.toString('latin1'))));
+  return list;
 }
-
-const crls = new Map<string, string[]>();
 
 /** The PEM blocks of a proxy_ssl_crl file. */
-function crlsOf(file: string): string[] {
-  let list = crls.get(file);
-  if (!list) {
-    list = readCached(file).toString('latin1').match(/-----BEGIN X509 CRL-----[^-]+-----END X509 CRL-----/g) ?? [];
-    crls.set(file, list);
-  }
-  return list;
+function crlsOf(s: UpstreamSslConf, file: string): string[] {
+  return derive(filesOf(s).bytes(file), (t) => t.match(/-----BEGIN X509 CRL-----[^-]+-----END X509 CRL-----/g) ?? []);
 }
 
-/** proxy_ssl_password_file lines, read once per worker (nginx reads them with the configuration). */
-const passwordFiles = new Map<string, string[]>();
-
-function passwordsOf(file: string | undefined): string[] | undefined {
-  if (!file) return undefined;
-  let list = passwordFiles.get(file);
-  if (!list) {
-    list = fs.readFileSync(file, 'latin1').split(/\r?\n/).filter((l) => l !== '');
-    passwordFiles.set(file, list);
-  }
-  return list;
+/** proxy_ssl_password_file lines (nginx reads them with the configuration). */
+function passwordsOf(s: UpstreamSslConf): string[] | undefined {
+  if (!s.passwordFile) return undefined;
+  return derive(filesOf(s).bytes(s.passwordFile), (t) => t.split(/\r?\n/).filter((l) => l !== ''));
 }
 
-/** Client certificates of paths without variables: loaded once, as nginx does at configuration time. */
-const staticCertificates = new Map<string, { cert: Buffer; key: LoadedKey }>();
+/** The files of the settings' load (every *_ssl_* directive names it). */
+function filesOf(s: UpstreamSslConf): TlsFiles {
+  return s.files ?? diskFiles;
+}
+
+/** Client certificates of paths without variables: loaded once per configuration load, as nginx does. */
+const staticCertificates = new WeakMap<TlsFiles, Map<string, { cert: Buffer; key: LoadedKey }>>();
 const certCaches = new WeakMap<CertCacheConf, CertCache>();
 
 function clientCertificate<H extends VariableHost>(logError: (message: string) => void, s: UpstreamSslConf<H>, certPath: string, keyPath: string): { cert: Buffer; key: LoadedKey } | undefined {
-  const passwords = passwordsOf(s.passwordFile);
-  // as nginx: the key is loaded first, then the certificate
-  const load = () => {
-    const key = loadKey(keyPath, passwords);
-    return { cert: loadCertificate(certPath), key };
-  };
   try {
+    const passwords = passwordsOf(s);
     const fixed = s.certificate!.constant !== undefined && (!s.certificateKey || s.certificateKey.constant !== undefined);
-    if (fixed) {
-      let c = staticCertificates.get(certPath + '\n' + keyPath);
-      if (!c) staticCertificates.set(certPath + '\n' + keyPath, (c = load()));
+    const files = fixed ? filesOf(s) : undefined;
+    // as nginx: the key is loaded first, then the certificate
+    const load = () => {
+      const key = loadKey(keyPath, passwords, files);
+      return { cert: loadCertificate(certPath, files), key };
+    };
+    if (files) {
+      let loaded = staticCertificates.get(files);
+      if (!loaded) staticCertificates.set(files, (loaded = new Map()));
+      let c = loaded.get(certPath + '\n' + keyPath);
+      if (!c) loaded.set(certPath + '\n' + keyPath, (c = load()));
       return c;
     }
     const cacheConf = s.certificateCache;
@@ -135,9 +130,9 @@ export function upstreamTls<H extends VariableHost>(r: H, s: UpstreamSslConf<H>,
   const options: tls.ConnectionOptions = { rejectUnauthorized: false, checkServerIdentity: noIdentityCheck };
   if (s.serverName && !net.isIP(name.replace(/^\[|\]$/g, ''))) options.servername = name;
   else options.servername = '';
-  if (s.trustedCertificate) options.ca = readCached(s.trustedCertificate);
+  if (s.trustedCertificate) options.ca = filesOf(s).bytes(s.trustedCertificate);
   // node reads one CRL per entry; OpenSSL then checks the whole chain (CRL_CHECK_ALL), as nginx's ngx_ssl_crl asks
-  if (s.crl) options.crl = crlsOf(s.crl);
+  if (s.crl) options.crl = crlsOf(s, s.crl);
   if (s.certificate) {
     const cert = s.certificate.evaluate(r);
     if (cert) {
@@ -162,7 +157,7 @@ export function upstreamTls<H extends VariableHost>(r: H, s: UpstreamSslConf<H>,
   if (s.ciphers && s.ciphers !== 'DEFAULT') options.ciphers = s.ciphers;
   if (s.confCommands) {
     try {
-      const override = overridePair(s.confCommands);
+      const override = overridePair(s.confCommands, filesOf(s));
       if (override.cert) options.cert = override.cert;
       if (override.key) options.key = override.key;
       options.secureOptions = applyOptions(s.confCommands, 0);

@@ -15,6 +15,8 @@ import { ConfError } from '../conf/errors.ts';
 import { derChildren, readDer } from './der.ts';
 import type { Der } from './der.ts';
 import { readPem } from './certificates.ts';
+import { peerCertificates } from './peer-chain.ts';
+import type { TlsFiles } from './load-files.ts';
 import type { SslSrvConf } from './server-conf.ts';
 import { certFields, issued, selfSigned, verifySignature } from './x509.ts';
 
@@ -78,8 +80,8 @@ function derTime(el: Der): number {
 export { derTime };
 
 /** Reads every CRL (PEM or DER) of an `ssl_crl` file. */
-export function loadCrls(path: string): Crl[] {
-  const text = readPem(path, 'CRL');
+export function loadCrls(path: string, files?: TlsFiles): Crl[] {
+  const text = readPem(path, 'CRL', files);
   const blocks = text.match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g);
   const ders = blocks ? blocks.map((b) => Buffer.from(b.replace(/-----[^-]+-----|\s/g, ''), 'base64')) : [Buffer.from(text, 'latin1')];
   return ders.map((der) => {
@@ -102,29 +104,34 @@ export function loadCrls(path: string): Crl[] {
   });
 }
 
-/** The client's certificates after the leaf, as the handshake delivered them. */
-function peerChain(socket: TLSSocket): crypto.X509Certificate[] {
-  const out: crypto.X509Certificate[] = [];
-  let c = socket.getPeerCertificate(true) as { raw?: Buffer; issuerCertificate?: unknown } | undefined;
-  const seen = new Set<unknown>();
-  while (c && c.raw && !seen.has(c)) {
-    seen.add(c);
-    if (out.length || seen.size > 1) out.push(new crypto.X509Certificate(c.raw));
-    c = c.issuerCertificate as typeof c;
+/**
+ * The CRL check of one certificate (OpenSSL's check_cert with CRL_CHECK_ALL):
+ * the errors it reports, in order. `issuer` is undefined at the top of a
+ * chain that found no issuer (the CRL's signature cannot be checked there).
+ */
+function crlErrors(cert: crypto.X509Certificate, issuer: crypto.X509Certificate | undefined, crls: Crl[], now: number): number[] {
+  const name = certFields(cert).issuer;
+  const named = crls.filter((c) => c.issuer.equals(name));
+  if (!named.length) return [3];
+  const out: number[] = [];
+  let crl = issuer ? named.find((c) => verifySignature(c.algorithm, c.tbs, c.signature, issuer.publicKey)) : named[0];
+  if (!crl) {
+    out.push(8);
+    crl = named[0];
   }
+  if (crl.thisUpdate > now) out.push(11);
+  if (crl.nextUpdate !== undefined && crl.nextUpdate < now) out.push(12);
+  if (crl.revoked.has(certFields(cert).serial.toString('hex'))) out.push(23);
   return out;
 }
 
-function checkCrl(cert: crypto.X509Certificate, issuer: crypto.X509Certificate, crls: Crl[], now: number): number {
-  const name = certFields(cert).issuer;
-  const crl = crls.find((c) => c.issuer.equals(name) && verifySignature(c.algorithm, c.tbs, c.signature, issuer.publicKey));
-  if (!crl) return 3;
-  if (crl.thisUpdate > now) return 11;
-  if (crl.nextUpdate !== undefined && crl.nextUpdate < now) return 12;
-  return crl.revoked.has(certFields(cert).serial.toString('hex')) ? 23 : 0;
-}
-
-/** Builds and checks the chain of `leaf`; returns the chain (leaf first) and the result. */
+/**
+ * Builds and checks the chain of `leaf`; returns the chain (leaf first) and
+ * the result. nginx's verify callback lets OpenSSL go on after each error,
+ * so the result is the last error of X509_verify_cert's steps in their
+ * order: building the chain (with the depth limit), CA flags, CRLs (from the
+ * leaf up), then signatures and validity dates (from the top down).
+ */
 export function verifyChain(leaf: crypto.X509Certificate, untrusted: crypto.X509Certificate[], trusted: crypto.X509Certificate[],
   depth: number, crls: Crl[]): { chain: crypto.X509Certificate[]; result: ClientVerifyResult } {
   const chain = [leaf];
@@ -133,33 +140,38 @@ export function verifyChain(leaf: crypto.X509Certificate, untrusted: crypto.X509
   let error = 0;
   for (;;) {
     const top = chain[chain.length - 1];
-    if (selfSigned(top)) break;
+    if (selfSigned(top)) {
+      if (!anchored) error = chain.length === 1 ? 18 : 19;
+      break;
+    }
     const issuer = trusted.find((t) => issued(t, top)) ?? untrusted.find((u) => issued(u, top) && !chain.includes(u));
-    if (!issuer) {
+    // OpenSSL stops building at the depth limit (N intermediates for depth N): the top then lacks its issuer,
+    // "unable to get issuer certificate" when the chain has a trusted one, else "... local issuer ..."
+    if (!issuer || chain.length + 1 > depth + 2) {
       error = anchored ? 2 : 20;
       break;
     }
-    // OpenSSL stops building at the depth limit: a trusted top then lacks its issuer
-    if (chain.length + 1 > depth + 2) return { chain, result: fail(anchored ? 2 : 22) };
     chain.push(issuer);
     if (isTrusted(issuer)) anchored = true;
   }
-  if (!error && !anchored) error = chain.length === 1 ? 18 : 19;
-  if (error) return { chain, result: fail(error) };
+  const top = chain[chain.length - 1];
+  const complete = selfSigned(top);
+  for (let i = 1; i < chain.length; i++) if (!chain[i].ca && !selfSigned(chain[i])) error = 24;
   const now = Date.now();
-  for (let i = 0; i < chain.length; i++) {
-    const c = chain[i];
-    if (Date.parse(c.validFrom) > now) return { chain, result: fail(9) };
-    if (Date.parse(c.validTo) < now) return { chain, result: fail(10) };
-    if (i > 0 && !c.ca && !selfSigned(c)) return { chain, result: fail(24) };
-  }
   if (crls.length) {
-    for (let i = 0; i + 1 < chain.length; i++) {
-      const rc = checkCrl(chain[i], chain[i + 1], crls, now);
-      if (rc) return { chain, result: fail(rc) };
+    for (let i = 0; i < chain.length; i++) {
+      const issuer = i + 1 < chain.length ? chain[i + 1] : complete ? top : undefined;
+      for (const code of crlErrors(chain[i], issuer, crls, now)) error = code;
     }
   }
-  return { chain, result: { code: 0, reason: 'ok' } };
+  // a lone certificate without its issuer: its signature cannot be checked
+  if (!complete && chain.length === 1) error = 21;
+  for (let i = complete || chain.length === 1 ? chain.length - 1 : chain.length - 2; i >= 0; i--) {
+    const c = chain[i];
+    if (Date.parse(c.validFrom) > now) error = 9;
+    if (Date.parse(c.validTo) < now) error = 10;
+  }
+  return { chain, result: error ? fail(error) : { code: 0, reason: 'ok' } };
 }
 
 /** Node's names of X509_V_ERR codes (verifyError().code) → the codes. */
@@ -171,22 +183,22 @@ const CODES_BY_NAME: Record<string, number> = {
 };
 
 /**
- * OpenSSL's own verdict on the client's chain (made during the handshake
- * with `ssl_client_certificate` and `ssl_crl` in the context, as nginx's),
- * for chains whose intermediates only the client sent: Node 24 does not
- * hand those to JavaScript (getPeerCertificate(true) has the leaf alone).
- * OpenSSL runs without nginx's depth limit there, and nginx reports a chain
- * over the limit as "unable to get local issuer certificate": with at least
- * one intermediate, `ssl_verify_depth 0` fails so; deeper limits are not
- * enforced on such chains (docs/tls.md).
+ * OpenSSL's own verdict on the client's chain, for a resumed session whose
+ * chain is not known here (made in another worker): the session keeps the
+ * client's certificate but not the chain it sent, and
+ * OpenSSL keeps the verdict of the full handshake (made with
+ * `ssl_client_certificate` and `ssl_crl` in the context, as nginx's), which
+ * nginx reports for resumed sessions too. OpenSSL made it without the depth
+ * limit (Node cannot set SSL_CTX_set_verify_depth): a full handshake over
+ * the limit fails in Gatehouse's own check, and its session is forgotten.
  */
-function opensslVerdict(socket: TLSSocket, depth: number): ClientVerifyResult | undefined {
+function opensslVerdict(socket: TLSSocket): ClientVerifyResult | undefined {
   const handle = (socket as unknown as { _handle?: { verifyError?(): { code?: string } | null } })._handle;
   if (!handle?.verifyError) return undefined;
   const err = handle.verifyError();
-  if (!err) return depth < 1 ? fail(20) : { code: 0, reason: 'ok' };
+  if (!err) return { code: 0, reason: 'ok' };
   const code = err.code ? CODES_BY_NAME[err.code] : undefined;
-  return code === undefined || code === 20 ? undefined : fail(code);
+  return code === undefined ? undefined : fail(code);
 }
 
 /** What the client certificate check reads from a server block's TLS settings (a ServerTls). */
@@ -201,19 +213,18 @@ export interface ClientVerifySettings {
 /** Verifies the client certificate of a finished handshake (undefined when none was asked for or sent). */
 export async function verifyClient(settings: ClientVerifySettings, socket: TLSSocket): Promise<ClientVerifyResult | undefined> {
   if (settings.conf.verify === 'off') return undefined;
-  const leaf = socket.getPeerX509Certificate();
-  if (!leaf) return undefined;
-  const sent = peerChain(socket);
-  const { chain, result } = verifyChain(leaf, sent, settings.trusted, settings.conf.verifyDepth, settings.crls);
-  // the issuer may be an intermediate the client sent but Node did not pass on; OCSP would need it, so not with ssl_ocsp
-  if (result.code === 20 && sent.length === 0 && !settings.ocsp) return opensslVerdict(socket, settings.conf.verifyDepth) ?? result;
+  const peer = peerCertificates(socket);
+  if (!peer) return undefined;
+  const { chain, result } = verifyChain(peer.leaf, [...peer.sent], settings.trusted, settings.conf.verifyDepth, settings.crls);
+  // a resumed session whose chain this worker has not seen: OCSP would need the intermediates, so not with ssl_ocsp
+  if ((result.code === 20 || result.code === 21) && peer.sent.length === 0 && socket.isSessionReused() && !settings.ocsp) return opensslVerdict(socket) ?? result;
   if (result.code !== 0 || !settings.ocsp) return result;
   return settings.ocsp.check(chain);
 }
 
 /** The CRLs of an `ssl_crl` file as PEM (for the TLS context, so OpenSSL's verdict checks them too). */
-export function crlPems(path: string): string[] {
-  const text = readPem(path, 'CRL');
+export function crlPems(path: string, files?: TlsFiles): string[] {
+  const text = readPem(path, 'CRL', files);
   const blocks = text.match(/-----BEGIN X509 CRL-----[\s\S]+?-----END X509 CRL-----/g);
   if (blocks) return blocks.map((b) => `${b}\n`);
   const b64 = Buffer.from(text, 'latin1').toString('base64').replace(/.{64}/g, '$&\n');

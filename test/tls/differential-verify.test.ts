@@ -119,9 +119,7 @@ test('ssl_verify_client on: the 400 pages and the variables, as nginx', async (t
   assert.ok(logged.length >= 3, logged.join('\n'));
 });
 
-// Node 24 does not hand the intermediates a client sends to JavaScript, so OpenSSL's verdict is
-// used for such chains, without nginx's depth limit beyond the first intermediate (docs/tls.md)
-test('ssl_verify_depth 1 refuses two intermediates sent by the client', { todo: 'client-sent intermediates are not visible in Node 24' }, async (t) => {
+test('ssl_verify_depth 1 refuses two intermediates sent by the client', async (t) => {
   const pair = await startPair(t, { conf, files });
   const deep = await same(pair, 'on, two intermediates, depth 1', withCert(8443, 'deep-chain', { headers: true }));
   assert.match(deep.response!, /^HTTP\/1\.1 400 Bad Request\r\n[\s\S]*X-Verify: FAILED:unable to get local issuer certificate\r\n/);

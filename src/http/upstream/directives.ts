@@ -117,7 +117,7 @@ export function upstreamSslDirectives<R extends UpstreamModuleConf>(prefix: stri
 }
 
 const SSL_FIELDS = ['serverName', 'name', 'verify', 'verifyDepth', 'trustedCertificate', 'certificate',
-  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'certificateCache', 'confCommands', 'confPrefix'] as const;
+  'certificateKey', 'passwordFile', 'sessionReuse', 'protocols', 'ciphers', 'crl', 'certificateCache', 'confCommands', 'confPrefix', 'files'] as const;
 
 /** The *_ssl_* settings merge field by field (a level may set one and inherit the rest). */
 export function mergeSsl(parent: UpstreamConf, child: UpstreamConf): void {

@@ -57,7 +57,7 @@ function readStream(cf: ConfContext, node: ConfNode, slot: { conf?: StreamMainCo
   level.applyDefaults();
   // a server without a handler is allowed since nginx 1.25.5 (its sessions end with 500)
   for (const srv of stream.servers) srv.level.mergeFrom(level);
-  for (const m of modules) m.postconfiguration?.(stream);
+  for (const m of modules) m.postconfiguration?.(stream, cf);
   // as nginx, variables may be used before a map defines them
   const unknown = stream.variables.unresolved();
   if (unknown !== undefined) throw new ConfError(`unknown "${unknown}" variable`);

@@ -13,11 +13,13 @@
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import { defineSlot, inheritUnset } from '../../conf/context.ts';
+import type { ConfContext } from '../../conf/context.ts';
 import { Ctx } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import { msecArg } from '../../conf/values.ts';
 import { setting } from '../../conf/setters.ts';
+import { Cycle } from '../../core/cycle.ts';
 import { LogLevel } from '../../core/error-log.ts';
 import type { ResolverConf } from '../../upstream/resolver.ts';
 import { alertRecord, ALERT_INTERNAL_ERROR, ALERT_UNRECOGNIZED_NAME, MAX_HELLO_BYTES, readClientHello } from '../../tls/client-hello.ts';
@@ -28,10 +30,12 @@ import type { SslSrvConf } from '../../tls/server-conf.ts';
 import { serverTlsDirectives, SSL_DEFAULTS } from '../../tls/server-directives.ts';
 import { compileServerTls } from '../../tls/server-tls.ts';
 import type { ServerTls } from '../../tls/server-tls.ts';
+import { tlsFiles } from '../../tls/load-files.ts';
 import { sessionHub } from '../../tls/sessions.ts';
 import { handshakeErrorText } from '../../tls/handshake-errors.ts';
 import { tlsVariables } from '../../tls/variables.ts';
 import { isOptionalVerifyError, verifyClient } from '../../tls/verify.ts';
+import { peerCertificates } from '../../tls/peer-chain.ts';
 import { DECLINED, OK, Status, streamMainOf } from '../conf.ts';
 import type { StreamMainConf, StreamModule, StreamServerConf } from '../conf.ts';
 import type { StreamSession } from '../session.ts';
@@ -69,7 +73,8 @@ function resolverAddresses(r: ResolverConf | undefined): string[] | undefined {
   return r?.servers.map((s) => (s.host.includes(':') ? `[${s.host}]:${s.port}` : `${s.host}:${s.port}`));
 }
 
-function postconfiguration(stream: StreamMainConf): void {
+function postconfiguration(stream: StreamMainConf, cf: ConfContext): void {
+  const files = tlsFiles(Cycle.of(cf));
   stream.addPhaseHandler('SSL', sslHandler);
   const noCertificate = (srv: StreamServerConf) =>
     new ConfError(`no "ssl_certificate" is defined for the "listen ... ssl" directive in ${srv.file}:${srv.line}`);
@@ -78,7 +83,7 @@ function postconfiguration(stream: StreamMainConf): void {
     const c = srv.level.get(streamSslSrv);
     if (!c.certificates?.length && !c.rejectHandshake) continue;
     const core = srv.level.get(streamCoreSrv);
-    serverTls.set(srv, compileServerTls(`${srv.file}:${srv.line}`, c, resolverAddresses(core.resolver), core.resolverTimeout));
+    serverTls.set(srv, compileServerTls(`${srv.file}:${srv.line}`, c, resolverAddresses(core.resolver), core.resolverTimeout, files));
     compiled.add(srv);
   }
   for (const addr of stream.addresses.values()) {
@@ -198,7 +203,7 @@ async function sslHandler(s: StreamSession): Promise<number> {
     protocol: tlsSocket.getProtocol() ?? '',
     cipher: tlsSocket.getCipher()?.name ?? '',
     reused: tlsSocket.isSessionReused(),
-    peerCertificate: verify !== 'off' ? tlsSocket.getPeerX509Certificate() : undefined,
+    peerCertificate: verify !== 'off' ? peerCertificates(tlsSocket)?.leaf : undefined,
   };
   s.socket = tlsSocket;
   s.tls = info;

@@ -28,6 +28,7 @@ import { CertLoadError } from '../../../tls/certificates.ts';
 import { ACME_TLS_ALPN, alpnChallengeContext } from '../../../tls/certificate-registry.ts';
 import { sessionHub } from '../../../tls/sessions.ts';
 import { verifyClient } from '../../../tls/verify.ts';
+import { peerCertificates } from '../../../tls/peer-chain.ts';
 import type { HandshakeChoice } from '../../../tls/handshake-choice.ts';
 import { connectionLog } from './log.ts';
 import { parseProxyProtocol, proxyHeaderComplete } from '../../../core/proxy-protocol.ts';
@@ -213,7 +214,7 @@ function startTls(server: AddressServer, conn: HttpConnection, socket: Socket, h
       protocol: tlsSocket.getProtocol() ?? '',
       cipher: tlsSocket.getCipher()?.name ?? '',
       reused: tlsSocket.isSessionReused(),
-      peerCertificate: settings.conf.verify !== 'off' || choice?.verify ? tlsSocket.getPeerX509Certificate() : undefined,
+      peerCertificate: settings.conf.verify !== 'off' || choice?.verify ? peerCertificates(tlsSocket)?.leaf : undefined,
     };
     conn.tls = info;
     handshakeServerName.delete(conn);

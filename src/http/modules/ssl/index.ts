@@ -8,7 +8,9 @@
  * the SNI on a server verifying clients (421), client certificate errors
  * (495, 496).
  */
+import type { ConfContext } from '../../../conf/context.ts';
 import { ConfError } from '../../../conf/errors.ts';
+import { Cycle } from '../../../core/cycle.ts';
 import { setSecureAccept } from '../../address-server.ts';
 import { DECLINED } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, ServerConf } from '../../http-conf.ts';
@@ -16,6 +18,8 @@ import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { compileServerTls } from '../../../tls/server-tls.ts';
 import type { ServerTls } from '../../../tls/server-tls.ts';
+import { tlsFiles } from '../../../tls/load-files.ts';
+import type { TlsFiles } from '../../../tls/load-files.ts';
 import { sessionIdOf } from '../../../tls/der.ts';
 import { isOptionalVerifyError } from '../../../tls/verify.ts';
 import { coreLoc } from '../../core/settings.ts';
@@ -24,14 +28,14 @@ import { sslDirectives, sslSrv } from './conf.ts';
 import { certificateChoosers, secureAccept, serverTls } from './handshake.ts';
 import { sslVariables } from './variables.ts';
 
-function compileServer(srv: ServerConf): ServerTls | undefined {
+function compileServer(srv: ServerConf, files: TlsFiles): ServerTls | undefined {
   const c = srv.level.get(sslSrv);
   if (!c.certificates?.length && !c.rejectHandshake && !certificateChoosers.has(srv)) return undefined;
   const core = srv.level.get(coreLoc);
-  return compileServerTls(`${srv.file}:${srv.line}`, c, core.resolver, core.resolverTimeout);
+  return compileServerTls(`${srv.file}:${srv.line}`, c, core.resolver, core.resolverTimeout, files);
 }
 
-function postconfiguration(http: HttpMainConf): void {
+function postconfiguration(http: HttpMainConf, cf: ConfContext): void {
   setSecureAccept(secureAccept);
   const sslServers = new Set<ServerConf>();
   for (const addr of http.addresses.values()) {
@@ -52,7 +56,7 @@ function postconfiguration(http: HttpMainConf): void {
     if (!addr.defaultServer.level.get(sslSrv).certificates?.length) addr.servers.forEach(checkServer);
   }
   for (const s of sslServers) {
-    const t = compileServer(s);
+    const t = compileServer(s, tlsFiles(Cycle.of(cf)));
     if (t) serverTls.set(s, t);
   }
   // first: nginx checks the client certificate before the phases run (ngx_http_process_request)
