@@ -67,7 +67,6 @@ function service(stream: http2.ServerHttp2Stream, h: http2.IncomingHttpHeaders):
       return;
     }
     const m = messages(body);
-    if (process.env.DBG) console.error('BODY', body.length, m[0]?.length);
     stream.end(message(path === '/svc/Big' ? `${m[0].length}:${m[0].slice(0, 4)}` + m[0] : `hello ${m[0] ?? ''}`));
   });
 }
@@ -107,13 +106,14 @@ after(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const conf = (port: number) => `
+const conf = (port: number, port1: number) => `
 events {}
 http {
     access_log off;
     upstream ka { server 127.0.0.1:${h2cPort}; keepalive 2; }
     server {
         listen 127.0.0.1:${port} http2;
+        listen 127.0.0.1:${port1};
         client_max_body_size 8m;
         location /svc/ {
             grpc_pass grpc://127.0.0.1:${h2cPort};
@@ -188,7 +188,8 @@ async function call1(port: number, p: string, body: Buffer): Promise<{ head: str
 for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx', startNginx, nginxSkip]] as const) {
   test(`grpc_pass (${name})`, { skip }, async (t) => {
     const port = await freePort();
-    const srv: RunningServer = await start({ conf: conf(port) });
+    const port1 = await freePort();
+    const srv: RunningServer = await start({ conf: conf(port, port1) });
     t.after(() => srv.stop());
     const session = http2.connect(`http://127.0.0.1:${port}`);
     t.after(() => session.close());
@@ -231,12 +232,12 @@ for (const [name, start, skip] of [['gatehouse', startGatehouse, false], ['nginx
     });
 
     await t.test('HTTP/1.1 client: chunked body with the grpc trailers', async () => {
-      const a = await call1(port, '/svc/Unary', message('one'));
+      const a = await call1(port1, '/svc/Unary', message('one'));
       assert.match(a.head, /^HTTP\/1\.1 200/);
       assert.match(a.head, /\r\nTransfer-Encoding: chunked/i);
       assert.deepEqual(messages(a.body), ['hello one']);
       assert.match(a.trailers, /grpc-status: 0\r\n/i);
-      const f = await call1(port, '/svc/Fail', message('one'));
+      const f = await call1(port1, '/svc/Fail', message('one'));
       assert.match(f.trailers, /grpc-status: 5\r\n/i);
       assert.match(f.trailers, /grpc-message: not found\r\n/i);
     });
