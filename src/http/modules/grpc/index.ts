@@ -14,10 +14,10 @@ import { compileComplex } from '../../../core/variables.ts';
 import { parseUrl } from '../../../upstream/address.ts';
 import { DONE, httpMainOf } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, LocationConf, PhaseHandler } from '../../http-conf.ts';
-import { hasRequestBody } from '../../request-body.ts';
+import { defaultTempPath, hasRequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { deriveBuffers, finishLevels, hiddenHeaders, upstreamDirectives, upstreamSslDirectives } from '../../upstream/directives.ts';
+import { finishLevels, hiddenHeaders, upstreamDirectives, upstreamSslDirectives } from '../../upstream/directives.ts';
 import { beginUpstream, findUpstream, upstreamAdd } from '../../upstream/module.ts';
 import { peerChooserFor } from '../../upstream/peer-choice.ts';
 import { resolveTarget } from '../../upstream/resolve.ts';
@@ -162,9 +162,11 @@ const directives: Directive[] = [
 ];
 
 function finish(http: HttpMainConf): void {
-  finishLevels(http, grpcLoc, (c: GrpcLoc, _parent, where) => {
+  finishLevels(http, grpcLoc, (c: GrpcLoc) => {
+    // nginx's grpc merge has no buffer checks: the response is never buffered (grpc_buffer_size 65k is fine)
+    const size = Math.max(c.bufferSize, c.buffers.size);
     const d: CgiDerived = {
-      ...deriveBuffers('grpc_', c, undefined, 'grpc_temp', where),
+      busyBuffersSize: 2 * size, tempFileWriteSize: 2 * size, tempPath: defaultTempPath('grpc_temp'),
       hidden: hiddenHeaders(GRPC_HIDDEN, c), headerParams: new Set(), passesServerDate: true,
     };
     c.derived = d;

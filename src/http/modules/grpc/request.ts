@@ -159,7 +159,7 @@ export class GrpcRequest extends UpstreamRequest<GrpcLoc, CgiDerived> {
     const headers = headerList(h);
     const clen = h['content-length'];
     this.grpcHead = {
-      status, statusLine: String(status), http09: false, headers,
+      status, statusLine: '', http09: false, headers,
       contentLength: clen === undefined ? -1 : Number(clen), chunked: false, connectionClose: false, bodyStart: 0,
     };
     this.reader?.data(HEAD_MARK);
