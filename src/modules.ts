@@ -40,6 +40,7 @@ import { charsetModule } from './http/modules/charset/index.ts';
 import { upstreamModule } from './http/upstream/module.ts';
 import { proxyModule } from './http/modules/proxy/index.ts';
 import { uwsgiModule } from './http/modules/uwsgi.ts';
+import { grpcModule } from './http/modules/grpc/index.ts';
 import { memcachedModule } from './http/modules/memcached.ts';
 import { scgiModule } from './http/modules/scgi.ts';
 import { fastcgiModule } from './http/modules/fastcgi/index.ts';
@@ -96,6 +97,7 @@ export const modules: CycleModule[] = [
   proxyModule,
   fastcgiModule,
   uwsgiModule,
+  grpcModule,
   scgiModule,
   memcachedModule,
   tryFilesModule,

@@ -10,7 +10,6 @@ export const WITH: string[] = ['http_ssl_module', 'http_v2_module', 'http_sub_mo
 
 /** Standard nginx modules (on unless configured `--without-…`) that Gatehouse does not implement yet. */
 export const WITHOUT: string[] = [
-  'http_grpc_module',
   'http_browser_module',
   'http_tunnel_module',
   'mail_pop3_module', 'mail_imap_module', 'mail_smtp_module',
