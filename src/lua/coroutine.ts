@@ -13,7 +13,7 @@ import { luajitMessage, luajitTraceback } from './luajit-messages.ts';
 
 export type LuaOutcome<R> =
   | { readonly ok: true; readonly value: R }
-  | { readonly ok: false; readonly error: string; readonly traceback: string; readonly killed?: true };
+  | { readonly ok: false; readonly error: string; readonly traceback: string; readonly killed?: true; readonly notString?: true };
 
 export interface RunOptions<R> {
   /** Pushes the arguments onto the coroutine (after the function); returns how many. */
@@ -186,7 +186,10 @@ export class CoroutineRunner {
       api.lua_settop(L, 0);
     } else {
       const error = this.errorMessage(L);
-      outcome = { ok: false, error, traceback: this.traceback(L) };
+      const type = this.bridge.type(L, -1);
+      outcome = type === T.STRING || type === T.NUMBER
+        ? { ok: false, error, traceback: this.traceback(L) }
+        : { ok: false, error, traceback: this.traceback(L), notString: true };
       api.lua_resetthread(L); // leaves the error object on the stack
       api.lua_settop(L, 0);
     }

@@ -49,6 +49,14 @@ const pair = await luaPair({ after }, `
             set_by_lua $v 'ngx.exit(0)';
             return 200 $v;
         }
+        location /log-error {
+            log_by_lua_block { error("log hook broke") }
+            return 200 "fine\n";
+        }
+        location /log-nil {
+            log_by_lua_block { error(nil) }
+            return 200 "fine\n";
+        }
         location /set-nil {
             set_by_lua $v 'error(nil)';
             return 200 $v;
@@ -128,6 +136,22 @@ test('set_by_lua refuses ngx.exit and ngx.send_headers; error(nil) is an unknown
   const refused = await sameLog(pair, /API disabled in the context of set_by_lua\*/);
   assert.equal(refused.length, 2);
   assert.deepEqual(await sameLog(pair, /unknown reason/), ['[error] failed to run set_by_lua*: unknown reason, client: 127.0.0.1, server: , request: "GET /set-nil HTTP/1.1", host: "localhost"']);
+});
+
+test('an error in log_by_lua: "failed to run log_by_lua*:", the traceback without a coroutine line, none for error(nil)', async () => {
+  assert.equal((await same(pair, '/log-error')).body, 'fine\n');
+  assert.deepEqual(await sameLog(pair, /log hook broke/), ['[error] failed to run log_by_lua*: log_by_lua(nginx.conf:47):1: log hook broke']);
+  // the traceback follows on its own lines, the request's context after its last one
+  const tail = await sameLog(pair, /in main chunk while logging request.*GET \/log-error/);
+  assert.equal(tail.length, 1);
+  for (const srv of [pair.gh, pair.ng]) {
+    if (!srv) continue;
+    const text = srv.readFile('error.log');
+    assert.match(text, /log hook broke\nstack traceback:\n\t\[C\]: in function 'error'\n\tlog_by_lua\(nginx\.conf:47\):1: in main chunk while logging request/);
+  }
+  assert.equal((await same(pair, '/log-nil')).body, 'fine\n');
+  assert.deepEqual(await sameLog(pair, /failed to run log_by_lua\*: unknown/),
+    ['[error] failed to run log_by_lua*: unknown reason while logging request, client: 127.0.0.1, server: , request: "GET /log-nil HTTP/1.1", host: "localhost"']);
 });
 
 test('ngx.var: caseless names, nil makes a variable not found, bad and unchangeable names', async () => {

@@ -9,12 +9,9 @@ import type { BodyFilterEntry } from '../../body-filter.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { luaLoc } from './conf.ts';
-import { runtimeOf } from './hooks.ts';
+import { failed, runtimeOf } from './hooks.ts';
 import type { HookContext } from './runtime.ts';
 
-function failed(r: HttpRequest, what: string, outcome: { error: string; traceback: string }): void {
-  requestLog(r).error(`failed to run ${what}_by_lua*: ${outcome.error}${outcome.traceback ? '\n' + outcome.traceback : ''}`);
-}
 
 export function luaHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const conf = r.level.get(luaLoc);

@@ -13,7 +13,8 @@ import { readRequestBody, requestBodyOf } from '../../request-body.ts';
 import { dropOutput, finishOutput, headStarted } from './output.ts';
 import { luaLoc } from './conf.ts';
 import type { LuaHook } from './conf.ts';
-import { CLOSING } from './runtime.ts';
+import { CLOSING, logFor } from './runtime.ts';
+import { LogLevel } from '../../../core/error-log.ts';
 import type { HookContext, HookOutcome, LuaRuntime } from './runtime.ts';
 import { KillSignal } from '../../../lua/coroutine.ts';
 import { watchClientAbort } from './api-abort.ts';
@@ -132,6 +133,20 @@ export function contentHandler(hook: LuaHook): (r: HttpRequest) => HandlerResult
   return (r) => runHook(r, hook, 'content');
 }
 
+/**
+ * OpenResty runs these hooks with a traceback as the message handler, which
+ * leaves an error that is not a string alone: "unknown reason" has no traceback.
+ */
+export function failureText(what: string, outcome: { error: string; traceback: string; notString?: true }): string {
+  // the message handler's traceback names no coroutine
+  const tb = outcome.traceback && !outcome.notString ? '\n' + outcome.traceback.replace('stack traceback:\ncoroutine 0:', 'stack traceback:') : '';
+  return `failed to run ${what}_by_lua*: ${outcome.error}${tb}`;
+}
+
+export function failed(r: HttpRequest, what: string, outcome: { error: string; traceback: string; notString?: true }): void {
+  requestLog(r).error(failureText(what, outcome));
+}
+
 /** The log phase: log_by_lua, then the request's ngx.ctx tables are let go. */
 export function logHandler(r: HttpRequest): number {
   const runtime = runtimes.get(r.main);
@@ -143,7 +158,10 @@ export function logHandler(r: HttpRequest): number {
     const ctx: HookContext = { runtime, r, phase: 'log' };
     const outcome = runtime.run(hook, ctx);
     const done = (o: HookOutcome<undefined>) => {
-      if (!o.ok && ctx.exit === undefined) runtime.logFailure(ctx, o);
+      if (o.ok || ctx.exit !== undefined) {
+        // nothing to say
+      } else if ('unreadable' in o) runtime.logFailure(ctx, o); // the chunk did not load
+      else logFor(ctx, LogLevel.error, failureText('log', o));
       runtime.release(r);
     };
     if (outcome instanceof Promise) void outcome.then(done);
