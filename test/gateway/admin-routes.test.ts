@@ -127,6 +127,17 @@ describe('routes: validation answers APISIX\'s messages and changes nothing', ()
     assert.deepEqual(v.json, { error_msg: "failed to validate the 'vars' expression: invalid operator '='" });
   });
 
+  it('a post_arg path of vars must parse as JSONPath; a good one is stored (routes_request_body.t)', async () => {
+    const bad = await gw.admin('PUT', '/gateway/admin/routes/1', { ...ROUTE, vars: [[['post_arg.items[.kind', '==', 'x']]] });
+    assert.deepEqual([bad.status, bad.json], [400, { error_msg: `failed to validate the 'vars' expression: invalid expression "$.items[.kind" near "[.kind"` }]);
+    const nested = await gw.admin('PUT', '/gateway/admin/routes/1', { ...ROUTE, vars: [['OR', ['arg_a', '==', '1'], ['post_arg.a.', '==', 'x']]] });
+    assert.deepEqual([nested.status, nested.json], [400, { error_msg: `failed to validate the 'vars' expression: invalid expression "$.a." near "."` }]);
+    for (const path of ['post_arg.items[*].parts[*].kind', 'post_arg.model', "post_arg.a['b','c'][0:2]", 'post_arg.list[?(@.n > 1)]']) {
+      const ok = await gw.admin('PUT', '/gateway/admin/routes/1', { ...ROUTE, vars: [[path, '==', 'x']] });
+      assert.ok(ok.status < 300, `${path}: ${ok.text}`);
+    }
+  });
+
   it('a body over 1.5 MiB, a body that is not JSON, a ttl that is not a number (routes_request_body.t, routes4.t)', async () => {
     const big = await gw.admin('PUT', '/gateway/admin/routes/1', JSON.stringify({ ...ROUTE, desc: 'x'.repeat(1678025 - JSON.stringify({ ...ROUTE, desc: '' }).length) }));
     assert.deepEqual([big.status, big.json], [400, { error_msg: 'invalid request body: request size 1678025 is greater than the maximum size 1572864 allowed' }]);

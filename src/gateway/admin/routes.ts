@@ -4,6 +4,7 @@ import { defineResource } from './resource.ts';
 import { checkPlugins, mustExist } from './references.ts';
 import { checkUpstream, encryptUpstreamKey } from './upstream-check.ts';
 import { checkVars } from './vars-check.ts';
+import { checkPostArgs } from './jsonpath-check.ts';
 import { luaReady } from '../plugins/serverless.ts';
 
 export const routes = defineResource({
@@ -25,6 +26,7 @@ export const routes = defineResource({
       ?? await mustExist(ctx, 'plugin_configs', 'plugin config', conf.plugin_config_id)
       ?? await checkPlugins(ctx, conf.plugins)
       ?? checkVars(conf.vars)
+      ?? postArgError(conf.vars)
       ?? await checkFilterFunc(conf.filter_func);
   },
 });
@@ -34,4 +36,10 @@ async function checkFilterFunc(source: unknown): Promise<string | undefined> {
   if (typeof source !== 'string') return undefined;
   const l = await luaReady();
   return l?.checkFilter(source);
+}
+
+/** APISIX parses each `post_arg.` path of `vars` with the data plane's JSONPath library on write. */
+function postArgError(vars: unknown): string | undefined {
+  const err = checkPostArgs(vars);
+  return err && `failed to validate the 'vars' expression: ${err}`;
 }
