@@ -36,20 +36,30 @@ export class UpstreamRequest<C extends UpstreamLoc = UpstreamLoc, D extends Upst
     this.connect();
   }
 
-  onConnect(conn: UpstreamConnection): void {
-    if (conn !== this.conn || !this.state) return;
+  /**
+   * What every protocol does once this try's connection is up: the upstream's
+   * certificate checked, connect time noted, the response reader made. False
+   * when the connection is not this try's or the check failed (next try asked).
+   */
+  protected connected(conn: UpstreamConnection): boolean {
+    if (conn !== this.conn || !this.state) return false;
     if (this.tls && !this.cached) {
       const bad = verifyPeer(this.tls, conn.socket as tls.TLSSocket, this.conf.ssl?.verifyDepth ?? 1);
       if (bad) {
         this.log('error', bad, 'SSL handshaking to upstream');
         this.next(FT.ERROR);
-        return;
+        return false;
       }
     }
     if (this.state.connectTime === -1) this.state.connectTime = performance.now() - this.tryStart;
     this.phase = SENDING;
     this.requestSent = true;
     this.reader = new ResponseReader(this);
+    return true;
+  }
+
+  onConnect(conn: UpstreamConnection): void {
+    if (!this.connected(conn)) return;
     conn.setTimeout(this.conf.sendTimeout);
     const s = conn.socket;
     if (this.sender === NO_BODY) {

@@ -184,6 +184,27 @@ export function requestParams(r: HttpRequest, c: CgiLoc, d: CgiDerived, caching 
   return out;
 }
 
+/**
+ * Where a `*_pass` with variables goes, from its evaluated URL (scheme
+ * taken off): the address, the TLS name, the URL read; or the status when
+ * it cannot be used (nginx's 500 for a bad URL, 502 for a name without a
+ * port that no upstream{} has).
+ */
+export function dynamicTarget(r: HttpRequest, url: string, tls: boolean):
+  { where: UpstreamTarget; tlsHost: string | undefined; u: Exclude<ReturnType<typeof parseUrl>, string> } | number {
+  const u = parseUrl(url, { uriPart: false });
+  if (typeof u === 'string') {
+    requestLog(r).error(`${u} in upstream "${url}"`);
+    return 500;
+  }
+  if (!u.unix && u.port === undefined && !findUpstream(r.main, u.host, undefined)) {
+    requestLog(r).error(`no port in upstream "${u.host}"`);
+    return 502;
+  }
+  const where = { connectHost: u.host, connectPort: u.port, noPort: u.port === undefined, unix: u.unix, hostHeader: u.hostPort };
+  return { where, tlsHost: tls ? (u.unix ? 'localhost' : u.host) : undefined, u };
+}
+
 /** The content handler `*_pass` installs: body, target, head, then the exchange. */
 export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseHandler {
   return async (r: HttpRequest): Promise<number> => {
@@ -197,17 +218,9 @@ export function cgiHandler<C extends CgiLocConf>(spec: CgiModuleSpec<C>): PhaseH
     let tlsHost = target.tls ? target.host : undefined;
     if (target.dynamic) {
       const { url, tls } = splitScheme(spec, target.dynamic.evaluate(r));
-      const u = parseUrl(url, { uriPart: false });
-      if (typeof u === 'string') {
-        requestLog(r).error(`${u} in upstream "${url}"`);
-        return 500;
-      }
-      if (!u.unix && u.port === undefined && !findUpstream(r.main, u.host, undefined)) {
-        requestLog(r).error(`no port in upstream "${u.host}"`);
-        return 502;
-      }
-      where = { connectHost: u.host, connectPort: u.port, noPort: u.port === undefined, unix: u.unix, hostHeader: u.hostPort };
-      tlsHost = tls ? (u.unix ? 'localhost' : u.host) : undefined;
+      const got = dynamicTarget(r, url, tls);
+      if (typeof got === 'number') return got;
+      ({ where, tlsHost } = got);
     } else {
       where = { group: target.group, hostHeader: '' };
     }

@@ -6,8 +6,7 @@
 import { defineSlot } from '../../../conf/context.ts';
 import type { Complete, ConfSlot } from '../../../conf/context.ts';
 import type { ComplexValue } from '../../../core/variables.ts';
-import { mergeSsl } from '../../upstream/directives.ts';
-import { CGI_DEFAULTS } from '../cgi-upstream/conf.ts';
+import { CGI_DEFAULTS, mergeCgi } from '../cgi-upstream/conf.ts';
 import type { CgiDerived, CgiLocConf, CgiTarget } from '../cgi-upstream/conf.ts';
 
 export interface GrpcSetHeader {
@@ -28,17 +27,8 @@ export const GRPC_DEFAULTS = { ...CGI_DEFAULTS, buffering: false, requestBufferi
 /** Upstream fields not passed to the client (ngx_http_grpc_hide_headers). */
 export const GRPC_HIDDEN = ['date', 'server', 'x-accel-expires', 'x-accel-redirect', 'x-accel-limit-rate', 'x-accel-buffering', 'x-accel-charset'];
 
-function mergeGrpc(parent: GrpcLocConf, child: GrpcLocConf): void {
-  const c = child as Record<string, unknown>;
-  const p = parent as Record<string, unknown>;
-  for (const k of Object.keys(p)) {
-    if (k === 'derived' || k === 'ownTarget' || k === 'ssl') continue;
-    if (c[k] === undefined) c[k] = p[k];
-  }
-  mergeSsl(parent, child);
-}
 
 export type GrpcLoc = Complete<GrpcLocConf, typeof GRPC_DEFAULTS> & { derived?: CgiDerived };
 
-export const grpcLoc = defineSlot<GrpcLocConf, typeof GRPC_DEFAULTS>('grpc_loc', () => ({}), mergeGrpc, GRPC_DEFAULTS) as
+export const grpcLoc = defineSlot<GrpcLocConf, typeof GRPC_DEFAULTS>('grpc_loc', () => ({}), mergeCgi, GRPC_DEFAULTS) as
   unknown as ConfSlot<GrpcLocConf, GrpcLoc>;

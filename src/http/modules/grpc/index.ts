@@ -12,13 +12,14 @@ import type { Directive } from '../../../conf/directive.ts';
 import { listOf } from '../../../conf/setters.ts';
 import { compileComplex } from '../../../core/variables.ts';
 import { parseUrl } from '../../../upstream/address.ts';
+import { dynamicTarget } from '../cgi-upstream/module.ts';
 import { DONE, httpMainOf } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, LocationConf, PhaseHandler } from '../../http-conf.ts';
 import { defaultTempPath, hasRequestBody } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { finishLevels, hiddenHeaders, upstreamDirectives, upstreamSslDirectives } from '../../upstream/directives.ts';
-import { beginUpstream, findUpstream, upstreamAdd } from '../../upstream/module.ts';
+import { beginUpstream, upstreamAdd } from '../../upstream/module.ts';
 import { peerChooserFor } from '../../upstream/peer-choice.ts';
 import { resolveTarget } from '../../upstream/resolve.ts';
 import type { UpstreamTarget } from '../../upstream/resolve.ts';
@@ -84,18 +85,10 @@ const handler: PhaseHandler = async (r: HttpRequest): Promise<number> => {
   let authority = target.authority ?? target.host;
   if (target.dynamic) {
     const { url, tls } = splitScheme(target.dynamic.evaluate(r));
-    const u = parseUrl(url, { uriPart: false });
-    if (typeof u === 'string') {
-      requestLog(r).error(`${u} in upstream "${url}"`);
-      return 500;
-    }
-    if (!u.unix && u.port === undefined && !findUpstream(r.main, u.host, undefined)) {
-      requestLog(r).error(`no port in upstream "${u.host}"`);
-      return 502;
-    }
-    where = { connectHost: u.host, connectPort: u.port, noPort: u.port === undefined, unix: u.unix, hostHeader: u.hostPort };
-    tlsHost = tls ? (u.unix ? 'localhost' : u.host) : undefined;
-    authority = u.unix ? 'localhost' : u.hostPort;
+    const got = dynamicTarget(r, url, tls);
+    if (typeof got === 'number') return got;
+    ({ where, tlsHost } = got);
+    authority = got.u.unix ? 'localhost' : got.u.hostPort;
   } else {
     where = { group: target.group, hostHeader: '' };
   }

@@ -11,19 +11,14 @@
  * the client's trailers: HTTP/2 trailers, or the last chunk's for HTTP/1.1.
  */
 import http2 from 'node:http2';
-import { performance } from 'node:perf_hooks';
-import type tls from 'node:tls';
 import type { UpstreamConnection } from '../../../upstream/connection.ts';
 import { FT } from '../../upstream/conf.ts';
 import type { HeaderList } from '../../upstream/module.ts';
 import { upstreamRecord } from '../../upstream/module.ts';
 import { BODY_AGAIN, BODY_DONE } from '../../upstream/protocol.ts';
 import type { UpstreamBodyDecoder, UpstreamHead, UpstreamProtocol } from '../../upstream/protocol.ts';
-import { ResponseReader } from '../../upstream/response-reader.ts';
 import { NO_BODY } from '../../upstream/send-body.ts';
-import { verifyPeer } from '../../upstream/tls.ts';
 import { UpstreamRequest } from '../../upstream/upstream-request.ts';
-import { SENDING } from '../../upstream/upstream-try.ts';
 import { copyHeaders } from '../proxy/headers-out.ts';
 import type { CgiDerived } from '../cgi-upstream/conf.ts';
 import type { GrpcLoc } from './conf.ts';
@@ -62,19 +57,7 @@ export class GrpcRequest extends UpstreamRequest<GrpcLoc, CgiDerived> {
   sessionOk = true;
 
   onConnect(conn: UpstreamConnection): void {
-    if (conn !== this.conn || !this.state) return;
-    if (this.tls && !this.cached) {
-      const bad = verifyPeer(this.tls, conn.socket as tls.TLSSocket, this.conf.ssl?.verifyDepth ?? 1);
-      if (bad) {
-        this.log('error', bad, 'SSL handshaking to upstream');
-        this.next(FT.ERROR);
-        return;
-      }
-    }
-    if (this.state.connectTime === -1) this.state.connectTime = performance.now() - this.tryStart;
-    this.phase = SENDING;
-    this.requestSent = true;
-    this.reader = new ResponseReader(this);
+    if (!this.connected(conn)) return;
     this.grpcHead = undefined;
     this.ended = false;
     // the session reads the socket itself: timeouts are the stream's (below)
