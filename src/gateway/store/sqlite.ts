@@ -50,6 +50,29 @@ function prefixEnd(prefix: string): string {
   return prefix + '\uffff';
 }
 
+/**
+ * WAL mode and the schema, for every worker opening the store at once.
+ * IMMEDIATE takes the write lock before reading the schema, so workers creating
+ * it wait for each other (busy_timeout). Switching a new file to WAL can still
+ * answer "database is locked" at once, without the busy handler (SQLite does so
+ * where waiting could deadlock): that is tried again, for up to 10 s.
+ */
+function openSchema(db: DatabaseSync): void {
+  const deadline = Date.now() + 10_000;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      db.exec('PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;');
+      db.exec(`BEGIN IMMEDIATE; ${SCHEMA}; COMMIT;`);
+      return;
+    } catch (e) {
+      if (!/database is locked|SQLITE_BUSY/.test((e as Error).message) || Date.now() > deadline) throw e;
+      try { db.exec('ROLLBACK'); } catch { /* no transaction was open */ }
+      Atomics.wait(pause, 0, 0, 20);
+    }
+  }
+}
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite';
   readonly file: string;
@@ -67,11 +90,7 @@ export class SqliteStore implements Store {
       // the busy timeout first: every worker opens the store at once, and switching a new file
       // to WAL or creating the schema takes a lock the others must wait for, not fail on
       this.db = new DatabaseSync(file, { timeout: 10_000 });
-      this.db.exec('PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;');
-      // IMMEDIATE takes the write lock before reading the schema: workers creating it at once wait
-      // for each other (busy_timeout) instead of one failing at once, as SQLite does to a reader
-      // that wants to write while another writer waits for it ("database is locked")
-      this.db.exec(`BEGIN IMMEDIATE; ${SCHEMA}; COMMIT;`);
+      openSchema(this.db);
     } catch (e) {
       throw new StoreError(`cannot open the store "${file}": ${(e as Error).message}`);
     }
