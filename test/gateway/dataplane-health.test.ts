@@ -208,14 +208,16 @@ describe('passive checks', () => {
       // probes only every 300 s: what changes the state here is the proxied traffic
       const checks = {
         active: { type: 'http', http_path: '/status', healthy: { interval: 300 }, unhealthy: { interval: 300 } },
-        passive: { healthy: { successes: 1 }, unhealthy: { http_statuses: [500], http_failures: 6 } },
+        // 20 failures: over new connections the kernel spreads across the two workers, all 20 landing
+        // on one worker is a 1 in 2^19 chance (with 6 it was 1 in 32, and the run below saw it once)
+        passive: { healthy: { successes: 1 }, unhealthy: { http_statuses: [500], http_failures: 20 } },
       };
       const upstream = { type: 'roundrobin', nodes: { [a.node]: 1, [b.node]: 1 }, checks };
       await put(gw, 'routes/pc', { uri: '/pc', upstream });
       await untilRouted(gw, '/pc', (r) => r.status === 200);
-      // new client connections spread over both workers; b turns unhealthy after 6 failures whichever worker saw them
-      await untilSteady('/pc', 10, (p) => p === a.port);
-      assert.equal(b.seen.filter((s) => s.url === '/pc').length, 6);
+      // new client connections spread over both workers; b turns unhealthy after 20 failures whichever worker saw them
+      await untilSteady('/pc', 10, (p) => p === a.port, 30_000);
+      assert.equal(b.seen.filter((s) => s.url === '/pc').length, 20);
       assert.ok(failedOver.size >= 2, `the failures came through ${failedOver.size} worker(s)`);
       // the same upstream checks on an edited route: b stays out
       await put(gw, 'routes/pc', { uri: '/pc', desc: 'edited', upstream });
