@@ -20,6 +20,8 @@ import { applyBlock } from './registry.ts';
  */
 export interface ConfSlot<Raw, Merged = Raw> {
   readonly name: string;
+  /** Its place in every level's array of confs (nginx's ctx_index). */
+  readonly index: number;
   create(): Raw;
   /** Fills what `child` left unset from `parent`. */
   merge?(parent: Raw, child: Raw): void;
@@ -45,7 +47,7 @@ const allSlots: ConfSlot<unknown>[] = [];
 export function defineSlot<Raw, Defaults extends Partial<Raw> = Record<never, never>>(
   name: string, create: () => Raw, merge?: (parent: Raw, child: Raw) => void, defaults?: Defaults,
 ): ConfSlot<Raw, Complete<Raw, Defaults>> {
-  const s: ConfSlot<Raw, Complete<Raw, Defaults>> = { name, create, merge, defaults };
+  const s: ConfSlot<Raw, Complete<Raw, Defaults>> = { name, index: allSlots.length, create, merge, defaults };
   allSlots.push(s as ConfSlot<unknown>);
   return s;
 }
@@ -63,7 +65,11 @@ export function inheritUnset<T extends object>(parent: T, child: T): void {
 
 /** One configuration level (main, http, server, location, if, ...). */
 export class Level {
-  private readonly confs = new Map<ConfSlot<unknown>, unknown>();
+  /**
+   * By slot index, as nginx's ctx arrays: run time reads a handful of slots
+   * per request, and an element load is cheaper than a Map lookup.
+   */
+  private readonly confs: unknown[] = [];
   readonly parent: Level | undefined;
 
   constructor(parent?: Level) {
@@ -81,16 +87,16 @@ export class Level {
 
   /** The slot's configuration as directives write it (fields unset until set), created on first use. */
   raw<R, M>(slot: ConfSlot<R, M>): R {
-    let c = this.confs.get(slot as ConfSlot<unknown>) as R | undefined;
+    let c = this.confs[slot.index] as R | undefined;
     if (c === undefined) {
       c = slot.create();
-      this.confs.set(slot as ConfSlot<unknown>, c);
+      this.confs[slot.index] = c;
     }
     return c;
   }
 
   has(slot: ConfSlot<unknown>): boolean {
-    return this.confs.has(slot);
+    return this.confs[slot.index] !== undefined;
   }
 
   /** Fills unset values of every slot that has defaults (done once, on the top level of a block kind). */

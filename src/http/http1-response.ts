@@ -124,11 +124,17 @@ export class Http1Response extends SinkListeners implements ResponseSink {
   end(chunk?: Buffer): void {
     if (this.ended || this.destroyed) return;
     const socket = this.socket;
-    if (this.head !== undefined && !this.chunked && !this.noBody && chunk !== undefined && chunk.length <= SINGLE_WRITE_MAX) {
+    const size = chunk === undefined || this.noBody ? 0 : chunk.length;
+    if (this.head !== undefined && size <= SINGLE_WRITE_MAX && !(this.chunked && this.trailers)) {
       // a small whole response: one buffer, one write, no writev through a corked stream
-      const out = Buffer.allocUnsafe(this.headLength + chunk.length);
-      out.write(this.takeHead()!, 0, 'latin1');
-      chunk.copy(out, this.headLength);
+      // (chunked: the head, the one chunk and the last chunk, as the output of a Lua content hook)
+      const frame = this.chunked && size ? size.toString(16) + '\r\n' : '';
+      const last = this.chunked ? (size ? '\r\n0\r\n\r\n' : '0\r\n\r\n') : '';
+      const out = Buffer.allocUnsafe(this.headLength + frame.length + size + last.length);
+      let at = out.write(this.takeHead()!, 0, 'latin1');
+      if (frame) at += out.write(frame, at, 'latin1');
+      if (size) at += chunk!.copy(out, at);
+      if (last) out.write(last, at, 'latin1');
       this.ended = true;
       socket.write(out, this.written);
       this.endMark = socket.bytesWritten;
