@@ -170,12 +170,54 @@ function readPidFile(file: string): number | undefined {
  * again, as the source port of any outgoing connection of a test running
  * alongside, before the server binds it (a CI run once failed with "Address
  * already in use" that way). Random picks in 10000-32767 only meet each other.
+ *
+ * They must not meet either: a port is free between the pick and the
+ * server's bind, and Gatehouse's workers bind with SO_REUSEPORT after a
+ * check, so two servers of test files running side by side that picked the
+ * same port in that window share it silently and answer each other's
+ * connections (a CI run once got another server's "400 The SSL certificate
+ * error" that way). So every pick is also reserved across processes: a file
+ * named by the port, created exclusively, holding the pid, removed when the
+ * process exits; a file whose pid is gone is taken over.
  */
 const PORT_MIN = 10_000;
 const PORT_SPAN = 32_768 - PORT_MIN;
+const reservations = path.join(os.tmpdir(), 'gatehouse-test-ports');
+const reservedHere: string[] = [];
 
 function randomPort(): number {
-  return PORT_MIN + Math.floor(Math.random() * PORT_SPAN);
+  for (;;) {
+    const port = PORT_MIN + Math.floor(Math.random() * PORT_SPAN);
+    if (reserve(port)) return port;
+  }
+}
+
+function reserve(port: number): boolean {
+  const file = path.join(reservations, String(port));
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      fs.writeFileSync(file, String(process.pid), { flag: 'wx' });
+      if (reservedHere.push(file) === 1) process.once('exit', () => { for (const f of reservedHere) fs.rmSync(f, { force: true }); });
+      return true;
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') { fs.mkdirSync(reservations, { recursive: true }); continue; }
+      if (code !== 'EEXIST' || !ownerGone(file)) return false;
+      fs.rmSync(file, { force: true });
+    }
+  }
+  return false;
+}
+
+function ownerGone(file: string): boolean {
+  const pid = Number(fs.readFileSync(file, 'utf8'));
+  if (!Number.isInteger(pid) || pid <= 0) return true;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'ESRCH';
+  }
 }
 
 /** A free TCP port on 127.0.0.1, outside the ephemeral range. */
@@ -183,7 +225,7 @@ export async function freePort(): Promise<number> {
   return (await freePorts(1))[0]!;
 }
 
-/** n distinct free TCP ports (all held open at once, then released). */
+/** n distinct free TCP ports (all held open at once, then released), reserved for this process. */
 export async function freePorts(n: number): Promise<number[]> {
   const servers: net.Server[] = [];
   try {
