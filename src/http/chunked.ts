@@ -4,8 +4,16 @@
  * (src/http/upstream/response-reader.ts): hex sizes, extensions after `;`, space or tab,
  * LF or CRLF line ends, trailer lines skipped (or kept for
  * proxy_pass_trailers). Chunk data is handed out as slices of the input,
- * without copying.
+ * without copying. The encoder's two pieces of framing are here too.
  */
+
+/** The line before a chunk of `size` bytes (its data follows, then CRLF). */
+export function chunkSizeLine(size: number): string {
+  return size.toString(16) + '\r\n';
+}
+
+/** The last chunk with no trailers: what ends a chunked body. */
+export const LAST_CHUNK = '0\r\n\r\n';
 
 const CHUNK_START = 0;
 const CHUNK_SIZE = 1;

@@ -10,6 +10,7 @@
  * start and at the end of a response says.
  */
 import type { Socket } from 'node:net';
+import { chunkSizeLine, LAST_CHUNK } from './chunked.ts';
 import { SinkListeners } from './response-sink.ts';
 import type { BodySink, ResponseSink } from './response-sink.ts';
 
@@ -111,7 +112,7 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     if (head !== undefined) socket.write(head, 'latin1');
     let ok: boolean;
     if (this.chunked) {
-      socket.write(chunk.length.toString(16) + '\r\n', 'latin1');
+      socket.write(chunkSizeLine(chunk.length), 'latin1');
       socket.write(chunk);
       ok = socket.write(CRLF);
     } else {
@@ -128,8 +129,8 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     if (this.head !== undefined && size <= SINGLE_WRITE_MAX && !(this.chunked && this.trailers)) {
       // a small whole response: one buffer, one write, no writev through a corked stream
       // (chunked: the head, the one chunk and the last chunk, as the output of a Lua content hook)
-      const frame = this.chunked && size ? size.toString(16) + '\r\n' : '';
-      const last = this.chunked ? (size ? '\r\n0\r\n\r\n' : '0\r\n\r\n') : '';
+      const frame = this.chunked && size ? chunkSizeLine(size) : '';
+      const last = this.chunked ? (size ? '\r\n' + LAST_CHUNK : LAST_CHUNK) : '';
       const out = Buffer.allocUnsafe(this.headLength + frame.length + size + last.length);
       let at = out.write(this.takeHead()!, 0, 'latin1');
       if (frame) at += out.write(frame, at, 'latin1');
@@ -147,10 +148,13 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     if (rest !== undefined) socket.write(rest, 'latin1');
     let last: string | Buffer = EMPTY;
     if (this.chunked) {
-      let t = '0\r\n';
       const list = this.trailers;
-      if (list) for (let i = 0; i < list.length; i += 2) t += `${list[i]}: ${list[i + 1]}\r\n`;
-      last = t + '\r\n';
+      if (!list) last = LAST_CHUNK;
+      else {
+        let t = chunkSizeLine(0);
+        for (let i = 0; i < list.length; i += 2) t += `${list[i]}: ${list[i + 1]}\r\n`;
+        last = t + '\r\n';
+      }
     }
     socket.write(last, 'latin1', this.written);
     socket.uncork();

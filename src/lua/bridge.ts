@@ -20,8 +20,8 @@ import { formatLuaNumber } from './number-format.ts';
 
 export const LUA_REGISTRYINDEX = -1001000;
 const UPVALUE1 = LUA_REGISTRYINDEX - 1;
-/** Strings shorter than this leave wasm memory through Buffer's pool (allocUnsafe pools below 4 KiB). */
-const SMALL_COPY = 4096;
+/** Strings shorter than this leave wasm memory through Buffer's pool (allocUnsafe pools below half its size). */
+const SMALL_COPY = Buffer.poolSize >>> 1;
 export const T = { NONE: -1, NIL: 0, BOOLEAN: 1, LIGHTUSERDATA: 2, NUMBER: 3, STRING: 4, TABLE: 5, FUNCTION: 6, USERDATA: 7, THREAD: 8 } as const;
 export const STATUS = { OK: 0, YIELD: 1, ERRRUN: 2, ERRSYNTAX: 3, ERRMEM: 4, ERRERR: 5 } as const;
 /** What a host function returns to make its coroutine wait. */

@@ -7,6 +7,7 @@
  * wait for the upstream to drain, and the client is paused meanwhile.
  */
 import fs from 'node:fs';
+import { chunkSizeLine, LAST_CHUNK } from '../chunked.ts';
 import type { UpstreamConnection } from '../../upstream/connection.ts';
 import { isChunked, readRequestBody, streamRequestBody } from '../request-body.ts';
 import type { BodyConsumer, RequestBody } from '../request-body.ts';
@@ -40,8 +41,8 @@ export interface BodyFraming {
 
 /** HTTP/1.1 chunked transfer coding: one chunk per piece, the last chunk at the end. */
 export const CHUNKED_FRAMING: BodyFraming = {
-  frame: (data) => [Buffer.from(data.length.toString(16) + '\r\n', 'latin1'), data, CRLF],
-  end: Buffer.from('0\r\n\r\n', 'latin1'),
+  frame: (data) => [Buffer.from(chunkSizeLine(data.length), 'latin1'), data, CRLF],
+  end: Buffer.from(LAST_CHUNK, 'latin1'),
 };
 
 const CRLF = Buffer.from('\r\n', 'latin1');
