@@ -35,6 +35,15 @@ export const LINGER = 3;
 export const DETACHED = 4;
 /** `listen … proxy_protocol`: the PROXY header comes first. */
 export const READ_PROXY = 5;
+/** A raw request socket (ngx.req.socket(true)) reads the client's bytes; the response's end closes. */
+export const RAW = 6;
+
+/** Where the client's bytes go while a raw request socket has the connection. */
+export interface RawReader {
+  data(chunk: Buffer): void;
+  /** The client ended or the connection closed. */
+  end(): void;
+}
 
 export const T_HEADER = 1;
 export const T_KEEPALIVE = 2;
@@ -82,6 +91,13 @@ export abstract class ConnectionLifetime {
   protected sentMark = 0;
   /** A tunnel reads the socket now (takeForTunnel). */
   protected tunnelled = false;
+  /**
+   * The body's bytes as the client sent them, while no reader took the body
+   * (a raw request socket gets them as they came: chunked framing and all).
+   */
+  protected unreadBody: Buffer[] | undefined;
+  /** The raw request socket's reader (phase RAW). */
+  protected rawReader: RawReader | undefined;
 
   constructor(socket: Socket, addr: AddressConf) {
     this.number = nextConnectionNumber();
@@ -154,6 +170,7 @@ export abstract class ConnectionLifetime {
   protected afterResponse(r: HttpRequest): void {
     this.active = undefined;
     this.framing = undefined;
+    this.unreadBody = undefined;
     markIdle(this, this.socket);
     if (this.closing) {
       this.close(r);
@@ -180,8 +197,10 @@ export abstract class ConnectionLifetime {
     const core = r?.level.get(coreLoc);
     const mode = core?.lingeringClose ?? 'on';
     const hadBody = r !== undefined && (r.head.contentLength > 0 || r.head.chunked) && r.status !== 400;
+    // a raw request socket sets nginx's r->lingering_close
     const linger = mode === 'always' || (mode === 'on' && (hadBody || !this.bodyDone || this.pending !== undefined
-      || r?.head.error === 414 || r?.head.error === 494));
+      || r?.head.error === 414 || r?.head.error === 494 || this.phase === RAW));
+    this.endRaw();
     this.pending = undefined;
     if (!linger || this.clientEnded) {
       this.phase = DETACHED;
@@ -215,14 +234,25 @@ export abstract class ConnectionLifetime {
         // a request that waits (auth_delay, limit_req) ends as 499; an answer in progress is still sent
         if (this.active && !this.active.headerSent) this.active.clientClosed();
         return;
+      case RAW:
+        this.rawReader?.end();
+        return;
     }
   };
+
+  /** The raw request socket no longer reads (its request ended, or the connection closed). */
+  protected endRaw(): void {
+    const reader = this.rawReader;
+    this.rawReader = undefined;
+    reader?.end();
+  }
 
   protected onClose = (): void => {
     this.deadline.stop();
     // a body cut short: its reader sees the request aborted (as node:http's abortIncoming)
     const r = this.active;
     if (r !== undefined && !this.bodyDone && !this.responseDone) r.body.fail(499);
+    this.endRaw();
     this.phase = DETACHED;
     if (r !== undefined) (r.sink as Http1Response).socketClosed();
   };

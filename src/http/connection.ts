@@ -30,7 +30,8 @@ import { Http1Response } from './http1-response.ts';
 import { RequestBodySource } from './request-body-source.ts';
 import { requestLog } from './request-log.ts';
 import { parseProxyProtocol, proxyHeaderComplete } from '../core/proxy-protocol.ts';
-import { connectionLog, ConnectionLifetime, DETACHED, LINGER, READ_BODY, READ_HEAD, READ_PROXY, T_HEADER, T_LINGER, T_SEND, WAIT } from './connection-lifetime.ts';
+import { connectionLog, ConnectionLifetime, DETACHED, LINGER, RAW, READ_BODY, READ_HEAD, READ_PROXY, T_HEADER, T_LINGER, T_SEND, WAIT } from './connection-lifetime.ts';
+import type { RawReader } from './connection-lifetime.ts';
 
 /** Bytes of pipelined requests held before reading pauses. */
 const HOLD_LIMIT = 64 * 1024;
@@ -117,6 +118,10 @@ export class HttpConnection extends ConnectionLifetime {
       return;
     }
     if (this.phase === DETACHED) return;
+    if (this.phase === RAW) {
+      this.rawReader?.data(chunk);
+      return;
+    }
     this.pending = this.pending ? Buffer.concat([this.pending, chunk]) : chunk;
     this.pump();
   };
@@ -171,6 +176,7 @@ export class HttpConnection extends ConnectionLifetime {
     }
     const hasBody = head.contentLength > 0 || head.chunked;
     this.framing = hasBody ? new BodyFraming(head.contentLength, head.chunked) : undefined;
+    this.unreadBody = hasBody ? [] : undefined;
     this.bodyDone = !hasBody;
     this.responseDone = false;
     this.phase = hasBody ? READ_BODY : WAIT;
@@ -224,6 +230,10 @@ export class HttpConnection extends ConnectionLifetime {
     const body = this.active?.body;
     // after the response, the rest of the body is read and dropped (ngx_http_discard_request_body)
     if (body !== undefined && !this.responseDone) {
+      if (this.unreadBody !== undefined) {
+        if (body.started) this.unreadBody = undefined;
+        else this.unreadBody.push(b.subarray(0, end));
+      }
       // a chunk's size counts against client_max_body_size before its data (nginx's chunked filter)
       const chunk = framing.pendingChunk;
       if (chunk !== undefined) body.announce(chunk);
@@ -235,6 +245,31 @@ export class HttpConnection extends ConnectionLifetime {
     this.bodyDone = true;
     this.phase = WAIT;
     if (this.responseDone && this.active) this.afterResponse(this.active);
+  }
+
+  /**
+   * ngx.req.socket(true): the client's bytes go to `reader` from now on, no
+   * longer read as HTTP; returns what the client sent that nobody read (a
+   * body no reader took, as sent, and what followed it), or undefined when
+   * `r` cannot take the connection. The response's end closes the
+   * connection (lingering close).
+   */
+  takeRaw(r: HttpRequest, reader: RawReader): Buffer | undefined {
+    if (this.active !== r || (this.phase !== WAIT && this.phase !== READ_BODY) || this.responseDone) return undefined;
+    const parts = r.body.started ? [] : this.unreadBody ?? [];
+    if (this.pending !== undefined) parts.push(this.pending);
+    this.unreadBody = undefined;
+    this.pending = undefined;
+    this.framing = undefined;
+    this.bodyDone = true;
+    r.body.drop();
+    this.keepaliveDisabled = true;
+    this.phase = RAW;
+    this.rawReader = reader;
+    // OpenResty drops the connection's read and write timers
+    this.clearTimer();
+    if (this.socket.isPaused()) this.socket.resume();
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts);
   }
 
   /** A request starts. */

@@ -77,6 +77,11 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     this.headLength = this.head.length;
   }
 
+  /** The head was taken but not written yet (it waits for the first body bytes). */
+  get headHeld(): boolean {
+    return this.head !== undefined;
+  }
+
   flushHead(): void {
     if (this.head === undefined || this.destroyed) return;
     this.socket.write(this.takeHead()!, 'latin1');

@@ -102,8 +102,23 @@ export class RequestBodySource {
     return this.listener !== undefined;
   }
 
+  /** A reader took (or takes) the body: its bytes are no longer the client's raw bytes to give away (ngx.req.socket(true)). */
+  get started(): boolean {
+    return this.wasRead;
+  }
+
+  private wasRead = false;
+
+  /** The body is not read by anyone (a raw request socket took the connection's bytes): what waited is dropped. */
+  drop(): void {
+    this.held.length = 0;
+    this.heldBytes = 0;
+    this.complete = true;
+  }
+
   /** Reader: starts (or restarts after stop) taking the body; what waited is delivered in a microtask. */
   read(listener: BodyListener): void {
+    this.wasRead = true;
     this.listener = listener;
     this.paused = false;
     queueMicrotask(() => this.deliver());

@@ -317,6 +317,27 @@ export function streamRequestBody(r: HttpRequest, consumer: BodyConsumer): { pau
   return new BodyReader(r, consumer);
 }
 
+/**
+ * How far the body was taken, for ngx.req.socket's checks: not at all, a
+ * read in progress, read whole, or handed to a reader of its own (claimed).
+ */
+export function bodyTaken(r: HttpRequest): 'no' | 'reading' | 'read' | 'claimed' {
+  const st = stateOf(r);
+  return st?.body ? 'read' : st?.reading ? 'reading' : st?.streamed ? 'claimed' : 'no';
+}
+
+/**
+ * The body goes to a reader of its own that takes it from `r.body` itself
+ * (ngx.req.socket): readRequestBody gives an empty body from now on, as
+ * nginx's r->request_body then exists. `expect`: answer `Expect:
+ * 100-continue` first.
+ */
+export function claimRequestBody(r: HttpRequest, expect: boolean): void {
+  const st = createState(r);
+  st.streamed = true;
+  if (expect) sendContinue(r, st);
+}
+
 function bodyText(r: HttpRequest): string | undefined {
   const b = stateOf(r)?.body;
   if (!b || b.file !== undefined || b.bufs.length === 0) return undefined;

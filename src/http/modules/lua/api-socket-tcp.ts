@@ -17,9 +17,10 @@ import type { CosocketStream, ReadResult } from './socket-stream.ts';
 import { park, takeIdle } from './socket-pool.ts';
 import type { SocketSettings } from './socket-conf.ts';
 import { objectId, own, ownerOf, pushFailure, settingsOf, socketContext, timeoutArg } from './socket-lifetime.ts';
-import { sendData } from './socket-send.ts';
+import { noDelay, sendData } from './socket-send.ts';
 import { sslHandshake } from './socket-tls.ts';
 import { openStream, readConnectOptions } from './socket-connect.ts';
+import { reqSocketLibrary } from './api-req-socket.ts';
 
 export interface TcpCosocket {
   /** The main request (or the timer's run) it belongs to. */
@@ -43,6 +44,10 @@ export interface TcpCosocket {
   /** bind()'s local address for the next connect. */
   local: { address: string; port: number | undefined } | undefined;
   untils: Map<number, { pattern: Buffer; inclusive: boolean; done: boolean }>;
+  /** A request socket (ngx.req.socket): over the request body, or the raw client connection. */
+  downstream?: 'body' | 'raw';
+  /** A request socket's stream lets its source go (it never closes the client's connection). */
+  release?: () => void;
   close(): void;
 }
 
@@ -91,7 +96,11 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     return s.stream && !s.stream.socket.destroyed ? { s, ctx } : undefined;
   };
   const closeStream = (s: TcpCosocket): void => {
-    s.stream?.socket.destroy();
+    if (s.downstream) {
+      const release = s.release;
+      s.release = undefined;
+      release?.();
+    } else s.stream?.socket.destroy();
     s.stream = undefined;
     s.readClosed = false;
   };
@@ -151,8 +160,9 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
     return 1;
   };
 
-
   return {
+    // ngx.req.socket's objects are sockets of this table too
+    ...reqSocketLibrary(rt, { make: (ctx) => ({ id: nextId, s: make(nextId++, ctx) }), find: (id) => sockets.get(id) }),
     new(L: number) {
       const ctx = socketContext(rt, 2);
       const id = nextId++;
@@ -202,6 +212,7 @@ export function tcpLibrary(rt: LuaRuntime): Record<string, unknown> {
       const data = sendData(bridge, L, 2);
       if (data.length === 0) return (bridge.pushInteger(L, 0), 1);
       const sock = s.stream!.socket;
+      noDelay(s.stream!, ctx);
       if (sock.write(data)) return (bridge.pushInteger(L, data.length), 1);
       const ms = s.sendTimeout || s.settings.sendTimeout;
       const drained = new Promise<string | undefined>((resolve) => {

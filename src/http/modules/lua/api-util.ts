@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { buffering, finishOutput, flushOutput, headStarted, startHead } from './output.ts';
+import { buffering, finishOutput, flushOutput, headStarted, rawOutput, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
 import { requestLog } from '../../request-log.ts';
@@ -80,6 +80,8 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
   };
   const bin = (L: number, i: number, fn: string) => Buffer.from(str(L, i, fn), 'latin1');
   const ret = (L: number, s: string) => (bridge.pushString(L, s), 1);
+  /** ngx.flush/ngx.eof after ngx.req.socket(true). */
+  const refuseRaw = (L: number) => (bridge.pushNil(L), bridge.pushString(L, 'raw request socket acquired'), 2);
 
   return {
     sleep(L: number) {
@@ -107,6 +109,7 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       const ctx = requestContext(rt);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
+      if (rawOutput(ctx.r)) return refuseRaw(L);
       if (ctx.eof || ctx.r.finished) return ok(L);
       if (buffering(ctx.r)) {
         bridge.pushNil(L);
@@ -133,6 +136,8 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     eof(L: number) {
       const ctx = requestContext(rt);
+      // (OpenResty answers this before it checks the context)
+      if (rawOutput(ctx.r)) return refuseRaw(L);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       if (ctx.eof) {
         bridge.pushNil(L);

@@ -7,7 +7,7 @@ import type { HostFunction } from '../../../lua/bridge.ts';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
-import { headStarted, writeOutput } from './output.ts';
+import { headStarted, rawOutput, writeOutput } from './output.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
@@ -80,9 +80,10 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     const ctx = requestContext(rt, 2);
     refuseIn(ctx, OUTPUT_DISABLED, 2);
     const r = ctx.r;
-    if (ctx.eof || r.finished) {
+    const refused = rawOutput(r) ? 'raw request socket acquired' : ctx.eof || r.finished ? 'seen eof' : undefined;
+    if (refused) {
       bridge.pushNil(L);
-      bridge.pushString(L, 'seen eof');
+      bridge.pushString(L, refused);
       return 2;
     }
     const wait = writeOutput(r, bridge.toBuffer(L, 1) ?? Buffer.alloc(0));

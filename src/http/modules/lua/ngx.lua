@@ -385,7 +385,7 @@ local function run_timer(id, premature, last, refused)
 end
 
 ngx.re = host.re_table()
-ngx.socket = host.socket.chunk()(host.socket)
+ngx.socket, ngx.req.socket = host.socket.chunk()(host.socket)
 
 -- ndk.set_var.NAME: the set-misc directives NDK hands to Lua, as functions of one value
 ndk = { set_var = setmetatable({}, { __index = function(t, name)

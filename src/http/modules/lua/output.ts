@@ -13,6 +13,7 @@ import type { HttpRequest } from '../../request.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { luaLoc } from './conf.ts';
 import { requestLog } from '../../request-log.ts';
+import type { Http1Response } from '../../http1-response.ts';
 
 /** nginx's postpone_output default. */
 const POSTPONE = 1460;
@@ -22,6 +23,8 @@ interface Output {
   size: number;
   /** lua_http10_buffering: the whole body is held (decided at the first output). */
   buffering?: boolean;
+  /** ngx.req.socket(true) took the connection: Lua writes the response itself. */
+  raw?: boolean;
 }
 
 /** The key of the request's Output in r.ctx (a WeakMap entry per request cost about 1.5 µs). */
@@ -85,7 +88,11 @@ export function flushOutput(r: HttpRequest): Promise<void> | undefined {
   if (outputOf(r).buffering) return undefined;
   const send = (): Promise<void> | undefined => {
     const data = takePending(r);
-    if (data === undefined || r.method === 'HEAD') return undefined;
+    if (data === undefined || r.method === 'HEAD') {
+      // a flush sends the head held since ngx.send_headers (nginx's write filter writes it on a flush buf)
+      if (!r.parent) r.sink.flushHead();
+      return undefined;
+    }
     return sendBody(r, data) ? undefined : drained(r);
   };
   return withHead(r, send) as Promise<void> | undefined;
@@ -118,9 +125,43 @@ export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undef
   return out.size >= POSTPONE ? flushOutput(r) : undefined;
 }
 
+/**
+ * Why ngx.req.socket(true) cannot take the connection now, or undefined:
+ * output is held whole for HTTP/1.0, or the head or output is not all
+ * written to the client yet (OpenResty's c->buffered).
+ */
+export function rawRefusal(r: HttpRequest): string | undefined {
+  const out = outputs.get(r);
+  if (out?.buffering) return 'http 1.0 buffering';
+  const socket = r.sink.socket;
+  if ((out?.size ?? 0) > 0 || (r.sink as Http1Response).headHeld || (socket && socket.writableLength > 0)) return 'pending data to write';
+  return undefined;
+}
+
+/**
+ * ngx.req.socket(true) took the connection: no head goes out from now on
+ * (nginx's r->header_sent is set), nor any output of ngx.say and friends,
+ * and the connection closes after the request.
+ */
+export function takeRawOutput(r: HttpRequest): void {
+  outputOf(r).raw = true;
+  r.headerSent = true;
+  r.keepalive = false;
+}
+
+/** Whether ngx.req.socket(true) took the connection (ngx.say/print/flush/eof: `raw request socket acquired`). */
+export function rawOutput(r: HttpRequest): boolean {
+  return outputs.get(r)?.raw === true;
+}
+
 /** Ends the response: the head if still held, what is waiting, and the end of the body. */
 export function finishOutput(r: HttpRequest): Promise<void> | undefined {
   const out = outputOf(r);
+  // what Lua sent over a raw request socket is the response: the sink only ends (nothing goes through the filters)
+  if (out.raw) {
+    r.sink.end();
+    return undefined;
+  }
   if (out.buffering && !r.headerSent) r.contentLength = out.size;
   const rc = withHead(r, () => {
     const data = takePending(r);

@@ -1,10 +1,25 @@
 /**
  * What tcpsock:send and udpsock:send take: a string, a number (as LuaJIT
  * prints it), a boolean, nil, or an array table of strings and numbers
- * (nested), joined into one buffer.
+ * (nested), joined into one buffer; and TCP_NODELAY on a connection's
+ * first send.
  */
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
+import { LogLevel } from '../../../core/error-log.ts';
+import { coreLoc } from '../../core/settings.ts';
+import { logFor } from './runtime.ts';
+import type { HookContext } from './runtime.ts';
+import type { CosocketStream } from './socket-stream.ts';
+
+/** The first send on a connection sets TCP_NODELAY when `tcp_nodelay` is on, as OpenResty's send does. */
+export function noDelay(stream: CosocketStream, ctx: HookContext): void {
+  if (stream.nodelay) return;
+  stream.nodelay = true;
+  if (ctx.r && ctx.r.level.get(coreLoc).tcpNodelay === false) return;
+  logFor(ctx, LogLevel.debug, 'lua socket tcp_nodelay');
+  stream.socket.setNoDelay(true);
+}
 
 export function sendData(bridge: LuaBridge, L: number, idx: number): Buffer {
   const t = bridge.type(L, idx);

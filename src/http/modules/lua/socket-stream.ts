@@ -23,10 +23,21 @@ export class CosocketStream {
   reused = 0;
   /** Set while the connection waits in the pool: any event there means it can no longer be used. */
   onIdleEvent: (() => void) | undefined;
+  /** What a read that meets the end says: `closed`, or `client aborted` for a request socket whose client went away. */
+  endError = 'closed';
+  /** Called after a read took bytes (a fed stream's producer may go on). */
+  onTake: (() => void) | undefined;
+  /** The first send set TCP_NODELAY (OpenResty's `lua socket tcp_nodelay`, once per connection). */
+  nodelay = false;
 
-  constructor(socket: net.Socket) {
+  /**
+   * Over `socket`'s bytes; with `fed`, the bytes come from push() and
+   * finish() instead (a request socket: the request body, or the client's
+   * connection once its HTTP reading stopped) and `socket` is where sends go.
+   */
+  constructor(socket: net.Socket, fed = false) {
     this.socket = socket;
-    this.listen(socket);
+    if (!fed) this.listen(socket);
   }
 
   /** After sslhandshake the TLS socket carries the bytes (the plain one's are its input now). */
@@ -36,18 +47,22 @@ export class CosocketStream {
   }
 
   private listen(socket: net.Socket): void {
-    socket.on('data', (d: Buffer) => {
-      if (socket !== this.socket) return;
-      this.chunks.push(d);
-      this.held += d.length;
-      this.notify();
-    });
-    socket.on('end', () => { if (socket === this.socket) this.end(undefined); });
-    socket.on('error', (e) => { if (socket === this.socket) this.end(e); });
-    socket.on('close', () => { if (socket === this.socket) this.end(undefined); });
+    socket.on('data', (d: Buffer) => { if (socket === this.socket) this.push(d); });
+    socket.on('end', () => { if (socket === this.socket) this.finish(undefined); });
+    socket.on('error', (e) => { if (socket === this.socket) this.finish(e); });
+    socket.on('close', () => { if (socket === this.socket) this.finish(undefined); });
   }
 
-  private end(err: Error | undefined): void {
+  /** Bytes arrived. */
+  push(d: Buffer): void {
+    if (d.length === 0) return;
+    this.chunks.push(d);
+    this.held += d.length;
+    this.notify();
+  }
+
+  /** No more bytes will come (`err`: the connection failed). */
+  finish(err: Error | undefined): void {
     if (err && !this.failed) this.failed = err;
     this.ended = true;
     this.notify();
@@ -77,6 +92,7 @@ export class CosocketStream {
     const rest = all.subarray(n + skip);
     this.chunks = rest.length ? [rest] : [];
     this.held = rest.length;
+    this.onTake?.();
     return out;
   }
 
@@ -124,7 +140,7 @@ export class CosocketStream {
   /** The rest of the bytes as `closed`'s partial result. */
   private closed(partial = (b: Buffer) => b): ReadResult {
     const p = partial(this.take(this.held));
-    return { err: 'closed', partial: p };
+    return { err: this.endError, partial: p };
   }
 
   /** receive("*l"): a line without its `\n`; every `\r` in it is dropped (ngx_http_lua_read_line). */
@@ -146,7 +162,9 @@ export class CosocketStream {
 
   /** receive("*a"): everything until the peer closes (then no error). */
   readAll(ms: number, onTimeout: () => void): ReadResult | Promise<ReadResult> {
-    return this.read(ms, (ended) => (ended ? { data: this.take(this.held) } : undefined), (b) => b, onTimeout);
+    // (a request socket whose client went away is `client aborted` here too)
+    return this.read(ms, (ended) => (!ended ? undefined : this.endError === 'closed' ? { data: this.take(this.held) } : this.closed()),
+      (b) => b, onTimeout);
   }
 
   /** receiveany(max): what is there, at most `max`, waiting only when nothing is. */

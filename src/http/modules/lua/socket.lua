@@ -17,6 +17,23 @@ function tcp_methods.receiveuntil(self, pattern, opts)
 end
 local tcp_mt = { __index = tcp_methods }
 
+-- ngx.req.socket's objects: the plain one only reads (the request body), the raw one sends too
+local req_methods, raw_methods = {}, {}
+for _, name in ipairs({ 'receive', 'receiveany', 'receiveuntil', 'settimeout', 'settimeouts' }) do
+  req_methods[name] = tcp_methods[name]
+  raw_methods[name] = tcp_methods[name]
+end
+raw_methods.send = tcp_methods.send
+local req_gc = tcp.req_gc
+local req_mt = { __index = req_methods, __gc = req_gc }
+local raw_mt = { __index = raw_methods, __gc = req_gc }
+local req_new = tcp.req_new
+local function req_socket(...)
+  local id, raw = req_new(...)
+  if not id then return nil, raw end
+  return setmetatable({ id }, raw and raw_mt or req_mt)
+end
+
 local udp_methods = {}
 for _, name in ipairs({ 'setpeername', 'send', 'receive', 'close', 'settimeout' }) do
   udp_methods[name] = udp[name]
@@ -37,4 +54,4 @@ function socket.connect(...)
   if not ok then return nil, err end
   return sock
 end
-return socket
+return socket, req_socket
