@@ -77,9 +77,15 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     this.headLength = this.head.length;
   }
 
-  /** The head was taken but not written yet (it waits for the first body bytes). */
-  get headHeld(): boolean {
-    return this.head !== undefined;
+  /**
+   * ngx.req.socket(true) took the connection: what goes out from now on is
+   * the caller's bytes only. A head not written yet (it waits for the first
+   * body bytes) is dropped, as nginx drops what its write filter postponed,
+   * and no chunked framing is added (no last chunk at the end).
+   */
+  giveUpFraming(): void {
+    this.head = undefined;
+    this.chunked = false;
   }
 
   flushHead(): void {

@@ -127,14 +127,15 @@ export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undef
 
 /**
  * Why ngx.req.socket(true) cannot take the connection now, or undefined:
- * output is held whole for HTTP/1.0, or the head or output is not all
+ * output is held whole for HTTP/1.0, or what went to the socket is not all
  * written to the client yet (OpenResty's c->buffered).
  */
 export function rawRefusal(r: HttpRequest): string | undefined {
-  const out = outputs.get(r);
+  const out = outputOfOrNone(r);
   if (out?.buffering) return 'http 1.0 buffering';
   const socket = r.sink.socket;
-  if ((out?.size ?? 0) > 0 || (r.sink as Http1Response).headHeld || (socket && socket.writableLength > 0)) return 'pending data to write';
+  // only what the socket could not take counts (c->buffered): output still held is dropped, as nginx drops what it postponed
+  if (socket && socket.writableLength > 0) return 'pending data to write';
   return undefined;
 }
 
@@ -145,13 +146,15 @@ export function rawRefusal(r: HttpRequest): string | undefined {
  */
 export function takeRawOutput(r: HttpRequest): void {
   outputOf(r).raw = true;
+  takePending(r);
+  (r.sink as Http1Response).giveUpFraming();
   r.headerSent = true;
   r.keepalive = false;
 }
 
 /** Whether ngx.req.socket(true) took the connection (ngx.say/print/flush/eof: `raw request socket acquired`). */
 export function rawOutput(r: HttpRequest): boolean {
-  return outputs.get(r)?.raw === true;
+  return outputOfOrNone(r)?.raw === true;
 }
 
 /** Ends the response: the head if still held, what is waiting, and the end of the body. */
