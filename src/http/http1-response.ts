@@ -158,15 +158,7 @@ export class Http1Response extends SinkListeners implements ResponseSink {
     const rest = this.takeHead();
     if (rest !== undefined) socket.write(rest, 'latin1');
     let last: string | Buffer = EMPTY;
-    if (this.chunked) {
-      const list = this.trailers;
-      if (!list) last = LAST_CHUNK;
-      else {
-        let t = chunkSizeLine(0);
-        for (let i = 0; i < list.length; i += 2) t += `${list[i]}: ${list[i + 1]}\r\n`;
-        last = t + '\r\n';
-      }
-    }
+    if (this.chunked) last = this.trailers ? chunkSizeLine(0) + trailerLines(this.trailers) + '\r\n' : LAST_CHUNK;
     socket.write(last, 'latin1', this.written);
     socket.uncork();
     this.endMark = socket.bytesWritten;
@@ -241,4 +233,11 @@ export function rawSocketSink(socket: Socket): BodySink {
     get destroyed() { return socket.destroyed; },
     get ended() { return ended; },
   };
+}
+
+/** `name: value` lines of a trailer section, each ended by CRLF. */
+function trailerLines(list: string[]): string {
+  let lines = '';
+  for (let i = 0; i < list.length; i += 2) lines += `${list[i]}: ${list[i + 1]}\r\n`;
+  return lines;
 }

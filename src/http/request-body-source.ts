@@ -103,11 +103,7 @@ export class RequestBodySource {
   }
 
   /** A reader took (or takes) the body: its bytes are no longer the client's raw bytes to give away (ngx.req.socket(true)). */
-  get started(): boolean {
-    return this.wasRead;
-  }
-
-  private wasRead = false;
+  started = false;
 
   /** The body is not read by anyone (a raw request socket took the connection's bytes): what waited is dropped. */
   drop(): void {
@@ -118,7 +114,7 @@ export class RequestBodySource {
 
   /** Reader: starts (or restarts after stop) taking the body; what waited is delivered in a microtask. */
   read(listener: BodyListener): void {
-    this.wasRead = true;
+    this.started = true;
     this.listener = listener;
     this.paused = false;
     queueMicrotask(() => this.deliver());

@@ -66,6 +66,11 @@ export interface ResponseSink extends BodySink {
   holdFinish?(until: Promise<unknown>): void;
   /** The request's method changed before the head (ngx.req.set_method): a HEAD response has no body. */
   setHeadOnly?(on: boolean): void;
+  /**
+   * The connection was taken raw (ngx.req.socket(true), HTTP/1 only): a head
+   * still held is dropped and no framing is added from now on.
+   */
+  giveUpFraming?(): void;
 
   onFinish(fn: () => void): void;
   onClose(fn: () => void): void;

@@ -13,7 +13,6 @@ import type { HttpRequest } from '../../request.ts';
 import { endBody, sendBody, sendHeader } from '../../response.ts';
 import { luaLoc } from './conf.ts';
 import { requestLog } from '../../request-log.ts';
-import type { Http1Response } from '../../http1-response.ts';
 
 /** nginx's postpone_output default. */
 const POSTPONE = 1460;
@@ -147,7 +146,7 @@ export function rawRefusal(r: HttpRequest): string | undefined {
 export function takeRawOutput(r: HttpRequest): void {
   outputOf(r).raw = true;
   takePending(r);
-  (r.sink as Http1Response).giveUpFraming();
+  r.sink.giveUpFraming?.();
   r.headerSent = true;
   r.keepalive = false;
 }
