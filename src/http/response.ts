@@ -4,7 +4,7 @@
  */
 import { coreLoc, CORE_LOC_DEFAULTS } from './core/settings.ts';
 import { absoluteLocation } from './redirect.ts';
-import { EMPTY_CHUNK, nextBodyFilter } from './body-filter.ts';
+import { cancelBodyDrain, EMPTY_CHUNK, nextBodyFilter, waitBodyDrain } from './body-filter.ts';
 import type { HttpRequest } from './request.ts';
 import type { HeaderFilter } from './http-conf.ts';
 import { CONN_CLOSE, CONN_NONE, UA_CHROME, UA_MSIE, UA_MSIE6, UA_SAFARI } from './request-head.ts';
@@ -151,6 +151,37 @@ export function sendBody(r: HttpRequest, chunk: Buffer): boolean {
 export function endBody(r: HttpRequest, chunk?: Buffer): void {
   if (chunk !== undefined) r.bodyBytesSent += chunk.length;
   nextBodyFilter(r, undefined, chunk ?? EMPTY_CHUNK, true);
+}
+
+/**
+ * Sends pieces a handler held (ngx.say's, echo's) as nginx's handlers send
+ * their chain links: with a body filter in the request, one call per piece
+ * and, with `last`, a last buffer of its own (body_filter_by_lua sees each,
+ * then `"", true`); with none, one write of them all (the sink sees the same
+ * bytes). `flush` (ngx.flush, echo_flush): the filters then see an empty
+ * piece after them, nginx's flush buffer. False when the writer should wait
+ * (bodyDrained).
+ */
+export function sendPieces(r: HttpRequest, pieces: Buffer[], last: boolean, flush = false): boolean {
+  if (r.bodyFilters === 0) {
+    const data = pieces.length === 1 ? pieces[0] : Buffer.concat(pieces);
+    if (last) endBody(r, data.length ? data : undefined);
+    return last || data.length === 0 || sendBody(r, data);
+  }
+  let ok = true;
+  for (const piece of pieces) if (piece.length && !sendBody(r, piece)) ok = false;
+  if (flush && !last && !sendBody(r, EMPTY_CHUNK)) ok = false;
+  if (last) endBody(r);
+  return ok;
+}
+
+/** Resolves once the body filters and the client can take more, or the client is gone. */
+export function bodyDrained(r: HttpRequest): Promise<void> {
+  return new Promise((resolve) => {
+    const fn = () => resolve();
+    waitBodyDrain(r, fn);
+    r.sink.onClose(() => { cancelBodyDrain(r, fn); resolve(); });
+  });
 }
 
 /** Sends a complete response with a small in-memory body. */

@@ -25,7 +25,7 @@ import type { HttpModule, LocationConf } from '../http-conf.ts';
 import { internalRedirect, logSubrequest, namedLocation } from '../phases.ts';
 import type { HttpRequest } from '../request.ts';
 import { readRequestBody, requestBodyOf } from '../request-body.ts';
-import { endBody, sendBody, sendHeader } from '../response.ts';
+import { bodyDrained, endBody, sendHeader, sendPieces } from '../response.ts';
 import { createSubrequest, mainRequest } from '../subrequest.ts';
 
 type Value = ComplexValue<HttpRequest>;
@@ -76,8 +76,8 @@ class EchoOutput {
     this.pieces.push(data);
   }
 
-  /** Sends the head (once) and what is held, in order. */
-  async flush(end = false): Promise<void> {
+  /** Sends the head (once) and what is held, in order; `flushBuf`: echo_flush's flush buffer follows it. */
+  async flush(end = false, flushBuf = false): Promise<void> {
     const r = this.r;
     if (!r.headerSent) {
       if (!r.status) r.status = 200;
@@ -87,20 +87,12 @@ class EchoOutput {
     const held = this.pieces;
     this.pieces = [];
     const parts = await Promise.all(held);
-    const data = Buffer.concat(parts);
     if (r.method === 'HEAD') {
       if (end) endBody(r);
       return;
     }
-    if (end) endBody(r, data.length ? data : undefined);
-    else if (data.length && !sendBody(r, data)) {
-      // the client pushes back: go on once the chain drains (or the client is gone)
-      await new Promise<void>((resolve) => {
-        const fn = () => resolve();
-        waitBodyDrain(r, fn);
-        r.sink.onClose(() => { cancelBodyDrain(r, fn); resolve(); });
-      });
-    }
+    // the client pushes back: go on once the chain drains (or the client is gone)
+    if (!sendPieces(r, parts, end, flushBuf)) await bodyDrained(r);
   }
 }
 
@@ -168,7 +160,7 @@ async function runRange(r: HttpRequest, list: Command[], from: number, to: numbe
         break;
       }
       case 'echo_flush':
-        await out.flush();
+        await out.flush(false, true);
         break;
       case 'echo_sleep':
       case 'echo_blocking_sleep': {

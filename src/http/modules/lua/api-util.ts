@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { buffering, finishOutput, flushOutput, headStarted, rawOutput, startHead } from './output.ts';
+import { buffering, finishOutput, flushOutput, headStarted, rawOutput, somethingToFlush, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { unescapeArg } from './api-req.ts';
 import { requestLog } from '../../request-log.ts';
@@ -116,9 +116,15 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
         bridge.pushString(L, 'buffering');
         return 2;
       }
-      const wait = flushOutput(ctx.r);
+      const waitAsked = bridge.toBoolean(L, 1);
+      if (!somethingToFlush(ctx.r, waitAsked)) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'nothing to flush');
+        return 2;
+      }
+      const wait = flushOutput(ctx.r, true);
       // ngx.flush(true) waits until the client took it all
-      if (wait && bridge.toBoolean(L, 1)) return bridge.suspend(wait, ok);
+      if (wait && waitAsked) return bridge.suspend(wait, ok);
       return ok(L);
     },
     /** ngx.send_headers(): the head goes to the filters now and is held with the output (1). */

@@ -7,10 +7,9 @@
  * counts as sent from the first output on (ngx.header and ngx.status then
  * refuse, ngx.exit ends the body).
  */
-import { cancelBodyDrain, waitBodyDrain } from '../../body-filter.ts';
 import { contentTypeFor } from '../../core/types.ts';
 import type { HttpRequest } from '../../request.ts';
-import { endBody, sendBody, sendHeader } from '../../response.ts';
+import { bodyDrained, sendPieces, sendHeader } from '../../response.ts';
 import { luaLoc } from './conf.ts';
 import { requestLog } from '../../request-log.ts';
 
@@ -24,6 +23,8 @@ interface Output {
   buffering?: boolean;
   /** ngx.req.socket(true) took the connection: Lua writes the response itself. */
   raw?: boolean;
+  /** Some output had bytes (OpenResty's ctx->seen_body_data: ngx.flush() has something to flush). */
+  seenBody?: boolean;
 }
 
 /** The key of the request's Output in r.ctx (a WeakMap entry per request cost about 1.5 µs). */
@@ -49,22 +50,14 @@ export function headStarted(r: HttpRequest): boolean {
   return r.headerSent || r.ctx.has(OUTPUT);
 }
 
-/** Resolves once the body filters and the client can take more. */
-function drained(r: HttpRequest): Promise<void> {
-  return new Promise((resolve) => {
-    const fn = () => resolve();
-    waitBodyDrain(r, fn);
-    r.sink.onClose(() => { cancelBodyDrain(r, fn); resolve(); });
-  });
-}
-
-function takePending(r: HttpRequest): Buffer | undefined {
+/** What is waiting, taken (the pieces as ngx.say and ngx.print gave them). */
+function takePending(r: HttpRequest): Buffer[] | undefined {
   const out = outputOfOrNone(r);
   if (!out || out.size === 0) return undefined;
-  const data = out.pending.length === 1 ? out.pending[0] : Buffer.concat(out.pending);
+  const pieces = out.pending;
   out.pending = [];
   out.size = 0;
-  return data;
+  return pieces;
 }
 
 /** Sends the head if it is not out yet, then runs `then`; a promise when a header filter waits. */
@@ -75,6 +68,11 @@ function withHead<T>(r: HttpRequest, then: () => T): T | Promise<Awaited<T>> {
   return sent ? sent.then(then) as Promise<Awaited<T>> : then();
 }
 
+/** Whether ngx.flush() has something to flush: a head started, and body bytes seen unless the flush waits. */
+export function somethingToFlush(r: HttpRequest, wait: boolean): boolean {
+  return headStarted(r) && (wait || outputOfOrNone(r)?.seenBody === true);
+}
+
 /** Whether an HTTP/1.0 response is being held whole (ngx.flush is then a no-op, as OpenResty logs). */
 export function buffering(r: HttpRequest): boolean {
   if (outputOfOrNone(r)?.buffering !== true) return false;
@@ -82,17 +80,21 @@ export function buffering(r: HttpRequest): boolean {
   return true;
 }
 
-/** Sends the head and what is waiting (ngx.flush); a promise when the writer must wait. */
-export function flushOutput(r: HttpRequest): Promise<void> | undefined {
+/**
+ * Sends the head and what is waiting; a promise when the writer must wait.
+ * `flushBuf` (ngx.flush): nginx's flush buffer follows, which body filters
+ * see as an empty piece.
+ */
+export function flushOutput(r: HttpRequest, flushBuf = false): Promise<void> | undefined {
   if (outputOf(r).buffering) return undefined;
   const send = (): Promise<void> | undefined => {
-    const data = takePending(r);
-    if (data === undefined || r.method === 'HEAD') {
-      // a flush sends the head held since ngx.send_headers (nginx's write filter writes it on a flush buf)
-      if (!r.parent) r.sink.flushHead();
-      return undefined;
+    const pieces = takePending(r);
+    if (r.method !== 'HEAD' && (pieces !== undefined || (flushBuf && r.bodyFilters !== 0))) {
+      return sendPieces(r, pieces ?? [], false, flushBuf) ? undefined : bodyDrained(r);
     }
-    return sendBody(r, data) ? undefined : drained(r);
+    // a flush sends the head held since ngx.send_headers (nginx's write filter writes it on a flush buf)
+    if (!r.parent) r.sink.flushHead();
+    return undefined;
   };
   return withHead(r, send) as Promise<void> | undefined;
 }
@@ -114,6 +116,7 @@ export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undef
   out.buffering ??= !r.headerSent && r.head.version < 1001 && r.contentLength === undefined
     && r.level.get(luaLoc).http10Buffering !== false;
   if (data.length) {
+    out.seenBody = true;
     out.pending.push(data);
     out.size += data.length;
   }
@@ -166,8 +169,8 @@ export function finishOutput(r: HttpRequest): Promise<void> | undefined {
   }
   if (out.buffering && !r.headerSent) r.contentLength = out.size;
   const rc = withHead(r, () => {
-    const data = takePending(r);
-    endBody(r, r.method === 'HEAD' ? undefined : data);
+    const pieces = takePending(r);
+    sendPieces(r, pieces === undefined || r.method === 'HEAD' ? [] : pieces, true);
   });
   return rc instanceof Promise ? rc : undefined;
 }
