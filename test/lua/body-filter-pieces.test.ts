@@ -56,6 +56,31 @@ const pair: Pair = await luaPair({ after }, `
             header_filter_by_lua_block { ngx.header.content_length = nil }
             body_filter_by_lua_block { ngx.arg[1] = ngx.arg[1] .. "+" }
         }
+        location /two-subrequests {
+            echo_location /first-piece;
+            echo_location /first-piece;
+        }
+        location /first-piece {
+            echo -n hello world;
+            echo -n hiya globe;
+            body_filter_by_lua_block { ngx.arg[2] = 1 }
+        }
+        location /end-removed {
+            return 200 "hello world";
+            body_filter_by_lua_block { if ngx.arg[2] then ngx.arg[2] = false end }
+        }
+        location /capture-end-removed {
+            content_by_lua_block {
+                local res = ngx.location.capture("/end-removed")
+                ngx.say("truncated: ", res.truncated, ", body: ", res.body)
+            }
+        }
+        location /nested-table {
+            echo -n hello;
+            body_filter_by_lua_block {
+                if ngx.arg[1] ~= "" then ngx.arg[1] = {{ngx.arg[1]}, "!", 1, "\\n"} end
+            }
+        }
         location /flush-first {
             content_by_lua_block {
                 local ok, err = ngx.flush()
@@ -91,6 +116,20 @@ test('ngx.flush between outputs: the filters see its flush buffer as an empty pi
 test('a filter that sets eof on a piece: the pieces after it are dropped', async () => {
   const r = await same(pair, '/cut');
   assert.equal(r.body, 'HELLO WORLD\n');
+});
+
+test('body filters run in subrequests: eof set on the first piece of each drops the rest', async () => {
+  assert.equal((await same(pair, '/two-subrequests')).body, 'hello worldhello world');
+});
+
+test('a filter that takes the end away from a subrequest: the capture is truncated', async () => {
+  assert.equal((await same(pair, '/capture-end-removed')).body, 'truncated: true, body: hello world\n');
+});
+
+test('ngx.arg[1] set to nested arrays of strings and numbers: joined', async () => {
+  const r = await same(pair, '/nested-table');
+  assert.equal(r.status, 200);
+  assert.equal(r.body, 'hello!1\n');
 });
 
 test('the end reaches the filter as a call of its own (its append shows twice)', async () => {

@@ -91,7 +91,7 @@ function needsDefaultEscape(c: number): boolean {
 }
 
 /** ngx_http_log_escape: `"` becomes `\x22`, a control byte `\x1B`, and so on. */
-function escapeDefault(s: string): string {
+export function escapeDefault(s: string): string {
   let i = 0;
   while (i < s.length && !needsDefaultEscape(s.charCodeAt(i))) i++;
   if (i === s.length) return s;

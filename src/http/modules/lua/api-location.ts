@@ -13,6 +13,7 @@ import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
+import { bodyCut } from './filters.ts';
 import type { LuaRuntime } from './runtime.ts';
 
 interface Capture {
@@ -100,7 +101,7 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 2));
           pushList(bridge, L1, sr ? responseHeaderList(sr) : []);
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 3));
-          bridge.pushBoolean(L1, !oks[i]);
+          bridge.pushBoolean(L1, !oks[i] || (sr !== undefined && bodyCut(sr)));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 4));
           if (sr) rt.release(sr);
         });

@@ -7,6 +7,7 @@ import type { HostFunction } from '../../../lua/bridge.ts';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
+import { escapeDefault } from '../../../core/access-log/format.ts';
 import { headStarted, rawOutput, writeOutput } from './output.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
@@ -133,9 +134,18 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       if (![301, 302, 303, 307, 308].includes(status)) {
         throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed', 2);
       }
+      if (headStarted(ctx.r)) throw new LuaError('attempt to call ngx.redirect after sending out the headers', 1);
+      const uri = bridge.toString(L, 1) ?? '';
+      // %00-%08, %0A-%1F and %7F would split or end the Location header
+      const unsafe = /[\x00-\x08\x0a-\x1f\x7f]/.exec(uri);
+      if (unsafe) {
+        const hex = unsafe[0].charCodeAt(0).toString(16).padStart(2, '0');
+        throw new LuaError(`unsafe byte "0x${hex}" in redirect uri "${escapeDefault(uri)}"`, 1);
+      }
       endRequestLua(ctx, undefined, 2);
       // OpenResty's Location goes out as given (nginx does not make it absolute)
-      ctx.r.setHeader('Location', bridge.toString(L, 1) ?? '');
+      ctx.r.setHeader('Location', uri);
+      requestLog(ctx.r).debug(`lua redirect to "${uri}" with code ${status}`);
       ctx.exit = status;
       return 0;
     },
@@ -226,8 +236,13 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       const ctx = currentContext(rt);
       if (ctx?.phase !== 'body_filter' || !ctx.args) throw new LuaError('attempt to write to ngx.arg', 1);
       const i = bridge.toInteger(L, 1);
-      if (i === 1) ctx.args[0] = bridge.type(L, 2) === T.NIL ? '' : bridge.toString(L, 2) ?? '';
-      else if (i === 2) ctx.args[1] = bridge.toBoolean(L, 2);
+      if (i !== 1 && i !== 2) throw new LuaError(`bad index: ${i ?? 0}`, 1);
+      if (i === 2) ctx.args[1] = bridge.toBoolean(L, 2);
+      else {
+        const t = bridge.type(L, 2);
+        if (t !== T.NIL && t !== T.STRING && t !== T.NUMBER) throw new LuaError(`bad chunk data type: ${bridge.typeName(L, 2)}`, 1);
+        ctx.args[0] = t === T.NIL ? '' : bridge.toString(L, 2) ?? '';
+      }
       return 0;
     },
     arg_count(L: number) {

@@ -51,5 +51,16 @@ export function luaBodyFilter(r: HttpRequest, chunk: Buffer, eof: boolean, self:
   const out = typeof data === 'string' ? Buffer.from(data, 'latin1') : data as Buffer;
   const last = ctx.args![1] === true;
   if (last && !eof) r.ctx.set(ENDED, true);
+  // the filter took the end away (ngx.arg[2] = false): a subrequest's body then ends
+  // without its last buffer, which ngx.location.capture reports as truncated
+  if (eof && !last && r.parent) r.ctx.set(CUT, true);
   return nextBodyFilter(r, self, out, eof || last);
+}
+
+/** Per subrequest: a Lua body filter removed the end of the body. */
+const CUT = {};
+
+/** Whether a Lua body filter removed the end of subrequest `sr`'s body (its capture is `truncated`). */
+export function bodyCut(sr: HttpRequest): boolean {
+  return sr.ctx.has(CUT);
 }

@@ -236,7 +236,8 @@ export const luaModule: HttpModule = {
     http.addPhaseHandler('LOG', 50, logHandler);
     // a dynamic module's filters come first in nginx's chains
     const body: BodyFilterEntry = http.addBodyFilter(50, (r, chunk, eof) => luaBodyFilter(r, chunk, eof, body));
-    http.addHeaderFilter(50, (r) => luaHeaderFilter(r, body));
+    // header_filter_by_lua and body_filter_by_lua run for subrequests too (no r != r->main check)
+    http.addHeaderFilter(50, (r) => luaHeaderFilter(r, body), { subrequests: true });
   },
   async initWorker(cycle, worker) {
     const http = httpConf(cycle);

@@ -81,10 +81,11 @@ _G.print = function(...) log_at(ngx.NOTICE, 'print', ...) end
 local write = host.write
 -- ngx_http_lua_output.c's rules: a table must be an array (positive integer keys only; its holes
 -- print as nil), its elements strings, numbers, nil, booleans, ngx.null or such arrays
+-- (`strict`, as ngx.arg[1] takes them: strings, numbers and such arrays only)
 local function bad_arg(name, i, msg, depth)
   error(format("bad argument #%d to '%s' (%s)", i, name, msg), depth + 1)
 end
-local function flatten_table(v, out, name, i, depth)
+local function flatten_table(v, out, name, i, depth, strict)
   local max = 0
   for k in next, v do
     if type(k) ~= 'number' or k < 1 or k ~= floor(k) then bad_arg(name, i, 'non-array table found', depth + 1) end
@@ -94,9 +95,10 @@ local function flatten_table(v, out, name, i, depth)
     local e = v[j]
     local t = type(e)
     if t == 'string' or t == 'number' then out[#out + 1] = tostring(e)
+    elseif t == 'table' then flatten_table(e, out, name, i, depth + 1, strict)
+    elseif strict then bad_arg(name, i, 'bad data type ' .. (e == ngx.null and 'userdata' or t) .. ' found', depth + 1)
     elseif e == nil then out[#out + 1] = 'nil'
     elseif t == 'boolean' then out[#out + 1] = e and 'true' or 'false'
-    elseif t == 'table' then flatten_table(e, out, name, i, depth + 1)
     elseif e == ngx.null then out[#out + 1] = 'null'
     else bad_arg(name, i, 'bad data type ' .. t .. ' found', depth + 1) end
   end
@@ -133,7 +135,15 @@ ngx.header = setmetatable({}, {
 local arg_get, arg_set = host.arg_get, host.arg_set
 ngx.arg = setmetatable({}, {
   __index = function(_, i) return arg_get(i) end,
-  __newindex = function(_, i, v) arg_set(i, v) end,
+  __newindex = function(_, i, v)
+    -- a chunk given as a (nested) array of strings and numbers is joined, as ngx.print joins it
+    if i == 1 and type(v) == 'table' then
+      local out = {}
+      flatten_table(v, out, '?', 3, 1, true)
+      v = concat(out)
+    end
+    arg_set(i, v)
+  end,
   __len = function() return host.arg_count() end,
 })
 
