@@ -81,6 +81,8 @@ function compileRule(rule: unknown[]): Expr {
 /** The route's vars as one test (ANDed rules); undefined when there are none. */
 export function compileVars(vars: unknown): Expr | undefined {
   if (!Array.isArray(vars) || vars.length === 0) return undefined;
+  // one expression led by a logic operator: `["OR", [...], [...]]`
+  if (typeof vars[0] === 'string' && LOGIC.has(vars[0])) return compileRule(vars);
   const rules = vars.map((x) => compileRule(x as unknown[]));
   return (read) => rules.every((t) => t(read));
 }
