@@ -75,6 +75,20 @@ describe('fault-injection', () => {
     assert.equal((await proxy(gw, '/hello/fi')).status, 200);
   });
 
+  it('a vars expression led by a logic operator; a brace after a $var is text', async () => {
+    await put(gw, 'routes/fi', route('/hello/fi', { 'fault-injection': { abort: { http_status: 403, body: '{"n": $arg_n}', vars: [
+      ['!AND', ['arg_name', '==', 'jack'], ['arg_age', '!', '<', 18]],
+      ['OR', [['arg_a', '==', '1'], ['arg_b', '==', '2']], ['arg_c', '==', '3']],
+    ] } } }));
+    const hit = await untilRouted(gw, '/hello/fi?name=jack&age=17&n=2', (x) => x.status === 403);
+    assert.equal(hit.body, '{"n": 2}');
+    assert.equal((await proxy(gw, '/hello/fi?name=jack&age=18')).status, 200);
+    // the second expression: a and b together, or c
+    assert.equal((await proxy(gw, '/hello/fi?name=jack&age=18&a=1&b=2')).status, 403);
+    assert.equal((await proxy(gw, '/hello/fi?name=jack&age=18&a=1')).status, 200);
+    assert.equal((await proxy(gw, '/hello/fi?name=jack&age=18&c=3')).status, 403);
+  });
+
   it('delay waits duration seconds before the upstream, or before the abort', async () => {
     await put(gw, 'routes/fi', route('/hello/fi', { 'fault-injection': { delay: { duration: 0.3 } } }));
     await untilRouted(gw, '/hello/fi', fromOrigin);

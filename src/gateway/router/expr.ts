@@ -71,6 +71,11 @@ function compileRule(rule: unknown[]): Expr {
       return not ? !v : v;
     };
   }
+  // a list of rules inside a rule: they all must hold (what vars-check.ts accepts)
+  if (Array.isArray(head)) {
+    const subs = rule.map((x) => compileRule(x as unknown[]));
+    return (read) => subs.every((s) => s(read));
+  }
   const negate = rule[1] === '!';
   const [name, op, right] = negate ? [rule[0], rule[2], rule[3]] : [rule[0], rule[1], rule[2]];
   const test = compileOp(String(op), right);
