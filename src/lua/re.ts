@@ -81,6 +81,21 @@ export function compile(pattern: string, options: string): Compiled {
   return compiled;
 }
 
+function compileMessage(e: PcreError, pattern: string): string {
+  return `pcre_compile() failed: ${e.message} in "${pattern}"`;
+}
+
+/** Why `pattern` does not compile, in OpenResty's words (resty.core.regex's re_match_compile), or undefined. */
+export function compileError(pattern: string, options: string): string | undefined {
+  try {
+    compile(pattern, options);
+    return undefined;
+  } catch (e) {
+    if (!(e instanceof PcreError)) throw e;
+    return compileMessage(e, pattern);
+  }
+}
+
 export function regexTable(bridge: LuaBridge): HostFunction {
   const { api } = bridge;
 
@@ -97,7 +112,7 @@ export function regexTable(bridge: LuaBridge): HostFunction {
       return compile(pattern, options);
     } catch (e) {
       if (!(e instanceof PcreError)) throw e;
-      return `pcre_compile() failed: ${e.message} in "${pattern}"`;
+      return compileMessage(e, pattern);
     }
   };
   const fail = (L: number, nils: number, message: string) => {

@@ -60,7 +60,7 @@ export interface ProxyReply {
 }
 
 /** One request to the gateway's proxy port (a new connection each time). */
-export function proxy(gw: Gateway, path: string, opts: { method?: string; headers?: Record<string, string>; body?: string } = {}): Promise<ProxyReply> {
+export function proxy(gw: Gateway, path: string, opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: string } = {}): Promise<ProxyReply> {
   return new Promise((resolve, reject) => {
     const req = http.request({
       host: '127.0.0.1', port: gw.proxyPort, path, method: opts.method ?? 'GET', headers: opts.headers, agent: false,

@@ -29,12 +29,15 @@ function checkRule(rule: unknown): string | undefined {
   return undefined;
 }
 
+/** lua-resty-expr's `expr.new(rules)` message, or undefined: a list of rules, or one led by a logic operator. */
+export function exprError(rules: unknown[]): string | undefined {
+  if (rules.length === 0) return undefined;
+  if (!Array.isArray(rules[0]) && !(typeof rules[0] === 'string' && LOGIC.has(rules[0]))) return 'rule should be wrapped inside brackets';
+  return checkRule(rules);
+}
+
 export function checkVars(vars: unknown): string | undefined {
   if (vars === undefined) return undefined;
-  const list = vars as unknown[];
-  for (const rule of list) {
-    const err = checkRule(rule);
-    if (err) return `failed to validate the 'vars' expression: ${err}`;
-  }
-  return undefined;
+  const err = exprError(vars as unknown[]);
+  return err ? `failed to validate the 'vars' expression: ${err}` : undefined;
 }

@@ -71,6 +71,10 @@ export class RequestContext implements PluginContext {
     return this.r.header(name.toLowerCase());
   }
 
+  headerValues(name: string): string[] {
+    return this.r.headerValues(name.toLowerCase());
+  }
+
   arg(name: string): string | undefined {
     for (const pair of (this.args ?? this.r.args).split('&')) {
       const eq = pair.indexOf('=');

@@ -366,10 +366,15 @@ function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access' | 'beforeProxy
 function answer(r: HttpRequest, ctx: RequestContext, a: PluginAnswer, codes: PhaseCodes): number | Promise<number> {
   ctx.answered = true;
   if (a.engineCode !== undefined) return a.engineCode;
-  for (const [k, v] of Object.entries(a.headers ?? {})) ctx.setResponseHeader(k, v);
+  let type = r.contentType ?? 'text/plain';
+  for (const [k, v] of Object.entries(a.headers ?? {})) {
+    // as ngx.header['Content-Type']: the response's type, not a second header
+    if (k.toLowerCase() === 'content-type') type = v;
+    else ctx.setResponseHeader(k, v);
+  }
   // as Lua's ngx.header.Location: sent as given (a relative one is not made absolute)
   if (a.location !== undefined) ctx.setResponseHeader('Location', a.location);
   if (a.body === undefined) return a.status;
   const text = typeof a.body === 'string' ? a.body : JSON.stringify(a.body) + '\n';
-  return sendSimple(r, a.status, Buffer.from(text), r.contentType ?? 'text/plain').then(() => codes.done);
+  return sendSimple(r, a.status, Buffer.from(text), type).then(() => codes.done);
 }

@@ -5,19 +5,24 @@ import { keyAuth } from './key-auth.ts';
 import { limitCount } from './limit-count.ts';
 import { limitConn } from './limit-conn.ts';
 import { limitReq } from './limit-req.ts';
+import { mocking } from './mocking.ts';
 import { consumerRestriction } from './consumer-restriction.ts';
 import { cors } from './cors.ts';
 import { examplePlugin } from './example-plugin.ts';
+import { faultInjection } from './fault-injection.ts';
 import { ipRestriction } from './ip-restriction.ts';
 import { proxyRewrite } from './proxy-rewrite.ts';
 import { realIp } from './real-ip.ts';
 import { redirect } from './redirect.ts';
+import { refererRestriction } from './referer-restriction.ts';
 import { requestId } from './request-id.ts';
 import { prometheus } from './prometheus.ts';
 import { responseRewrite } from './response-rewrite.ts';
 import { serverlessPreFunction } from './serverless-pre-function.ts';
 import { serverlessPostFunction } from './serverless-post-function.ts';
 import { trafficSplit } from './traffic-split.ts';
+import { uaRestriction } from './ua-restriction.ts';
+import { uriBlocker } from './uri-blocker.ts';
 import { csrf } from './csrf.ts';
 import { grpcTranscode } from './grpc-transcode.ts';
 import { httpLogger } from './http-logger.ts';
@@ -30,6 +35,7 @@ import type { GatewayPlugin } from './registry.ts';
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
+  faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode, httpLogger, udpLogger,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served

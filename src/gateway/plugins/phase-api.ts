@@ -39,6 +39,8 @@ export interface PluginContext {
   variable(name: string): string | undefined;
   /** First request header (any case). */
   header(name: string): string | undefined;
+  /** Every value of a request header (any case), in order (core.request.headers' table for a repeated one). */
+  headerValues(name: string): string[];
   /** A query argument, decoded. */
   arg(name: string): string | undefined;
   /** Sets (or with undefined removes) a request header sent upstream. */

@@ -12,8 +12,8 @@ import { compile } from '../../lua/re.ts';
 import { compileVars } from '../router/expr.ts';
 import type { Expr } from '../router/expr.ts';
 import type { PluginContext } from './phase-api.ts';
-import { resolveVars } from './proxy-rewrite.ts';
 import type { GatewayPlugin } from './registry.ts';
+import { resolveVar } from './resolve-var.ts';
 
 interface Ops { add?: string[]; set?: Record<string, string>; remove?: string[] }
 interface Filter { regex: string; scope: 'once' | 'global'; replace: string; options: string }
@@ -127,14 +127,14 @@ export const responseRewrite: GatewayPlugin<ResponseRewriteConf> = {
     const h = conf.headers;
     if (!h) return;
     if (!isOps(h)) {
-      for (const [name, v] of Object.entries(h)) ctx.setResponseHeader(name, resolveVars(String(v), ctx));
+      for (const [name, v] of Object.entries(h)) ctx.setResponseHeader(name, resolveVar(String(v), ctx));
       return;
     }
     for (const line of h.add ?? []) {
       const m = /^([^:\s]+)\s*:\s*([^:]+)$/.exec(line);
-      if (m) ctx.addResponseHeader(m[1], resolveVars(m[2], ctx));
+      if (m) ctx.addResponseHeader(m[1], resolveVar(m[2], ctx));
     }
-    for (const [name, v] of Object.entries(h.set ?? {})) ctx.setResponseHeader(name, resolveVars(String(v), ctx));
+    for (const [name, v] of Object.entries(h.set ?? {})) ctx.setResponseHeader(name, resolveVar(String(v), ctx));
     for (const name of h.remove ?? []) ctx.setResponseHeader(name, undefined);
   },
   filtersBody: (conf, ctx) => conf.filters !== undefined && ctx.state.get(MATCHED) === true,

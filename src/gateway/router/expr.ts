@@ -71,6 +71,11 @@ function compileRule(rule: unknown[]): Expr {
       return not ? !v : v;
     };
   }
+  // a list of rules inside a rule: they all must hold (what vars-check.ts accepts)
+  if (Array.isArray(head)) {
+    const subs = rule.map((x) => compileRule(x as unknown[]));
+    return (read) => subs.every((s) => s(read));
+  }
   const negate = rule[1] === '!';
   const [name, op, right] = negate ? [rule[0], rule[2], rule[3]] : [rule[0], rule[1], rule[2]];
   const test = compileOp(String(op), right);
@@ -81,6 +86,8 @@ function compileRule(rule: unknown[]): Expr {
 /** The route's vars as one test (ANDed rules); undefined when there are none. */
 export function compileVars(vars: unknown): Expr | undefined {
   if (!Array.isArray(vars) || vars.length === 0) return undefined;
+  // one expression led by a logic operator: `["OR", [...], [...]]`
+  if (typeof vars[0] === 'string' && LOGIC.has(vars[0])) return compileRule(vars);
   const rules = vars.map((x) => compileRule(x as unknown[]));
   return (read) => rules.every((t) => t(read));
 }
