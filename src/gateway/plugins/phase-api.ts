@@ -101,4 +101,6 @@ export interface PhaseFunctions<C> {
   bodyFilter?(conf: C, ctx: PluginContext, piece: BodyChunk): BodyChunk | undefined;
   /** Checks beyond the schema (APISIX's check_schema): undefined, or the message. */
   checkConf?(conf: C): string | undefined | Promise<string | undefined>;
+  /** The same for a consumer or credential conf, defaults filled (check_schema with TYPE_CONSUMER). */
+  checkConsumerConf?(conf: Record<string, unknown>): string | undefined;
 }
