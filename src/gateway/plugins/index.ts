@@ -1,6 +1,7 @@
 /** The plugins the gateway knows, one file each (APISIX's name, priority and schema). */
 import { basicAuth } from './basic-auth.ts';
 import { gzip } from './gzip.ts';
+import { hmacAuth } from './hmac-auth.ts';
 import { jwtAuth } from './jwt-auth.ts';
 import { keyAuth } from './key-auth.ts';
 import { limitCount } from './limit-count.ts';
@@ -29,7 +30,7 @@ import { udpLogger } from './udp-logger.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
+  basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode, httpLogger, udpLogger,

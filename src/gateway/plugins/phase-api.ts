@@ -46,6 +46,11 @@ export interface PluginContext {
   addRequestHeader(name: string, value: string): void;
   /** Removes a query argument from the URI sent upstream. */
   removeArg(name: string): void;
+  /**
+   * The whole request body, read once and still proxied (core.request.get_body):
+   * its bytes, APISIX's message when it is over `maxSize`, or the status reading failed with.
+   */
+  requestBody(maxSize?: number): Promise<Buffer | { error: string } | number>;
   method: string;
   /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
   setClientAddress(ip: string, port: number | undefined): void;
