@@ -40,7 +40,8 @@ function parse(token: string): Jwt | undefined {
   const parts = token.split('.');
   if (parts.length !== 3) return undefined;
   const json = (s: string): Record<string, unknown> | undefined => {
-    const raw = ngxDecodeBase64(s, true);
+    // lua-resty-jwt maps - and _ to + and / and decodes as plain base64: both alphabets pass
+    const raw = ngxDecodeBase64(s.replace(/-/g, '+').replace(/_/g, '/'));
     if (!raw) return undefined;
     try {
       const v: unknown = JSON.parse(raw.toString('utf8'));
