@@ -62,6 +62,17 @@ describe('jwt-auth: the Admin API checks consumer confs as APISIX does', () => {
     }
   });
 
+  it('the secret is stored encrypted, and a key belongs to one consumer', async () => {
+    const r = await gw.admin('PUT', '/gateway/admin/consumers', { username: 'enc', plugins: { 'jwt-auth': { key: 'enc-key', secret: 'plain-secret' } } });
+    assert.equal(r.status, 201);
+    const sent = (r.json as { value: { plugins: Record<string, Record<string, string>> } }).value.plugins['jwt-auth'];
+    assert.notEqual(sent.secret, 'plain-secret');
+    const got = await gw.admin('GET', '/gateway/admin/consumers/enc');
+    assert.equal((got.json as { value: { plugins: Record<string, Record<string, string>> } }).value.plugins['jwt-auth'].secret, 'plain-secret');
+    const dup = await gw.admin('PUT', '/gateway/admin/consumers', { username: 'enc2', plugins: { 'jwt-auth': { key: 'enc-key', secret: 's' } } });
+    assert.deepEqual(dup.json, { error_msg: 'duplicate key of plugin jwt-auth found with consumer: enc' });
+  });
+
   it('the consumer schema carries the secret as an encrypted field', async () => {
     const r = await gw.admin('GET', '/gateway/admin/plugins/jwt-auth?schema_type=consumer');
     assert.equal(r.status, 200);
