@@ -4,7 +4,9 @@
  * the upstream URI/Host/method they may choose, the consumer an auth plugin
  * found, and response headers queued until the header filter.
  */
+import fs from 'node:fs/promises';
 import type { HttpRequest } from '../../http/request.ts';
+import { readRequestBody } from '../../http/request-body.ts';
 import { escapeUri } from '../../http/uri.ts';
 import type { PluginContext } from '../plugins/phase-api.ts';
 import type { Consumer, UpstreamConf } from '../router/config-view.ts';
@@ -128,6 +130,17 @@ export class RequestContext implements PluginContext {
     r.realAddress = { text: ip, port: port ?? r.remotePort };
     // values read before are the connection's (APISIX flushes its cached vars too)
     for (const name of ['remote_addr', 'remote_port']) delete r.varCache[r.main.variables.index(name)];
+  }
+
+  async requestBody(maxSize?: number): Promise<Buffer | { error: string } | number> {
+    const over = (n: number) => maxSize !== undefined && n > maxSize ? { error: `request size ${n} is greater than the maximum size ${maxSize} allowed` } : undefined;
+    const declared = Number(this.header('content-length') ?? NaN);
+    const early = Number.isNaN(declared) ? undefined : over(declared);
+    if (early) return early;
+    const got = await readRequestBody(this.r);
+    if (typeof got === 'number') return got;
+    const body = got.file !== undefined ? await fs.readFile(got.file) : Buffer.concat(got.bufs);
+    return over(body.length) ?? body;
   }
 
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined {

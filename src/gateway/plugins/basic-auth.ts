@@ -5,7 +5,7 @@
  * `:` and only the first two fields count, whitespace is removed from
  * both, every 401 says the realm.
  */
-import { authFailed } from './auth-answer.ts';
+import { authConfOf, authFailed, realmSchema } from './auth-answer.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface BasicAuthConf { hide_credentials: boolean; realm: string; anonymous_consumer?: string }
@@ -40,7 +40,7 @@ export const basicAuth: GatewayPlugin<BasicAuthConf> = {
     title: 'work with route or service object',
     properties: {
       hide_credentials: { type: 'boolean', default: false },
-      realm: { type: 'string', pattern: '^[\\x20-\\x21\\x23-\\x5B\\]-\\x7E]+$', default: 'basic', minLength: 1, maxLength: 128 },
+      realm: realmSchema('basic'),
       anonymous_consumer: { type: 'string', minLength: 1 },
     },
   },
@@ -59,8 +59,7 @@ export const basicAuth: GatewayPlugin<BasicAuthConf> = {
     const cred = credentials(header);
     if (!cred) return authFailed(ctx, challenge, 'Invalid authorization in request', conf.anonymous_consumer);
     const found = ctx.findConsumer('basic-auth', 'username', cred[0]);
-    const conf2 = found && (found.credentialId === undefined ? found.consumer.plugins : found.consumer.credentials.find((c) => c.id === found.credentialId)?.plugins);
-    if (!found || conf2?.['basic-auth']?.password !== cred[1]) {
+    if (!found || authConfOf(found, 'basic-auth')?.password !== cred[1]) {
       return authFailed(ctx, challenge, 'Invalid user authorization', conf.anonymous_consumer);
     }
     if (conf.hide_credentials) ctx.setRequestHeader('Authorization', undefined);

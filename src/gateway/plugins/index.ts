@@ -1,6 +1,8 @@
 /** The plugins the gateway knows, one file each (APISIX's name, priority and schema). */
 import { basicAuth } from './basic-auth.ts';
 import { gzip } from './gzip.ts';
+import { hmacAuth } from './hmac-auth.ts';
+import { jwtAuth } from './jwt-auth.ts';
 import { keyAuth } from './key-auth.ts';
 import { limitCount } from './limit-count.ts';
 import { limitConn } from './limit-conn.ts';
@@ -33,7 +35,7 @@ import { udpLogger } from './udp-logger.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
+  basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)

@@ -3,7 +3,7 @@
  * the `query` argument, names the consumer whose key-auth `key` it is;
  * `hide_credentials` keeps it from the upstream.
  */
-import { authFailed } from './auth-answer.ts';
+import { authFailed, realmSchema } from './auth-answer.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface KeyAuthConf { header: string; query: string; hide_credentials: boolean; realm: string; anonymous_consumer?: string }
@@ -16,7 +16,7 @@ export const keyAuth: GatewayPlugin<KeyAuthConf> = {
       header: { type: 'string', default: 'apikey' },
       query: { type: 'string', default: 'apikey' },
       hide_credentials: { type: 'boolean', default: false },
-      realm: { type: 'string', pattern: '^[\\x20-\\x21\\x23-\\x5B\\]-\\x7E]+$', default: 'key', minLength: 1, maxLength: 128 },
+      realm: realmSchema('key'),
       anonymous_consumer: { type: 'string', minLength: 1 },
     },
   },

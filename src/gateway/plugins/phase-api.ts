@@ -48,6 +48,11 @@ export interface PluginContext {
   addRequestHeader(name: string, value: string): void;
   /** Removes a query argument from the URI sent upstream. */
   removeArg(name: string): void;
+  /**
+   * The whole request body, read once and still proxied (core.request.get_body):
+   * its bytes, APISIX's message when it is over `maxSize`, or the status reading failed with.
+   */
+  requestBody(maxSize?: number): Promise<Buffer | { error: string } | number>;
   method: string;
   /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
   setClientAddress(ip: string, port: number | undefined): void;
@@ -103,4 +108,6 @@ export interface PhaseFunctions<C> {
   bodyFilter?(conf: C, ctx: PluginContext, piece: BodyChunk): BodyChunk | undefined;
   /** Checks beyond the schema (APISIX's check_schema): undefined, or the message. */
   checkConf?(conf: C): string | undefined | Promise<string | undefined>;
+  /** The same for a consumer or credential conf, defaults filled (check_schema with TYPE_CONSUMER). */
+  checkConsumerConf?(conf: Record<string, unknown>): string | undefined;
 }

@@ -102,7 +102,8 @@ export class PluginRegistry {
       // a disabled plugin is accepted even when its conf would not be
       if ((c._meta as { disable?: boolean } | undefined)?.disable === true) continue;
       const schema = type === 'consumer' && plugin.consumerSchema ? plugin.consumerSchema : this.routeSchemas.get(name)!;
-      const err = validate(schema, type === 'consumer' ? withoutMeta(c) : c);
+      const own = type === 'consumer' ? withoutMeta(c) : c;
+      const err = validate(schema, own) ?? (type === 'consumer' ? plugin.checkConsumerConf?.(withDefaults(schema, own)) : undefined);
       if (err) return `failed to check the configuration of plugin ${name} err: ${err}`;
     }
     return undefined;
