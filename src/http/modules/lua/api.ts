@@ -134,13 +134,13 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       if (![301, 302, 303, 307, 308].includes(status)) {
         throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed', 2);
       }
-      if (headStarted(ctx.r)) throw new LuaError('attempt to call ngx.redirect after sending out the headers', 1);
+      if (headStarted(ctx.r)) throw new LuaError('attempt to call ngx.redirect after sending out the headers', 2);
       const uri = bridge.toString(L, 1) ?? '';
       // %00-%08, %0A-%1F and %7F would split or end the Location header
       const unsafe = /[\x00-\x08\x0a-\x1f\x7f]/.exec(uri);
       if (unsafe) {
         const hex = unsafe[0].charCodeAt(0).toString(16).padStart(2, '0');
-        throw new LuaError(`unsafe byte "0x${hex}" in redirect uri "${escapeDefault(uri)}"`, 1);
+        throw new LuaError(`unsafe byte "0x${hex}" in redirect uri "${escapeDefault(uri)}"`, 2);
       }
       endRequestLua(ctx, undefined, 2);
       // OpenResty's Location goes out as given (nginx does not make it absolute)

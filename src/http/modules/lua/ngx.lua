@@ -40,7 +40,14 @@ function ngx.exec(uri, args)
   host.exec(uri, args)
   error(EXIT, 0)
 end
-function ngx.redirect(uri, status)
+function ngx.redirect(...)
+  local n = select('#', ...)
+  if n ~= 1 and n ~= 2 then error('expecting one or two arguments', 2) end
+  local uri, status = ...
+  local t = type(uri)
+  if t ~= 'string' and t ~= 'number' then
+    error(format("bad argument #1 to 'redirect' (string expected, got %s)", t), 2)
+  end
   host.redirect(uri, status)
   error(EXIT, 0)
 end
