@@ -222,3 +222,15 @@ export function escapeMemcachedKey(key: string): string {
 export function escapeArgs(s: string): string {
   return escapeWith(ARGS_TABLE, s);
 }
+
+/** ngx.escape_uri and set_escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */
+export function escapeUriComponent(s: string): string {
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    const keep = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)
+      || c === 0x2d || c === 0x2e || c === 0x5f || c === 0x7e || c === 0x21 || (c >= 0x27 && c <= 0x2a);
+    out += keep ? s[i] : '%' + c.toString(16).toUpperCase().padStart(2, '0');
+  }
+  return out;
+}

@@ -24,7 +24,8 @@ import { requestLog } from '../request-log.ts';
 import { mainErrorLog } from '../../core/error-log.ts';
 import { program, setTarget } from './rewrite.ts';
 import { NEXT } from './rewrite/program.ts';
-import { escapeUriComponent } from './lua/api-util.ts';
+import { escapeUriComponent } from '../uri.ts';
+import { ngxDecodeBase64 } from '../../core/base64.ts';
 
 type Value = ComplexValue<HttpRequest>;
 /** A transformation: the new value, or undefined when the input is bad (the error is logged, the value empty). */
@@ -56,11 +57,9 @@ function quoteJson(s: string): string {
 const digest = (alg: string) => (_r: HttpRequest | undefined, [v]: string[]) => crypto.createHash(alg).update(v, 'latin1').digest('hex');
 
 function decodeBase64(r: HttpRequest | undefined, s: string): string | undefined {
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.length % 4 === 1) {
-    logOf(r).error('set_decode_base64: invalid value');
-    return undefined;
-  }
-  return Buffer.from(s, 'base64').toString('latin1');
+  const bytes = ngxDecodeBase64(s);
+  if (bytes === undefined) logOf(r).error('set_decode_base64: invalid value');
+  return bytes?.toString('latin1');
 }
 
 function decodeHex(r: HttpRequest | undefined, s: string): string | undefined {

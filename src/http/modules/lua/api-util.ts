@@ -11,6 +11,8 @@ import { unescapeArg } from './api-req.ts';
 import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
+import { ngxDecodeBase64 } from '../../../core/base64.ts';
+import { escapeUriComponent } from '../../uri.ts';
 import { ndkSetVar } from '../set-misc.ts';
 
 /**
@@ -31,17 +33,6 @@ function escapeAs(type: number, s: string): string {
   return out;
 }
 
-/** ngx.escape_uri (a URI component): all but letters, digits and `-._~!*'()` as %XX, as OpenResty 0.10.23. */
-export function escapeUriComponent(s: string): string {
-  let out = '';
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    const keep = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)
-      || c === 0x2d || c === 0x2e || c === 0x5f || c === 0x7e || c === 0x21 || (c >= 0x27 && c <= 0x2a);
-    out += keep ? s[i] : '%' + c.toString(16).toUpperCase().padStart(2, '0');
-  }
-  return out;
-}
 
 function quoteSql(s: string): string {
   const map: Record<string, string> = { '\0': '\\0', '\b': '\\b', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\x1a': '\\Z', '\\': '\\\\', "'": "\\'", '"': '\\"' };
@@ -218,12 +209,12 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     decode_base64(L: number) {
       if (bridge.type(L, 1) !== T.STRING) throw new LuaError('string argument only');
       const s = str(L, 1, 'decode_base64');
-      // nginx's ngx_decode_base64: the alphabet, optional padding, no stray length
-      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s) || s.replace(/=+$/, '').length % 4 === 1) {
+      const bytes = ngxDecodeBase64(s);
+      if (bytes === undefined) {
         bridge.pushNil(L);
         return 1;
       }
-      return ret(L, Buffer.from(s, 'base64').toString('latin1'));
+      return ret(L, bytes.toString('latin1'));
     },
     quote_sql_str: (L: number) => ret(L, quoteSql(str(L, 1, 'quote_sql_str'))),
   };
