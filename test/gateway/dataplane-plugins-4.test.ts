@@ -81,6 +81,10 @@ describe('request-validation', () => {
     assert.equal((await proxy(gw, '/rv', { method: 'POST' })).status, 400);
     const twice = await proxy(gw, '/rv', { method: 'POST', body: '{"name": "alice"}', headers: { 'Content-Type': ['application/json', 'text/plain'] } });
     assert.equal(twice.status, 400);
+    await put(gw, 'routes/rv', route('/rv', { 'request-validation': { body_schema: bodySchema, max_req_body_size: 8, rejected_msg: 'too much' } }));
+    const big = await untilRouted(gw, '/rv', (x) => x.status === 400, json('{"name": "alice"}'));
+    assert.equal(big.body, 'too much');
+    assert.equal((await proxy(gw, '/rv', json('{"n": 1}'))).body, 'too much');
   });
 
   it('a form body is decoded as one and passed on as sent', async () => {
@@ -158,6 +162,18 @@ describe('api-breaker', () => {
     const open = await untilRouted(gw, '/flaky-bare', (x) => x.status === 503);
     assert.match(open.body, /503 Service Temporarily Unavailable/);
     assert.equal(open.headers['x-breaker'], undefined);
+    failing = false;
+  });
+
+  it('a Content-Type among the break headers is the answer\'s type, the last one given', async () => {
+    failing = true;
+    await put(gw, 'routes/ab', route('/flaky-typed', { 'api-breaker': {
+      break_response_code: 599, break_response_body: '{"message":"open"}', unhealthy: { failures: 1 },
+      break_response_headers: [{ key: 'Content-Type', value: 'application/json' }, { key: 'Content-Type', value: 'application/json+v1' }],
+    } }));
+    const open = await untilRouted(gw, '/flaky-typed', (x) => x.status === 599);
+    assert.equal(open.headers['content-type'], 'application/json+v1');
+    assert.equal(open.body, '{"message":"open"}');
     failing = false;
   });
 });

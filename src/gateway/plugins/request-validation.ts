@@ -62,9 +62,8 @@ export const requestValidation: GatewayPlugin<RequestValidationConf> = {
     anyOf: [{ required: ['header_schema'] }, { required: ['body_schema'] }],
   },
   checkConf(conf) {
-    // a secret reference is resolved when used; its schema is not known here (as APISIX)
     for (const s of [conf.body_schema, conf.header_schema]) {
-      const err = s && typeof s === 'object' ? schemaError(s) : undefined;
+      const err = s ? schemaError(s) : undefined;
       if (err) return err;
     }
     return undefined;
