@@ -74,6 +74,19 @@ export function requestBodyOf(r: HttpRequest): RequestBody | undefined {
   return stateOf(r)?.body;
 }
 
+/** The body read becomes `bufs`, and Content-Length says so (ngx.req.set_body_data and friends, request-validation). */
+export function replaceBody(r: HttpRequest, body: RequestBody, bufs: Buffer[]): void {
+  body.bufs = bufs;
+  body.length = bufs.reduce((n, b) => n + b.length, 0);
+  body.file = undefined;
+  const list = r.headersIn;
+  for (let i = list.length - 2; i >= 0; i -= 2) {
+    const n = list[i].toLowerCase();
+    if (n === 'content-length' || n === 'transfer-encoding') list.splice(i, 2);
+  }
+  list.push('Content-Length', String(body.length));
+}
+
 /** Sends `HTTP/1.1 100 Continue` when the client asked for it (ngx_http_test_expect), once. */
 function sendContinue(r: HttpRequest, st: BodyState): void {
   if (st.continueSent) return;
@@ -116,6 +129,13 @@ function tempDir(r: HttpRequest): string {
   return r.level.get(coreLoc).clientBodyTempPath ?? defaultTempPath('client_body_temp');
 }
 
+const MAX_BODY = {};
+
+/** This request's client_max_body_size from here on (APISIX-Runtime's set_client_max_body_size; 0: no limit). */
+export function setClientMaxBodySize(r: HttpRequest, max: number): void {
+  r.ctx.set(MAX_BODY, max);
+}
+
 /** Reads the client body with nginx's limits, calling the consumer's methods; returns controls for backpressure. */
 class BodyReader implements BodyListener {
   private readonly r: HttpRequest;
@@ -130,7 +150,7 @@ class BodyReader implements BodyListener {
     this.r = r;
     this.consumer = consumer;
     const core = r.level.get(coreLoc);
-    this.max = core.clientMaxBodySize;
+    this.max = (r.ctx.get(MAX_BODY) as number | undefined) ?? core.clientMaxBodySize;
     this.chunked = isChunked(r);
     // nothing left to wait for: no timer
     if (!r.body.complete) this.timer = setTimeout(this.onTimeout, core.clientBodyTimeout);

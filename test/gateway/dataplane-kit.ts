@@ -84,7 +84,7 @@ export function proxy(gw: Gateway, path: string, opts: { method?: string; header
 
 /** Sends `path` until `ok` holds for the answer (a change reaching the workers), at most `ms`. */
 export async function untilRouted(gw: Gateway, path: string, ok: (r: ProxyReply) => boolean,
-  opts: { method?: string; headers?: Record<string, string> } = {}, ms = 10_000): Promise<ProxyReply> {
+  opts: { method?: string; headers?: http.OutgoingHttpHeaders; body?: string } = {}, ms = 10_000): Promise<ProxyReply> {
   const deadline = Date.now() + ms;
   for (;;) {
     const r = await proxy(gw, path, opts);

@@ -6,7 +6,8 @@
  */
 import fs from 'node:fs/promises';
 import type { HttpRequest } from '../../http/request.ts';
-import { readRequestBody } from '../../http/request-body.ts';
+import { readRequestBody, replaceBody, requestBodyOf, setClientMaxBodySize } from '../../http/request-body.ts';
+import { setRequestBuffering } from '../../http/upstream/send-body.ts';
 import { escapeUri } from '../../http/uri.ts';
 import type { PluginContext } from '../plugins/phase-api.ts';
 import type { Consumer, UpstreamConf } from '../router/config-view.ts';
@@ -141,6 +142,30 @@ export class RequestContext implements PluginContext {
     if (typeof got === 'number') return got;
     const body = got.file !== undefined ? await fs.readFile(got.file) : Buffer.concat(got.bufs);
     return over(body.length) ?? body;
+  }
+
+  setRequestBody(body: Buffer): void {
+    const read = requestBodyOf(this.r);
+    if (read) replaceBody(this.r, read, [body]);
+  }
+
+  setClientMaxBodySize(max: number): void {
+    setClientMaxBodySize(this.r, max);
+  }
+
+  setRequestBuffering(on: boolean): void {
+    setRequestBuffering(this.r, on);
+  }
+
+  requestHeaders(): Record<string, string | string[]> {
+    const out: Record<string, string | string[]> = {};
+    const list = this.r.headersIn;
+    for (let i = 0; i < list.length; i += 2) {
+      const k = list[i].toLowerCase();
+      const had = out[k];
+      out[k] = had === undefined ? list[i + 1] : [...(Array.isArray(had) ? had : [had]), list[i + 1]];
+    }
+    return out;
   }
 
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined {

@@ -32,12 +32,18 @@ import { ldapAuth } from './ldap-auth.ts';
 import { ldapAuthAdvanced } from './ldap-auth-advanced.ts';
 import { nodeStatus } from './node-status.ts';
 import { udpLogger } from './udp-logger.ts';
+import { requestValidation } from './request-validation.ts';
+import { apiBreaker } from './api-breaker.ts';
+import { clientControl } from './client-control.ts';
+import { proxyControl } from './proxy-control.ts';
+import { echo } from './echo.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction,
+  requestValidation, apiBreaker, clientControl, proxyControl, echo,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode, httpLogger, udpLogger,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served

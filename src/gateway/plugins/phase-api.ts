@@ -53,6 +53,14 @@ export interface PluginContext {
    * its bytes, APISIX's message when it is over `maxSize`, or the status reading failed with.
    */
   requestBody(maxSize?: number): Promise<Buffer | { error: string } | number>;
+  /** After requestBody: the body proxied becomes `body` (ngx.req.set_body_data). */
+  setRequestBody(body: Buffer): void;
+  /** The request body's limit from here on, 0 none (client-control; a bigger body is a 413 as it is read). */
+  setClientMaxBodySize(max: number): void;
+  /** Whether the body is read whole before it is proxied (proxy-control; else it streams as it comes). */
+  setRequestBuffering(on: boolean): void;
+  /** Every request header, names lower-cased, a repeated one as its values in order (core.request.headers). */
+  requestHeaders(): Record<string, string | string[]>;
   method: string;
   /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
   setClientAddress(ip: string, port: number | undefined): void;

@@ -189,3 +189,46 @@ function anyOfMessage(branches: Schema[] | undefined): string {
   if (!branches || !branches.every((b) => Object.keys(b).length === 1 && Array.isArray(b.required))) return base;
   return `${base}: ${branches.map((b) => JSON.stringify(b.required)).join(' or ')}`;
 }
+
+const JSON_TYPES = new Set(['object', 'array', 'table', 'integer', 'string', 'boolean', 'number', 'null', 'function']);
+const LISTS = ['enum', 'required', 'allOf', 'anyOf', 'oneOf'];
+const SUBS = ['items', 'additionalProperties', 'additionalItems', 'not', 'contains'];
+const MAPS = ['properties', 'patternProperties', 'dependencies', 'definitions'];
+
+/**
+ * Whether a user's schema can be used at all (APISIX's core.schema.valid:
+ * lua-resty-jsonschema generating its validator): undefined, or the error
+ * that generation raises (without its Lua source position), else ajv's.
+ */
+export function schemaError(schema: Schema): string | undefined {
+  const err = walkSchema(schema);
+  if (err) return err;
+  try {
+    if (!compiled.has(schema)) compiled.set(schema, ajv.compile(schema));
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+function walkSchema(s: unknown): string | undefined {
+  if (!s || typeof s !== 'object' || Array.isArray(s)) return undefined;
+  const o = s as Schema;
+  const types = o.type;
+  if (typeof types === 'string' && !JSON_TYPES.has(types)) return `invalid JSON type: ${types}`;
+  if (Array.isArray(types)) for (const t of types) if (!JSON_TYPES.has(String(t))) return `invalid JSON type: ${t}`;
+  if (types !== undefined && typeof types !== 'string' && !Array.isArray(types)) return `invalid "type" type: got ${luaType(types)}`;
+  for (const k of LISTS) {
+    const v = o[k];
+    if (v !== undefined && (v === null || typeof v !== 'object')) return `bad argument #1 to 'ipairs' (table expected, got ${luaType(v)})`;
+  }
+  const subs: unknown[] = [];
+  for (const k of SUBS) subs.push(...(Array.isArray(o[k]) ? o[k] as unknown[] : [o[k]]));
+  for (const k of ['allOf', 'anyOf', 'oneOf']) if (Array.isArray(o[k])) subs.push(...o[k] as unknown[]);
+  for (const k of MAPS) if (o[k] && typeof o[k] === 'object') subs.push(...Object.values(o[k] as object));
+  for (const sub of subs) {
+    const err = walkSchema(sub);
+    if (err) return err;
+  }
+  return undefined;
+}

@@ -13,6 +13,19 @@ import { isChunked, readRequestBody, streamRequestBody } from '../request-body.t
 import type { BodyConsumer, RequestBody } from '../request-body.ts';
 import type { HttpRequest } from '../request.ts';
 
+const BUFFERING = {};
+
+/** This request's proxy_request_buffering (APISIX-Runtime's set_proxy_request_buffering). */
+export function setRequestBuffering(r: HttpRequest, on: boolean): void {
+  r.ctx.set(BUFFERING, on);
+}
+
+/** Whether the body is read whole before it goes upstream: the request's choice, else the location's. */
+export function requestBuffering(r: HttpRequest, conf: boolean | undefined): boolean {
+  const v = r.ctx.get(BUFFERING);
+  return typeof v === 'boolean' ? v : !!conf;
+}
+
 /** The side that owns the upstream exchange. */
 export interface BodyTarget {
   /** Every body byte was handed to the socket. */

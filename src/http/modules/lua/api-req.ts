@@ -5,8 +5,7 @@
 import fs from 'node:fs';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
-import { readRequestBody, requestBodyOf } from '../../request-body.ts';
-import type { RequestBody } from '../../request-body.ts';
+import { readRequestBody, replaceBody, requestBodyOf } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
 import { endRequestLua, refuseIn, requestContext } from './runtime.ts';
@@ -65,19 +64,6 @@ const METHOD_NAMES: Record<number, string> = {
   2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 64: 'MKCOL', 128: 'COPY', 256: 'MOVE', 512: 'OPTIONS',
   1024: 'PROPFIND', 2048: 'PROPPATCH', 4096: 'LOCK', 8192: 'UNLOCK', 16384: 'PATCH', 32768: 'TRACE',
 };
-
-/** ngx.req.set_body_data and friends: the body read becomes `bufs`, and Content-Length says so. */
-function replaceBody(r: HttpRequest, body: RequestBody, bufs: Buffer[]): void {
-  body.bufs = bufs;
-  body.length = bufs.reduce((n, b) => n + b.length, 0);
-  body.file = undefined;
-  const list = r.headersIn;
-  for (let i = list.length - 2; i >= 0; i -= 2) {
-    const n = list[i].toLowerCase();
-    if (n === 'content-length' || n === 'transfer-encoding') list.splice(i, 2);
-  }
-  list.push('Content-Length', String(body.length));
-}
 
 function bodyText(r: HttpRequest): string | undefined {
   const b = requestBodyOf(r);

@@ -25,7 +25,7 @@ import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 import { buildHead, compileHeaderPlan } from './request-head.ts';
 import type { HeaderPlan } from './request-head.ts';
-import { CHUNKED_FRAMING, MemorySender, NO_BODY, outgoingBody } from '../../upstream/send-body.ts';
+import { CHUNKED_FRAMING, MemorySender, NO_BODY, outgoingBody, requestBuffering } from '../../upstream/send-body.ts';
 import type { BodySender } from '../../upstream/send-body.ts';
 import { resolveTarget } from '../../upstream/resolve.ts';
 import type { ResolvedTarget } from './target.ts';
@@ -116,7 +116,7 @@ async function withBody(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: Reso
   const http11 = conf.httpVersion === '1.1';
   const out = await outgoingBody(r, {
     // a chunked body is streamed only to an HTTP/1.1 upstream, re-chunked
-    stream: !conf.requestBuffering && (!isChunked(r) || http11), passBody: conf.passRequestBody,
+    stream: !requestBuffering(r, conf.requestBuffering) && (!isChunked(r) || http11), passBody: conf.passRequestBody,
     framing: (chunkedIn) => (chunkedIn ? CHUNKED_FRAMING : undefined),
   });
   if (typeof out === 'number') return out;
