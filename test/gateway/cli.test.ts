@@ -37,6 +37,8 @@ describe('gatehouse gateway -t / -T', () => {
       ['deployment:\n  etcd:\n    host: [http://127.0.0.1:2379]\n    timeout: soon\n', 'deployment.etcd.timeout: expected a number of seconds, got "soon"'],
       ['deployment:\n  etcd:\n    host: [http://127.0.0.1:2379]\n    user: root\n', 'deployment.etcd: user and password go together'],
       ['deployment:\n  etcd:\n    host: [https://127.0.0.1:2379]\n    tls: {cert: conf/none.crt, key: conf/none.key}\n', 'deployment.etcd.tls.cert: cannot read "conf/none.crt": ENOENT'],
+      ['nginx_config:\n  http:\n    access_log_format_escape: xml\n', 'nginx_config.http.access_log_format_escape: expected one of default, json, none, got "xml"'],
+      ['nginx_config:\n  http:\n    real_ip_recursive: maybe\n', 'nginx_config.http.real_ip_recursive: expected on or off, got "maybe"'],
       ['deployment:\n  role_traditional:\n    config_provider: consul\n', 'deployment.role_traditional.config_provider: expected "etcd" or "embedded", got "consul"'],
     ];
     for (const [yaml, message] of cases) {

@@ -213,9 +213,12 @@ describe('client-control', () => {
     assert.equal((await chunkedPost('/cc', ['hel', 'lo world'], async () => undefined)).status, 413);
   });
 
-  it('0 lifts the limit, the location\'s own too', async () => {
+  it('no limit by default (APISIX\'s client_max_body_size 0), and 0 lifts a limit', async () => {
     const big = 'x'.repeat(1536 * 1024);
     await put(gw, 'routes/cc', route('/cc', {}));
+    const plain = await untilRouted(gw, '/cc', (x) => x.status === 200, { method: 'POST', body: big });
+    assert.equal(plain.echo?.body.length, big.length);
+    await put(gw, 'routes/cc', route('/cc', { 'client-control': { max_body_size: 1024 } }));
     await untilRouted(gw, '/cc', (x) => x.status === 413, { method: 'POST', headers: { 'Transfer-Encoding': 'chunked' }, body: big });
     await put(gw, 'routes/cc', route('/cc', { 'client-control': { max_body_size: 0 } }));
     const r = await untilRouted(gw, '/cc', (x) => x.status === 200, { method: 'POST', headers: { 'Transfer-Encoding': 'chunked' }, body: big });

@@ -5,6 +5,8 @@
  * (1-65535), got "x"`). The first start replaces an empty admin key by a
  * random one and writes it back, as APISIX ≥ 3.10 does.
  */
+import { nginxHttpOf } from './nginx-http-yaml.ts';
+import type { NginxHttpYaml } from './nginx-http-yaml.ts';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -69,6 +71,8 @@ export interface GatewayConfig {
   control: Listen | undefined;
   /** nginx_config.http.charset (APISIX's `charset` in nginx.conf, default utf-8). */
   charset: string;
+  /** The rest of nginx_config.http and the configuration snippets (nginx-http-yaml.ts). */
+  http: NginxHttpYaml;
   /** apisix.show_upstream_status_in_response_header: X-APISIX-Upstream-Status on every proxied answer, not only on 5xx. */
   showUpstreamStatus: boolean;
   /**
@@ -211,6 +215,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       ...dnsOf(root),
       control: controlOf(root),
       charset: str(at(root, 'nginx_config.http.charset'), 'nginx_config.http.charset', 'utf-8'),
+      http: nginxHttpOf(root),
       showUpstreamStatus: bool(at(root, 'apisix.show_upstream_status_in_response_header'), 'apisix.show_upstream_status_in_response_header', false),
       trustedCertificate: trustedOf(root, file),
     };

@@ -8,6 +8,7 @@
  * `proxy_pass $upstream_scheme://apisix_backend$upstream_uri`. `gatehouse gateway -T` prints it.
  */
 import { acmeNginxLines } from './acme-yaml.ts';
+import { nginxHttpLines, snippetLines } from './nginx-http-yaml.ts';
 import type { GatewayConfig, Listen } from './config-yaml.ts';
 
 function listenAddr(l: Listen): string {
@@ -23,13 +24,14 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     `error_log ${cfg.errorLog} ${cfg.errorLogLevel};`,
     'pid logs/nginx.pid;',
     ...cfg.envs.map((e) => `env ${e};`),
+    ...snippetLines(cfg.http.snippets.main, ''),
     '',
     'events {',
     '    worker_connections 10620;',
     '}',
     '',
     'http {',
-    '    access_log logs/access.log;',
+    ...nginxHttpLines(cfg.http),
     `    server_tokens ${cfg.serverTokens ? 'on' : 'off'};`,
     // nginx_config.http.charset: text answers (the gateway's own pages too) say their charset, as APISIX's nginx.conf
     `    charset ${cfg.charset};`,
@@ -44,6 +46,7 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     lines.push(
       '    server {',
       `        listen ${listenAddr(cfg.admin.listen)};`,
+      ...snippetLines(cfg.http.snippets.admin, '        '),
       '',
       '        location /gateway/admin {',
       ...allowRules,
@@ -88,7 +91,7 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
     );
   }
   if (cfg.proxyMode !== 'stream') lines.push(...proxyServer(cfg));
-  lines.push('}', '');
+  lines.push(...snippetLines(cfg.http.snippets.end, '    '), '}', '');
   if (cfg.stream) lines.push(...streamBlock(cfg.stream));
   return lines.join('\n');
 }
@@ -96,16 +99,20 @@ export function buildNginxConf(cfg: GatewayConfig, storeFile: string): string {
 /** node_listen, and apisix.ssl's ports whose certificates are the SSL objects (`gateway_ssl`, APISIX's ssl_client_hello_by_lua). */
 function proxyServer(cfg: GatewayConfig): string[] {
   const ssl = cfg.ssl ? [...cfg.ssl.listen.map((l) => `        listen ${listenAddr(l)} ssl;`), '        gateway_ssl;'] : [];
+  const up = cfg.http.upstream;
   return [
     // the one group every route's tries go through; the nodes are the route's upstream's, chosen per try (gateway_route)
     '    upstream gateway_backend {',
     '        server 0.0.0.1;',
-    '        keepalive 320;',
+    `        keepalive ${up.keepalive};`,
+    `        keepalive_requests ${up.keepaliveRequests};`,
+    `        keepalive_timeout ${up.keepaliveTimeout};`,
     '    }',
     '',
     '    server {',
     ...cfg.nodeListen.map((l, i) => `        listen ${listenAddr(l)}${i === 0 ? ' default_server' : ''};`),
     ...ssl,
+    ...snippetLines(cfg.http.snippets.server, '        '),
     '',
     '        location / {',
     '            default_type text/plain;',
@@ -123,6 +130,7 @@ function proxyServer(cfg: GatewayConfig): string[] {
     '            proxy_set_header X-Forwarded-Port $server_port;',
     '            proxy_pass_header Date;',
     '            proxy_pass $gateway_upstream_scheme://gateway_backend$gateway_upstream_uri;',
+    ...snippetLines(cfg.http.snippets.location, '            '),
     '        }',
     '    }',
   ];
