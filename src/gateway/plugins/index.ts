@@ -32,13 +32,16 @@ import { ldapAuth } from './ldap-auth.ts';
 import { ldapAuthAdvanced } from './ldap-auth-advanced.ts';
 import { nodeStatus } from './node-status.ts';
 import { udpLogger } from './udp-logger.ts';
+import { tcpLogger } from './tcp-logger.ts';
+import { fileLogger } from './file-logger.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction,
+  httpLogger, tcpLogger, udpLogger, fileLogger,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
-  ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode, httpLogger, udpLogger,
+  ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
 ];
