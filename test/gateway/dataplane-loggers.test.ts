@@ -10,8 +10,10 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
+import tls from 'node:tls';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -20,6 +22,7 @@ import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
+import { CertFactory } from '../tls/certs.ts';
 
 /** What a receiver got, with a wait for the nth item. */
 class Inbox<T> {
@@ -198,6 +201,50 @@ describe('tcp-logger and udp-logger', () => {
   });
 });
 
+describe('over TLS', () => {
+  let certs: CertFactory;
+  let tlsServer: tls.Server;
+  let httpsServer: https.Server;
+  const tlsGot = new Inbox<{ servername: string | false | null; data: string }>();
+  const httpsGot = new Inbox<string>();
+
+  before(async () => {
+    certs = new CertFactory(path.join(dir, 'certs'));
+    certs.selfSigned('logs.test');
+    const pair = { cert: certs.read('logs.test.crt'), key: certs.read('logs.test.key') };
+    tlsServer = tls.createServer(pair, (socket) => {
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('end', () => { tlsGot.push({ servername: socket.servername, data: Buffer.concat(chunks).toString() }); socket.end(); });
+    });
+    httpsServer = https.createServer(pair, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => { res.end('ok'); httpsGot.push(Buffer.concat(chunks).toString()); });
+    });
+    await Promise.all([
+      new Promise<void>((resolve) => tlsServer.listen(0, '127.0.0.1', resolve)),
+      new Promise<void>((resolve) => httpsServer.listen(0, '127.0.0.1', resolve)),
+    ]);
+  });
+  after(async () => {
+    httpsServer.closeAllConnections();
+    await Promise.all([new Promise((r) => tlsServer.close(r)), new Promise((r) => httpsServer.close(r))]);
+  });
+
+  it('tcp-logger with tls (tls_options as the SNI) and http-logger to an https uri (ssl_verify off)', async () => {
+    await put(gw, 'routes/s1', routeWith('/s1', {
+      'tcp-logger': { host: '127.0.0.1', port: port(tlsServer), tls: true, tls_options: 'logs.test', batch_max_size: 1 },
+      'http-logger': { uri: `https://127.0.0.1:${port(httpsServer)}/tls`, batch_max_size: 1 },
+    }));
+    await untilRouted(gw, '/s1', (x) => x.status === 200);
+    const [[overTls], [overHttps]] = await Promise.all([tlsGot.until(1), httpsGot.until(1)]);
+    assert.equal(overTls.servername, 'logs.test');
+    assert.equal((JSON.parse(overTls.data) as Entry).route_id, 's1');
+    assert.equal((JSON.parse(overHttps) as Entry).route_id, 's1');
+  });
+});
+
 describe('file-logger', () => {
   /** Lines of `file`, once there are `n`. */
   async function linesOf(file: string, n: number): Promise<Entry[]> {
@@ -220,6 +267,21 @@ describe('file-logger', () => {
     await proxy(gw, '/f1?n=3');
     const lines = await linesOf(file, 2);
     assert.deepEqual(lines, [{ uri: '/f1', status: '200', route_id: 'f1' }, { uri: '/f1', status: '200', route_id: 'f1' }]);
+  });
+
+  it('is reopened on USR1: after a rename the lines go to a new file of the same path', async () => {
+    const file = path.join(dir, 'rotated.json');
+    await put(gw, 'routes/f3', routeWith('/f3', { 'file-logger': { path: file, log_format: { uri: '$request_uri' } } }));
+    await untilRouted(gw, '/f3?before', (x) => x.status === 200);
+    await linesOf(file, 1);
+    fs.renameSync(file, `${file}.1`);
+    gw.child.kill('SIGUSR1');
+    // until the worker reopened: requests before that still go to the renamed file
+    await untilRouted(gw, '/f3?after', () => fs.existsSync(file) && fs.readFileSync(file, 'utf8') !== '');
+    const [first] = await linesOf(file, 1);
+    assert.equal(first.uri, '/f3?after');
+    const old = await linesOf(`${file}.1`, 1);
+    assert.equal(old[0].uri, '/f3?before');
   });
 
   it('takes its path from the plugin metadata; the Admin API refuses a conf with neither', async () => {
