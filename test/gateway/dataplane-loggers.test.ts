@@ -180,6 +180,21 @@ describe('http-logger', () => {
     assert.equal(e.response.body, r.body);
     assert.equal((JSON.parse(e.response.body) as { body: string }).body, 'the request body');
   });
+
+  it('log_format_extra adds keys, never over the full entry\'s; include_req_body_expr decides on the body', async () => {
+    await put(gw, 'routes/h6', routeWith('/h6', { 'http-logger': {
+      uri: httpUri('/extra'), batch_max_size: 1, include_req_body: true, include_req_body_expr: [['arg_body', '==', 'yes']],
+      log_format_extra: { agent: '$http_user_agent', route_id: 'not over', fixed: 1 },
+    } }));
+    await untilRouted(gw, '/h6?body=no', (x) => x.status === 200, { method: 'POST', headers: { 'user-agent': 'tester' } });
+    await proxy(gw, '/h6?body=yes', { method: 'POST', body: 'kept' });
+    const [a, b] = (await inbox('/extra').until(2)).map((p) => JSON.parse(p.body) as Entry);
+    assert.equal(a.agent, 'tester');
+    assert.equal(a.fixed, 1);
+    assert.equal(a.route_id, 'h6');
+    assert.equal(a.request.body, undefined);
+    assert.equal(b.request.body, 'kept');
+  });
 });
 
 describe('tcp-logger and udp-logger', () => {

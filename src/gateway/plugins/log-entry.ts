@@ -135,7 +135,7 @@ function numberOr(v: string | undefined): number | string | undefined {
 }
 
 /** latency_details_in_ms: the whole request, the upstream's part (its last try), and the rest (never below 0). */
-export function latencies(ctx: PluginContext): { latency: number; upstream: number | undefined; apisix: number } {
+function latencies(ctx: PluginContext): { latency: number; upstream: number | undefined; apisix: number } {
   const latency = Date.now() - ctx.startTime;
   const up = lastSeconds(ctx.variable('upstream_response_time'));
   const upstream = up === undefined ? undefined : up * 1000;
