@@ -62,6 +62,8 @@ const udpGot = new Inbox<string>();
 /** Statuses the HTTP receiver answers with, per path, before it answers 200. */
 const failFirst = new Map<string, number[]>();
 let dir: string;
+/** Answers of the receiver's `/held` path, kept until the test lets them go. */
+const held: Array<() => void> = [];
 
 const inbox = (p: string) => {
   let b = posted.get(p);
@@ -77,6 +79,11 @@ before(async () => {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const p = (req.url ?? '').split('?')[0];
+      if (p === '/held') {
+        held.push(() => res.end('ok'));
+        inbox(p).push({ url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() });
+        return;
+      }
       res.statusCode = failFirst.get(p)?.shift() ?? 200;
       res.end(res.statusCode === 200 ? 'ok' : 'try again');
       inbox(p).push({ url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() });
@@ -194,6 +201,18 @@ describe('http-logger', () => {
     assert.equal(a.route_id, 'h6');
     assert.equal(a.request.body, undefined);
     assert.equal(b.request.body, 'kept');
+  });
+
+  it('beyond the metadata\'s max_pending_entries new entries are discarded, and the error log says so', async () => {
+    await put(gw, 'plugin_metadata/http-logger', { max_pending_entries: 1 });
+    await put(gw, 'routes/h7', routeWith('/h7', { 'http-logger': { uri: httpUri('/held'), batch_max_size: 1, timeout: 30 } }));
+    await untilRouted(gw, '/h7?n=1', (x) => x.status === 200);
+    await inbox('/held').until(1);
+    // the first entry's POST is held: the next request's entry is over the bound
+    await untilRouted(gw, '/h7?n=2', () => /max pending entries limit exceeded\. discarding entry\..* max_pending_entries: 1 /.test(errorLog()));
+    for (const release of held.splice(0)) release();
+    await gw.admin('DELETE', '/gateway/admin/plugin_metadata/http-logger');
+    assert.deepEqual(inbox('/held').items.map((p) => (JSON.parse(p.body) as Entry).request.uri), ['/h7?n=1']);
   });
 });
 
