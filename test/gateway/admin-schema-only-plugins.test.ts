@@ -1,19 +1,16 @@
 /**
  * Plugins the gateway knows by their schemas only (ldap-auth,
- * ldap-auth-advanced, csrf, grpc-transcode, http-logger, udp-logger,
- * node-status): the Admin API takes a good conf, refuses a bad one with
- * APISIX's message and keeps what was stored, and the data plane refuses a
- * request that would run one instead of passing it on unchecked (the
- * loggers excepted: the request is served and the error log says its entry
- * is not sent).
+ * ldap-auth-advanced, csrf, grpc-transcode, node-status): the Admin API
+ * takes a good conf, refuses a bad one with APISIX's message and keeps what
+ * was stored, and the data plane refuses a request that would run one
+ * instead of passing it on unchecked. The loggers' Admin API checks are
+ * here too (what they send: dataplane-loggers.test.ts).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import fs from 'node:fs';
-import path from 'node:path';
-import { startOrigin, untilRouted } from './dataplane-kit.ts';
+import { untilRouted } from './dataplane-kit.ts';
 
 const upstream = { type: 'roundrobin', nodes: { '127.0.0.1:1980': 1 } };
 const route = (plugins: Record<string, unknown>, uri = '/only-schema') => ({ uri, upstream, plugins });
@@ -116,34 +113,6 @@ describe('plugins known by their schemas only', () => {
     const answer = await untilRouted(gw, '/ldap', (x) => x.status !== 404);
     assert.equal(answer.status, 500);
     assert.deepEqual(JSON.parse(answer.body), { error_msg: 'plugin ldap-auth is not implemented by this gateway (its configuration is accepted by the Admin API only)' });
-  });
-});
-
-describe('a logger known by its schema only', () => {
-  let gw: Gateway;
-  before(async () => { gw = await startGateway(); });
-  after(async () => { await gw.stop(); });
-
-  it('does not stop traffic on a global rule: requests are served and the error log says once that entries are not sent', async () => {
-    const origin = await startOrigin();
-    try {
-      const nodes = { [`127.0.0.1:${origin.port}`]: 1 };
-      assert.equal((await gw.admin('PUT', '/gateway/admin/global_rules/1', { plugins: { 'http-logger': { uri: 'http://127.0.0.1:1980/log' } } })).status, 201);
-      assert.equal((await gw.admin('PUT', '/gateway/admin/routes/logged', { uri: '/logged', upstream: { type: 'roundrobin', nodes }, plugins: { 'udp-logger': { host: '127.0.0.1', port: 514 } } })).status, 201);
-      const first = await untilRouted(gw, '/logged', (x) => x.status !== 404);
-      assert.equal(first.status, 200, first.body);
-      assert.equal((await untilRouted(gw, '/logged', (x) => x.status !== 404)).status, 200);
-      const says = (log: string, name: string) => log.split('\n').filter((l) => l.includes('[warn]') && l.includes(`plugin ${name} is not implemented by this gateway: the log entries of route logged are not sent`)).length;
-      // the log phase runs after the answer went out: wait for the two lines (a third request makes none)
-      const read = () => fs.readFileSync(path.join(gw.prefix, 'logs/error.log'), 'utf8');
-      await untilRouted(gw, '/logged', () => says(read(), 'udp-logger') > 0 && says(read(), 'http-logger') > 0);
-      const log = read();
-      assert.equal(says(log, 'udp-logger'), 1, log);
-      assert.equal(says(log, 'http-logger'), 1, log);
-    } finally {
-      await gw.admin('DELETE', '/gateway/admin/global_rules/1');
-      await origin.close();
-    }
   });
 });
 

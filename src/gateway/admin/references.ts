@@ -29,5 +29,9 @@ export async function firstReferrer(ctx: AdminContext, dirs: Array<[dir: string,
 /** Checks a `plugins` object of a route, service, global rule or plugin config: schemas, then the plugins' own checks. */
 export async function checkPlugins(ctx: AdminContext, plugins: unknown): Promise<string | undefined> {
   if (plugins === undefined) return undefined;
-  return ctx.plugins.check(plugins as Record<string, unknown>, 'route') ?? await ctx.plugins.checkFurther(plugins as Record<string, unknown>);
+  const metadataOf = async (name: string) => {
+    const kv = await ctx.store.get(`${ctx.settings.keyPrefix}/plugin_metadata/${name}`);
+    return kv ? JSON.parse(kv.value) as Record<string, unknown> : undefined;
+  };
+  return ctx.plugins.check(plugins as Record<string, unknown>, 'route') ?? await ctx.plugins.checkFurther(plugins as Record<string, unknown>, metadataOf);
 }

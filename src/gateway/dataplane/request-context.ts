@@ -24,6 +24,17 @@ function decodeArg(s: string): string {
   }
 }
 
+/** Name/value pairs as a table of lowercased names, a repeated name's values as a list. */
+function headerTable(flat: readonly string[]): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) {
+    const name = flat[i].toLowerCase();
+    const had = out[name];
+    out[name] = had === undefined ? flat[i + 1] : Array.isArray(had) ? [...had, flat[i + 1]] : [had, flat[i + 1]];
+  }
+  return out;
+}
+
 export class RequestContext implements PluginContext {
   readonly r: HttpRequest;
   readonly route: MatchedRoute | undefined;
@@ -76,6 +87,22 @@ export class RequestContext implements PluginContext {
 
   headerValues(name: string): string[] {
     return this.r.headerValues(name.toLowerCase());
+  }
+
+  requestHeaders(): Record<string, string | string[]> {
+    return headerTable(this.r.headersIn);
+  }
+
+  responseHeaders(): Record<string, string | string[]> {
+    const flat: string[] = [];
+    if (this.r.contentType !== undefined) flat.push('content-type', this.r.contentType);
+    if (this.r.contentLength !== undefined) flat.push('content-length', String(this.r.contentLength));
+    for (const h of this.r.headersOut) flat.push(h.name, h.value);
+    return headerTable(flat);
+  }
+
+  get startTime(): number {
+    return this.r.startMs;
   }
 
   arg(name: string): string | undefined {

@@ -1,16 +1,78 @@
 /**
- * http-logger (apisix/plugins/http-logger.lua): schema and metadata schema
- * only. The Admin API checks and stores its confs and metadata; the data
- * plane serves the request and does not send its log entry; the error
- * log says so once per route (not-implemented.ts).
+ * http-logger (apisix/plugins/http-logger.lua): each request's log entry
+ * (log-entry.ts) is batched (batch-processor.ts) and POSTed to `uri`, http
+ * or https (`ssl_verify`), as a JSON object for a batch of one, else a JSON
+ * array, or with `concat_method: new_line` one JSON document a line;
+ * `auth_header` is the Authorization header, `timeout` bounds the whole
+ * exchange. A status of 400 or more is a failure the processor retries.
  */
+import http from 'node:http';
+import https from 'node:https';
 import type { GatewayPlugin } from './registry.ts';
 import { bodyLogProperties, loggerMetadataSchema, withBatchProperties } from './batch-schema.ts';
-import { logsNotSent } from './not-implemented.ts';
+import { BatchProcessorManager, batchJson } from './batch-processor.ts';
+import type { BatchConf } from './batch-processor.ts';
+import { bodyLogPhases, checkLogConf, logEntry } from './log-entry.ts';
+import type { BodyLogConf } from './log-entry.ts';
 
-export const httpLogger: GatewayPlugin = {
+interface HttpLoggerConf extends BatchConf, BodyLogConf {
+  uri: string;
+  auth_header?: string;
+  timeout: number;
+  concat_method: 'json' | 'new_line';
+  ssl_verify: boolean;
+}
+
+const manager = new BatchProcessorManager('http-logger');
+
+/** The batch's body: json (an object for a batch of one, else an array) or new_line. */
+function encode(conf: HttpLoggerConf, entries: unknown[], batchMaxSize: number): string {
+  if (conf.concat_method === 'new_line' && batchMaxSize !== 1) return entries.map((e) => JSON.stringify(e)).join('\n');
+  return batchJson(entries, batchMaxSize);
+}
+
+/** send_http_data: one POST on a connection of its own. */
+function post(conf: HttpLoggerConf, body: string): Promise<void> {
+  const url = new URL(conf.uri);
+  const secure = url.protocol === 'https:';
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
+  const where = `host[${host}] port[${port}]`;
+  const options: https.RequestOptions = {
+    host, port, method: 'POST', path: `${url.pathname || '/'}${url.search}`, agent: false,
+    headers: {
+      // as lua-resty-http is asked: the URI's host without its port
+      Host: host,
+      'Content-Type': conf.concat_method === 'json' ? 'application/json' : 'text/plain',
+      'Content-Length': Buffer.byteLength(body),
+      ...(conf.auth_header !== undefined ? { Authorization: conf.auth_header } : {}),
+    },
+    ...(secure ? { servername: host, rejectUnauthorized: conf.ssl_verify } : {}),
+  };
+  return new Promise((resolve, reject) => {
+    const req = (secure ? https : http).request(options, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        clearTimeout(timer);
+        const status = res.statusCode ?? 0;
+        if (status >= 400) reject(new Error(`server returned status code[${status}] ${where} body[${Buffer.concat(chunks).toString()}]`));
+        else resolve();
+      });
+      res.on('error', (e) => reject(new Error(`error while sending data to [${host}] port[${port}] ${e.message}`)));
+    });
+    const timer = setTimeout(() => req.destroy(new Error('timeout')), conf.timeout * 1000);
+    req.on('error', (e) => {
+      clearTimeout(timer);
+      reject(new Error(`failed to connect to ${where} ${e.message}`));
+    });
+    req.end(body);
+  });
+}
+
+export const httpLogger: GatewayPlugin<HttpLoggerConf> = {
   name: 'http-logger', version: 0.1, priority: 410,
-  schema: withBatchProperties('http-logger', {
+  schema: withBatchProperties('http logger', {
     type: 'object',
     properties: {
       uri: { type: 'string', pattern: '^[^\\/]+:\\/\\/([\\da-zA-Z.-]+|\\[[\\da-fA-F:]+\\])(:\\d+)?' },
@@ -24,5 +86,12 @@ export const httpLogger: GatewayPlugin = {
   }),
   metadataSchema: loggerMetadataSchema(),
   encryptFields: ['auth_header'],
-  ...logsNotSent('http-logger'),
+  checkConf: checkLogConf,
+  ...bodyLogPhases<HttpLoggerConf>(),
+  log(conf, ctx) {
+    const entry = logEntry('http-logger', conf, ctx);
+    if (!entry) return;
+    if (entry.route_id === undefined) entry.route_id = 'no-matched';
+    manager.add(conf, ctx, entry, (entries, size) => post(conf, encode(conf, entries, size)));
+  },
 };

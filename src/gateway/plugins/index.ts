@@ -37,6 +37,8 @@ import { apiBreaker } from './api-breaker.ts';
 import { clientControl } from './client-control.ts';
 import { proxyControl } from './proxy-control.ts';
 import { echo } from './echo.ts';
+import { tcpLogger } from './tcp-logger.ts';
+import { fileLogger } from './file-logger.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
@@ -44,7 +46,8 @@ export const builtinPlugins: GatewayPlugin[] = [
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
+  httpLogger, tcpLogger, udpLogger, fileLogger,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
-  ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode, httpLogger, udpLogger,
+  ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
 ];

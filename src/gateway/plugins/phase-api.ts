@@ -41,6 +41,12 @@ export interface PluginContext {
   header(name: string): string | undefined;
   /** Every value of a request header (any case), in order (core.request.headers' table for a repeated one). */
   headerValues(name: string): string[];
+  /** All request headers as ngx.req.get_headers gives them: names lowercased, a repeated one as a list. */
+  requestHeaders(): Record<string, string | string[]>;
+  /** The response's headers as ngx.resp.get_headers gives them (log phase), Content-Type and Content-Length with them. */
+  responseHeaders(): Record<string, string | string[]>;
+  /** When the request started, in ms since the epoch (ngx.req.start_time() × 1000). */
+  readonly startTime: number;
   /** A query argument, decoded. */
   arg(name: string): string | undefined;
   /** Sets (or with undefined removes) a request header sent upstream. */
@@ -114,8 +120,8 @@ export interface PhaseFunctions<C> {
   filtersBody?(conf: C, ctx: PluginContext): boolean;
   /** Each piece of the response body, in priority order: what goes on instead (undefined: unchanged). */
   bodyFilter?(conf: C, ctx: PluginContext, piece: BodyChunk): BodyChunk | undefined;
-  /** Checks beyond the schema (APISIX's check_schema): undefined, or the message. */
-  checkConf?(conf: C): string | undefined | Promise<string | undefined>;
+  /** Checks beyond the schema (APISIX's check_schema): undefined, or the message; `metadata` reads the plugin's stored metadata. */
+  checkConf?(conf: C, metadata: () => Promise<Record<string, unknown> | undefined>): string | undefined | Promise<string | undefined>;
   /** The same for a consumer or credential conf, defaults filled (check_schema with TYPE_CONSUMER). */
   checkConsumerConf?(conf: Record<string, unknown>): string | undefined;
 }

@@ -12,7 +12,7 @@ import type { GatewayPlugin } from './registry.ts';
 interface PrometheusConf { prefer_name: boolean }
 
 /** The last of nginx's comma-separated per-try values (`0.002, 0.001` → 0.001); undefined for none or `-`. */
-function lastSeconds(v: string | undefined): number | undefined {
+export function lastSeconds(v: string | undefined): number | undefined {
   if (!v) return undefined;
   // one try, the common case: no list to split
   const last = v.includes(',') || v.includes(':') ? v.split(/[,:]\s*/).pop()!.trim() : v;

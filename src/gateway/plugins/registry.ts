@@ -25,6 +25,9 @@ export interface GatewayPlugin<C extends object = object> extends PhaseFunctions
   encryptFields?: string[];
 }
 
+/** A plugin's stored metadata object, by plugin name (for checks that fall back on it). */
+export type MetadataReader = (name: string) => Promise<Record<string, unknown> | undefined>;
+
 export type SchemaType = 'route' | 'consumer' | 'metadata';
 
 /** Every plugin conf may carry `_meta` (apisix/schema_def.lua plugin_injected_schema). */
@@ -110,18 +113,18 @@ export class PluginRegistry {
   }
 
   /** After `check`: what the plugins check beyond their schemas (Lua that must compile). */
-  checkFurther(plugins: Record<string, unknown>): Promise<string | undefined> {
-    return checkFurther(this.byName, plugins);
+  checkFurther(plugins: Record<string, unknown>, metadataOf?: MetadataReader): Promise<string | undefined> {
+    return checkFurther(this.byName, plugins, metadataOf);
   }
 }
 
 /** The plugins' checks beyond their schemas (APISIX's check_schema), for confs the schemas accepted. */
-async function checkFurther(byName: Map<string, GatewayPlugin>, plugins: Record<string, unknown>): Promise<string | undefined> {
+async function checkFurther(byName: Map<string, GatewayPlugin>, plugins: Record<string, unknown>, metadataOf?: MetadataReader): Promise<string | undefined> {
   for (const [name, conf] of Object.entries(plugins)) {
     const plugin = byName.get(name);
     const c = conf as Record<string, unknown>;
     if (!plugin?.checkConf || (c._meta as { disable?: boolean } | undefined)?.disable === true) continue;
-    const err = await plugin.checkConf(withDefaults(plugin.schema, c));
+    const err = await plugin.checkConf(withDefaults(plugin.schema, c), () => metadataOf?.(name) ?? Promise.resolve(undefined));
     if (err) return `failed to check the configuration of plugin ${name} err: ${err}`;
   }
   return undefined;

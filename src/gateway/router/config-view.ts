@@ -3,8 +3,8 @@
  * (every key under the prefix): routes, services, upstreams, plugin
  * configs, global rules and consumers with their credentials, parsed once
  * per store revision. Secrets stored encrypted (key-auth `key`,
- * basic-auth `password`) are decrypted here, as APISIX decrypts them when
- * it loads consumers.
+ * basic-auth `password`, http-logger `auth_header`) are decrypted here, as
+ * APISIX decrypts them when it loads consumers and plugin confs.
  */
 import type { Keyring } from '../data-encryption.ts';
 import type { PluginRegistry } from '../plugins/registry.ts';
@@ -166,6 +166,8 @@ export function readConfig(kvs: Iterable<KeyValue>, prefix: string, revision: nu
       // the key names the object, whatever its value says (APISIX forces value.id)
       if (parts.length === 2) value.id = id;
       if (dir === 'consumers') open(value.plugins);
+      // a route-level secret (http-logger's auth_header) is stored encrypted too
+      else if (keyring && value.plugins) plugins.mapSecrets(value.plugins, 'route', (x) => keyring.decrypt(x));
       // an upstream's client key is stored encrypted too (apisix/upstream.lua encrypt_conf)
       const up = (dir === 'upstreams' ? value : value.upstream) as { tls?: { client_key?: unknown } } | undefined;
       if (up?.tls?.client_key !== undefined) up.tls.client_key = openKey(up.tls.client_key);
