@@ -184,16 +184,6 @@ export class RequestContext implements PluginContext {
     setRequestBuffering(this.r, on);
   }
 
-  requestHeaders(): Record<string, string | string[]> {
-    const out: Record<string, string | string[]> = {};
-    const list = this.r.headersIn;
-    for (let i = 0; i < list.length; i += 2) {
-      const k = list[i].toLowerCase();
-      const had = out[k];
-      out[k] = had === undefined ? list[i + 1] : [...(Array.isArray(had) ? had : [had]), list[i + 1]];
-    }
-    return out;
-  }
 
   findConsumer(plugin: string, field: string, value: string): { consumer: Consumer; credentialId: string | undefined } | undefined {
     return this.keys.get(`${plugin}\0${field}\0${value}`);

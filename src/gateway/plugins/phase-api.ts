@@ -65,8 +65,6 @@ export interface PluginContext {
   setClientMaxBodySize(max: number): void;
   /** Whether the body is read whole before it is proxied (proxy-control; else it streams as it comes). */
   setRequestBuffering(on: boolean): void;
-  /** Every request header, names lower-cased, a repeated one as its values in order (core.request.headers). */
-  requestHeaders(): Record<string, string | string[]>;
   method: string;
   /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
   setClientAddress(ip: string, port: number | undefined): void;
