@@ -338,12 +338,14 @@ export class HeadReader {
     }
     if (head.method === 'CONNECT') return this.fail(405, 'client sent CONNECT method', b, 0, 0);
     if (head.method === 'TRACE') return this.fail(405, 'client sent TRACE method', b, 0, 0);
-    return this.done(end);
+    return this.done(end, b);
   }
 
-  private done(end: number): number {
+  private done(end: number, b?: Buffer): number {
     this.head.end = end;
     this.head.length = end - this.rl.start;
+    // the head as the client sent it (ngx.req.raw_header); the read buffer is reused after this
+    if (b) this.head.raw = b.toString('latin1', this.rl.start, end);
     return HEAD_DONE;
   }
 

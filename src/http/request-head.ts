@@ -64,6 +64,8 @@ export class RequestHead {
   dropped: string[] | undefined;
   /** Offset of the head's end in the buffer read. */
   end = 0;
+  /** The head's bytes as received, request line to the empty line (HTTP/1 only). */
+  raw: string | undefined;
 
   constructor(server: ServerConf) {
     this.server = server;

@@ -234,3 +234,33 @@ export function escapeUriComponent(s: string): string {
   }
   return out;
 }
+
+/** Percent-decoding as ngx_http_lua_unescape_uri does for arguments: `+` is a space, a bad `%` stays. */
+export function unescapeArg(s: string, plus = true): string {
+  if (!s.includes('%') && !(plus && s.includes('+'))) return s;
+  let out = '';
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (c === '+' && plus) out += ' ';
+    else if (c === '%' && /^[0-9a-fA-F]{2}$/.test(s.slice(i + 1, i + 3))) {
+      out += String.fromCharCode(parseInt(s.slice(i + 1, i + 3), 16));
+      i += 2;
+    } else out += c;
+  }
+  return out;
+}
+
+/** `a=1&b&c=` (ngx.decode_args, get_uri_args, request-validation's form bodies) as a flat list of key, value (a key without `=` has the value true); `max` 0 is no limit. */
+export function parseArgs(s: string, max: number): { list: Array<string | boolean>; truncated: boolean } {
+  const list: Array<string | boolean> = [];
+  let count = 0;
+  for (const part of s.split('&')) {
+    if (part === '') continue;
+    if (max > 0 && count >= max) return { list, truncated: true };
+    const eq = part.indexOf('=');
+    if (eq < 0) list.push(unescapeArg(part), true);
+    else list.push(unescapeArg(part.slice(0, eq)), unescapeArg(part.slice(eq + 1)));
+    count++;
+  }
+  return { list, truncated: false };
+}

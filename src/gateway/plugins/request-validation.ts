@@ -9,7 +9,7 @@
  * the upstream parses what was checked (duplicate keys, odd escapes).
  */
 import { decodeJson } from '../admin/json-body.ts';
-import { parseArgs } from '../../http/modules/lua/api-req.ts';
+import { parseArgs } from '../../http/uri.ts';
 import { schemaError, validate } from '../schema/validate.ts';
 import type { Schema } from '../schema/validate.ts';
 import type { PluginAnswer } from './phase-api.ts';

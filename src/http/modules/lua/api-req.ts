@@ -10,36 +10,7 @@ import type { HttpRequest } from '../../request.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
 import { endRequestLua, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
-
-/** Percent-decoding as ngx_http_lua_unescape_uri does for arguments: `+` is a space, a bad `%` stays. */
-export function unescapeArg(s: string, plus = true): string {
-  if (!s.includes('%') && !(plus && s.includes('+'))) return s;
-  let out = '';
-  for (let i = 0; i < s.length; i++) {
-    const c = s[i];
-    if (c === '+' && plus) out += ' ';
-    else if (c === '%' && /^[0-9a-fA-F]{2}$/.test(s.slice(i + 1, i + 3))) {
-      out += String.fromCharCode(parseInt(s.slice(i + 1, i + 3), 16));
-      i += 2;
-    } else out += c;
-  }
-  return out;
-}
-
-/** `a=1&b&c=` as a flat list of key, value (a key without `=` has the value true); `max` 0 is no limit. */
-export function parseArgs(s: string, max: number): { list: Array<string | boolean>; truncated: boolean } {
-  const list: Array<string | boolean> = [];
-  let count = 0;
-  for (const part of s.split('&')) {
-    if (part === '') continue;
-    if (max > 0 && count >= max) return { list, truncated: true };
-    const eq = part.indexOf('=');
-    if (eq < 0) list.push(unescapeArg(part), true);
-    else list.push(unescapeArg(part.slice(0, eq)), unescapeArg(part.slice(eq + 1)));
-    count++;
-  }
-  return { list, truncated: false };
-}
+import { parseArgs } from '../../uri.ts';
 
 export function pushList(bridge: LuaBridge, L: number, list: ReadonlyArray<string | boolean>): void {
   bridge.api.lua_createtable(L, list.length, 0);
@@ -113,7 +84,14 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     raw_header(L: number) {
       const r = req();
-      let s = bridge.toBoolean(L, 1) ? '' : `${r.rawRequestLine ?? ''}\r\n`;
+      const noRequestLine = bridge.toBoolean(L, 1);
+      const raw = r.head.raw;
+      if (raw !== undefined) {
+        bridge.pushString(L, noRequestLine ? raw.slice(raw.indexOf('\n') + 1) : raw);
+        return 1;
+      }
+      // HTTP/2: the head rebuilt from what was parsed
+      let s = noRequestLine ? '' : `${r.rawRequestLine ?? ''}\r\n`;
       for (let i = 0; i < r.headersIn.length; i += 2) s += `${r.headersIn[i]}: ${r.headersIn[i + 1]}\r\n`;
       bridge.pushString(L, s + '\r\n');
       return 1;

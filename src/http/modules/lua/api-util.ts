@@ -7,12 +7,11 @@ import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import { buffering, finishOutput, flushOutput, headStarted, rawOutput, somethingToFlush, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
-import { unescapeArg } from './api-req.ts';
 import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
 import { ngxDecodeBase64 } from '../../../core/base64.ts';
-import { escapeUriComponent } from '../../uri.ts';
+import { escapeUriComponent, unescapeArg } from '../../uri.ts';
 import { ndkSetVar } from '../set-misc.ts';
 
 /**
