@@ -10,7 +10,8 @@
  *   `\A \z \Z \h \H \v \V \R \N \e \a \Q…\E \x{…} \o{…} \g{…} \k{…} (?P<n>) (?P=n) (?'n')`
  *   POSIX classes, `(?i)` inline (ES modifiers), the x flag, atomic groups and possessive
  *   quantifiers (lookahead + backreference).
- * What has no translation is refused with PCRE-style wording: `\K`, `\G`, recursion, conditionals,
+ * What has no translation is refused with PCRE-style wording: `\K`, `\G` (but at the very start with no
+ * alternation, which compile() in re.ts turns into the `a` option), recursion, conditionals,
  * branch reset, callouts, verbs, `\p`/`\X`/`\C`, negated POSIX classes.
  */
 

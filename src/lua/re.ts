@@ -48,6 +48,9 @@ class Subject {
 const CACHE_MAX = 1024;
 const cache = new Map<string, Compiled>();
 
+/** Group openers (plain, non-capturing, named) and then `\G`, at the start of a pattern. */
+const LEADING_G = /^(?:\((?:\?:|\?P?<[A-Za-z_]\w*>|\?'[A-Za-z_]\w*')?)*\\G/;
+
 /** A PCRE pattern with ngx.re's options as a JavaScript RegExp (cached); throws PcreError with the reason. */
 export function compile(pattern: string, options: string): Compiled {
   const key = options + '\0' + pattern;
@@ -67,7 +70,14 @@ export function compile(pattern: string, options: string): Compiled {
       default: throw new LuaError(`unknown flag "${flag}" (flags "${options}")`);
     }
   }
-  const source = utf8 ? Buffer.from(pattern, 'latin1').toString('utf8') : pattern;
+  let source = utf8 ? Buffer.from(pattern, 'latin1').toString('utf8') : pattern;
+  // \G before anything that consumes, with no alternation: the match starts where the search does,
+  // which is the `a` option (a sticky RegExp); \G elsewhere stays refused by the translation
+  const leadingG = LEADING_G.exec(source);
+  if (leadingG && !source.includes('|')) {
+    source = source.slice(0, leadingG[0].length - 2) + source.slice(leadingG[0].length);
+    anchored = true;
+  }
   const translated = translatePcre(source, { caseless, multiline, dotall, extended, utf8 });
   const flags = (anchored ? 'y' : 'g') + (caseless ? 'i' : '') + (utf8 ? 'u' : '');
   let compiled: Compiled;

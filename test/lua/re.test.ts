@@ -114,13 +114,18 @@ test('find, gmatch, sub, gsub, ctx.pos and errors as OpenResty returns them', ()
   assert.deepEqual(e('local t = {} for m in ngx.re.gmatch("aaa", "a*") do t[#t+1] = "[" .. m[0] .. "]" end return table.concat(t)'), ['[aaa][]']);
   assert.deepEqual(e('local t = {} for m in ngx.re.gmatch("abc", "") do t[#t+1] = "[" .. m[0] .. "]" end return table.concat(t)'), ['[][][][]']);
   assert.deepEqual(e('local t = {} for m in ngx.re.gmatch("a1b2c3", "[a-z](\\\\d)") do t[#t+1] = m[1] end return table.concat(t, ",")'), ['1,2,3']);
+  // \G at the start: the match begins where the search does (ctx.pos, the previous match's end)
+  assert.deepEqual(e('local ctx = {pos = 3} local from, to = ngx.re.find("1234, hello", [[(\\G[0-9]+)]], "", ctx) return from, to, ctx.pos'), [3, 4, 5]);
+  assert.deepEqual(e('local ctx = {pos = 5} return ngx.re.find("1234, hello", [[\\G[0-9]+]], "", ctx)'), [undefined]);
+  assert.deepEqual(e('local t = {} for m in ngx.re.gmatch("aab", [[\\Ga]]) do t[#t+1] = m[0] end return #t'), [2]);
+  assert.deepEqual(e('return ngx.re.gsub("aaba", [[\\Ga]], "x")'), ['xxba', 2]);
   const [ok, message] = e('return pcall(ngx.re.match, "abc", "b", "Q")');
   assert.equal(ok, false);
   assert.match(message as string, /unknown flag "Q" \(flags "Q"\)$/);
 });
 
 test('constructs with no JavaScript translation are refused with a clear error, never misread', () => {
-  for (const [pattern, what] of [['a\\\\Kb', '\\K'], ['(a)(?1)', 'recursion'], ['(?|(a)|(b))', 'branch reset'], ['(?(1)a|b)', 'conditional'], ['[[:^alpha:]]', 'negated POSIX'], ['\\\\p{L}', '\\p']]) {
+  for (const [pattern, what] of [['a\\\\Kb', '\\K'], ['a|\\\\Gb', '\\G'], ['(a)(?1)', 'recursion'], ['(?|(a)|(b))', 'branch reset'], ['(?(1)a|b)', 'conditional'], ['[[:^alpha:]]', 'negated POSIX'], ['\\\\p{L}', '\\p']]) {
     const [m, err] = vm.eval(`return ngx.re.match("ab", "${pattern}")`);
     assert.equal(m, undefined, pattern);
     assert.ok((err as string).startsWith('pcre_compile() failed: ') && (err as string).includes(what) && (err as string).includes('not supported'), `${pattern}: ${err}`);
