@@ -32,7 +32,7 @@ import type { Store } from './store/store.ts';
 import { configureNodeNames } from './dataplane/node-names.ts';
 import { trustUpstreamCas } from './dataplane/balancer.ts';
 import { setHealthLog } from './dataplane/health.ts';
-import { setLoggersLog } from './plugins/batch-processor.ts';
+import { setPluginLog } from './plugins/batch-processor.ts';
 import { GATEHOUSE_VERSION } from '../core/version.ts';
 
 /** The gateway's version (`Server: APISIX/<version>`, the metrics' `apisix_node_info`): Gatehouse's own. */
@@ -92,7 +92,7 @@ export class GatewayRuntime implements AdminEndpoint {
     configureNodeNames(this.config.dnsResolver, this.config.dnsResolverValid);
     trustUpstreamCas(this.config.trustedCertificate);
     setHealthLog((msg) => log.warn(msg), this.config.keyPrefix + '/');
-    setLoggersLog(log);
+    setPluginLog(log);
     this.dataPlane = new DataPlane({
       follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
       mode: this.config.routerHttp, serverHeader: this.serverHeader, showUpstreamStatus: this.config.showUpstreamStatus,

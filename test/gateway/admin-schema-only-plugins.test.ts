@@ -1,10 +1,11 @@
 /**
  * Plugins the gateway knows by their schemas only (ldap-auth,
- * ldap-auth-advanced, csrf, grpc-transcode, node-status): the Admin API
+ * ldap-auth-advanced, grpc-transcode, node-status): the Admin API
  * takes a good conf, refuses a bad one with APISIX's message and keeps what
  * was stored, and the data plane refuses a request that would run one
  * instead of passing it on unchecked. The loggers' Admin API checks are
- * here too (what they send: dataplane-loggers.test.ts).
+ * here too (what they send: dataplane-loggers.test.ts), and csrf's (what it
+ * does: dataplane-csrf.test.ts).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';

@@ -23,16 +23,16 @@ export interface BatchConf {
 /** Sends a batch; rejects with the reason it failed. `batchMaxSize` 1 means one entry, not a list, for most loggers. */
 export type SendBatch = (entries: unknown[], batchMaxSize: number) => Promise<void>;
 
-export interface LoggersLog { error(msg: string): void; warn(msg: string): void }
+export interface PluginLog { error(msg: string): void; warn(msg: string): void }
 
-let log: LoggersLog = { error: () => undefined, warn: () => undefined };
+let log: PluginLog = { error: () => undefined, warn: () => undefined };
 
-/** Where the loggers' errors go (the gateway runtime's error log). */
-export function setLoggersLog(l: LoggersLog): void {
+/** Where the plugins' errors go (the gateway runtime's error log): the loggers', csrf's. */
+export function setPluginLog(l: PluginLog): void {
   log = l;
 }
 
-export function loggersLog(): LoggersLog {
+export function pluginLog(): PluginLog {
   return log;
 }
 

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import { onReopen } from '../../core/reopen.ts';
 import type { GatewayPlugin } from './registry.ts';
 import { bodyLogProperties } from './batch-schema.ts';
-import { loggersLog } from './batch-processor.ts';
+import { pluginLog } from './batch-processor.ts';
 import { bodyLogPhases, logEntry } from './log-entry.ts';
 import { exprError } from '../admin/vars-check.ts';
 import type { BodyLogConf } from './log-entry.ts';
@@ -52,7 +52,7 @@ function writeLine(path: string, entry: unknown): void {
   try {
     fs.writeSync(descriptorOf(path), JSON.stringify(entry) + '\n');
   } catch (e) {
-    loggersLog().error(`failed to write file: ${path}, error info: ${(e as Error).message}`);
+    pluginLog().error(`failed to write file: ${path}, error info: ${(e as Error).message}`);
   }
 }
 
@@ -82,7 +82,7 @@ export const fileLogger: GatewayPlugin<FileLoggerConf> = {
     const entry = logEntry('file-logger', conf, ctx);
     if (!entry) return;
     const path = conf.path ?? (ctx.pluginMetadata('file-logger')?.path as string | undefined);
-    if (path === undefined) loggersLog().error(NO_PATH);
+    if (path === undefined) pluginLog().error(NO_PATH);
     else writeLine(path, entry);
   },
 };

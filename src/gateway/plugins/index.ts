@@ -44,10 +44,10 @@ import type { GatewayPlugin } from './registry.ts';
 export const builtinPlugins: GatewayPlugin[] = [
   basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
-  faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction,
+  faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
   httpLogger, tcpLogger, udpLogger, fileLogger,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
-  ldapAuth, ldapAuthAdvanced, csrf, grpcTranscode,
+  ldapAuth, ldapAuthAdvanced, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
 ];
