@@ -147,9 +147,12 @@ async function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths
     },
   });
   const gen = new Generation(cycle, workerId, openCycleLog(cycle, start.defaultErrorLog));
+  // what the worker hooks log (init_worker_by_lua's ngx.log) goes to the new configuration's error log
+  setMainErrorLog(gen.log);
   try {
     for (const m of cycle.registry.modules as CycleModule[]) await m.initWorker?.(cycle, gen);
   } catch (err) {
+    if (current) setMainErrorLog(current.log);
     gen.destroy();
     gen.close();
     throw err;

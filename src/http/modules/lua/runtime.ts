@@ -255,6 +255,7 @@ function logAction(ctx: HookContext): string | undefined {
 export function logFor(ctx: HookContext | undefined, level: number, text: string): void {
   if (ctx?.r) requestLog(ctx.r, logAction(ctx)).log(level, text);
   else if (ctx?.phase === 'timer') mainErrorLog().log(level, `${text}, context: ngx.timer${ctx.origin ?? ''}`);
+  else if (ctx?.phase === 'init_worker') mainErrorLog().log(level, `${text}, context: init_worker_by_lua*`);
   else mainErrorLog().log(level, text);
 }
 
