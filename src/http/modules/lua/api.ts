@@ -219,6 +219,10 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     ctx_id(L: number) {
+      if (currentContext(rt)?.phase === 'init_worker') {
+        bridge.pushInteger(L, rt.workerCtxId());
+        return 1;
+      }
       const { r } = requestContext(rt);
       bridge.pushInteger(L, rt.ctxId(r));
       return 1;

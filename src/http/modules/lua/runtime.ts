@@ -204,6 +204,13 @@ export class LuaRuntime {
     return id;
   }
 
+  /** init_worker_by_lua's own ngx.ctx (it runs once per worker: its table is kept). */
+  workerCtxId(): number {
+    return (this.initWorkerCtx ??= this.nextCtxId++);
+  }
+
+  private initWorkerCtx: number | undefined;
+
   /** ngx.req.set_uri(uri, true) jumped: the request gets a new ngx.ctx, as OpenResty starts its Lua context again. */
   newCtx(r: HttpRequest): void {
     r.ctx.delete(CTX_ID);
