@@ -1,0 +1,241 @@
+/**
+ * More loggers send their entries: loki-logger, elasticsearch-logger and
+ * clickhouse-logger to one loopback HTTP receiver that answers as Loki,
+ * Elasticsearch (its version on GET, 200 on _bulk) and ClickHouse would,
+ * each after real requests through the gateway; and the Admin API refusing
+ * their bad confs with APISIX's messages. Waits are for the receiver
+ * getting data, never for a fixed time.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { startGateway } from './harness.ts';
+import type { Gateway } from './harness.ts';
+import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import type { Origin } from './dataplane-kit.ts';
+
+interface Got { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }
+type Entry = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+/** What the receiver got on one path, with a wait for the nth request. */
+class Inbox {
+  readonly items: Got[] = [];
+  private waiters: Array<{ n: number; resolve: () => void }> = [];
+  push(g: Got): void {
+    this.items.push(g);
+    this.waiters = this.waiters.filter((w) => (this.items.length >= w.n ? (w.resolve(), false) : true));
+  }
+  async until(n: number): Promise<Got[]> {
+    if (this.items.length < n) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => this.waiters.push({ n, resolve })),
+        new Promise<never>((_r, reject) => { timer = setTimeout(() => reject(new Error(`only ${this.items.length} of ${n} received`)), 15_000); }),
+      ]).finally(() => clearTimeout(timer));
+    }
+    return this.items.slice(0, n);
+  }
+}
+
+let gw: Gateway;
+let origin: Origin;
+let receiver: http.Server;
+const boxes = new Map<string, Inbox>();
+const inbox = (p: string) => {
+  let b = boxes.get(p);
+  if (!b) boxes.set(p, (b = new Inbox()));
+  return b;
+};
+/** Statuses to answer on a path before the usual answer. */
+const failFirst = new Map<string, number[]>();
+
+/** The answer a real server would give: ES's version document on GET, Loki's 204, else 200. */
+function answer(req: http.IncomingMessage, p: string): [number, string] {
+  const forced = failFirst.get(p)?.shift();
+  if (forced !== undefined) return [forced, 'not now'];
+  if (req.method === 'GET' && p.startsWith('/es')) return [200, JSON.stringify({ name: 'fake', version: { number: p === '/es6' ? '6.8.23' : '8.11.0' }, tagline: 'You Know, for Search' })];
+  if (p.endsWith('/_bulk')) return [200, JSON.stringify({ took: 1, errors: false, items: [] })];
+  if (p.startsWith('/loki')) return [204, ''];
+  return [200, ''];
+}
+
+before(async () => {
+  receiver = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const p = (req.url ?? '').split('?')[0];
+      const [status, body] = answer(req, p);
+      res.statusCode = status;
+      res.end(body);
+      inbox(`${req.method} ${p}`).push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() });
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  [gw, origin] = await Promise.all([startGateway(), startOrigin()]);
+});
+
+after(async () => {
+  receiver.closeAllConnections();
+  await Promise.all([gw.stop(), origin.close(), new Promise((r) => receiver.close(r))]);
+});
+
+const base = () => `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
+const routeWith = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: { type: 'roundrobin', nodes: { [origin.node]: 1 } } });
+const errorLog = () => fs.readFileSync(path.join(gw.prefix, 'logs/error.log'), 'utf8');
+const refused = async (plugin: string, conf: unknown) => {
+  const r = await gw.admin('PUT', '/gateway/admin/routes/bad', routeWith('/bad', { [plugin]: conf }));
+  assert.equal(r.status, 400);
+  return (r.json as { error_msg: string }).error_msg;
+};
+
+describe('loki-logger', () => {
+  it('pushes streams grouped by the resolved labels, with X-Scope-OrgID and the conf\'s headers', async () => {
+    await put(gw, 'routes/l1', routeWith('/l1', { 'loki-logger': {
+      endpoint_addrs: [base()], tenant_id: 'team-a', headers: { 'X-Extra': 'yes', 'X-Scope-OrgID': 'overridden' },
+      log_labels: { job: 'gatehouse', who: '$arg_who' }, batch_max_size: 3, inactive_timeout: 1,
+    } }));
+    const r = await untilRouted(gw, '/l1?who=ann', (x) => x.status === 200);
+    assert.equal(r.status, 200);
+    await proxy(gw, '/l1?who=bob');
+    await proxy(gw, '/l1?who=ann&n=2');
+    const [got] = await inbox('POST /loki/api/v1/push').until(1);
+    assert.equal(got.headers['content-type'], 'application/json');
+    assert.equal(got.headers['x-scope-orgid'], 'team-a');
+    assert.equal(got.headers['x-extra'], 'yes');
+    const push = JSON.parse(got.body) as { streams: Array<{ stream: Record<string, string>; values: string[][] }> };
+    assert.deepEqual(push.streams.map((s) => s.stream), [{ job: 'gatehouse', who: 'ann' }, { job: 'gatehouse', who: 'bob' }]);
+    assert.deepEqual(push.streams.map((s) => s.values.length), [2, 1]);
+    const [time, line] = push.streams[0].values[1];
+    assert.match(time, /^\d{13}000000$/);
+    const e = JSON.parse(line) as Entry;
+    assert.equal(Number(time.slice(0, 13)), e.start_time);
+    assert.equal(e.request.uri, '/l1?who=ann&n=2');
+    assert.equal(e.route_id, 'l1');
+    assert.equal(e.loki_labels, undefined);
+    assert.equal(e.loki_log_time, undefined);
+  });
+
+  it('a 5xx from Loki is a failure the processor retries, logged with its status', async () => {
+    failFirst.set('/loki/retry', [500]);
+    await put(gw, 'routes/l2', routeWith('/l2', { 'loki-logger': { endpoint_addrs: [base()], endpoint_uri: '/loki/retry', batch_max_size: 1, max_retry_count: 1, retry_delay: 0 } }));
+    await untilRouted(gw, '/l2', (x) => x.status === 200);
+    const [first, second] = await inbox('POST /loki/retry').until(2);
+    assert.equal(first.body, second.body);
+    const push = JSON.parse(second.body) as { streams: Array<{ stream: Record<string, string> }> };
+    assert.deepEqual(push.streams[0].stream, { job: 'apisix' });
+    assert.equal(second.headers['x-scope-orgid'], 'fake');
+    assert.match(errorLog(), /Batch Processor\[loki logger\] failed to process entries: loki server returned status: 500, body: not now/);
+  });
+
+  it('the Admin API refuses bad confs', async () => {
+    assert.equal(await refused('loki-logger', {}), 'failed to check the configuration of plugin loki-logger err: property "endpoint_addrs" is required');
+    assert.equal(await refused('loki-logger', { endpoint_addrs: [] }), 'failed to check the configuration of plugin loki-logger err: property "endpoint_addrs" validation failed: expect array to have at least 1 items');
+    assert.equal(await refused('loki-logger', { endpoint_addrs: [base()], tenant_id: 1 }), 'failed to check the configuration of plugin loki-logger err: property "tenant_id" validation failed: wrong type: expected string, got number');
+    assert.equal(await refused('loki-logger', { endpoint_addrs: [base()], timeout: 60001 }), 'failed to check the configuration of plugin loki-logger err: property "timeout" validation failed: expected 60001 to be at most 60000');
+  });
+});
+
+describe('elasticsearch-logger', () => {
+  it('asks the version first, then POSTs _bulk NDJSON: an index action line and the entry per request', async () => {
+    await put(gw, 'routes/e1', routeWith('/e1', { 'elasticsearch-logger': {
+      endpoint_addr: `${base()}/es8`, field: { index: 'gh-$arg_svc-{%Y}' }, auth: { username: 'elastic', password: 's3cret' },
+      headers: { 'X-Tenant': 't1' }, batch_max_size: 2, inactive_timeout: 1, ssl_verify: false,
+    } }));
+    await untilRouted(gw, '/e1?svc=a', (x) => x.status === 200);
+    await proxy(gw, '/e1?svc=b');
+    const [version] = await inbox('GET /es8').until(1);
+    const basic = `Basic ${Buffer.from('elastic:s3cret').toString('base64')}`;
+    assert.equal(version.headers.authorization, basic);
+    assert.equal(version.headers['x-tenant'], 't1');
+    const [bulk] = await inbox('POST /es8/_bulk').until(1);
+    assert.equal(bulk.headers['content-type'], 'application/x-ndjson');
+    assert.equal(bulk.headers.accept, 'application/vnd.elasticsearch+json');
+    assert.equal(bulk.headers.authorization, basic);
+    assert.equal(bulk.headers['x-tenant'], 't1');
+    assert.ok(bulk.body.endsWith('\n'));
+    const lines = bulk.body.slice(0, -1).split('\n').map((l) => JSON.parse(l) as Entry);
+    const year = new Date().getFullYear();
+    assert.deepEqual([lines[0], lines[2]], [{ index: { _index: `gh-a-${year}` } }, { index: { _index: `gh-b-${year}` } }]);
+    assert.deepEqual([lines[1].request.uri, lines[3].request.uri], ['/e1?svc=a', '/e1?svc=b']);
+    assert.equal(lines[1].route_id, 'e1');
+    assert.equal(inbox('GET /es8').items.length, 1, 'the version is asked once');
+    assert.doesNotMatch(errorLog(), /s3cret/);
+  });
+
+  it('an ES 6 gets _type _doc in the action line', async () => {
+    await put(gw, 'routes/e2', routeWith('/e2', { 'elasticsearch-logger': { endpoint_addrs: [`${base()}/es6`], field: { index: 'six' }, batch_max_size: 1 } }));
+    await untilRouted(gw, '/e2', (x) => x.status === 200);
+    const [bulk] = await inbox('POST /es6/_bulk').until(1);
+    const [action, doc] = bulk.body.trimEnd().split('\n').map((l) => JSON.parse(l) as Entry);
+    assert.deepEqual(action, { index: { _index: 'six', _type: '_doc' } });
+    assert.equal(doc.route_id, 'e2');
+    assert.equal(bulk.headers.authorization, undefined);
+  });
+
+  it('the Admin API refuses bad confs', async () => {
+    const none = 'failed to check the configuration of plugin elasticsearch-logger err: value should match only one schema, but matches none';
+    assert.equal(await refused('elasticsearch-logger', { field: { index: 'x' } }), none);
+    assert.equal(await refused('elasticsearch-logger', { endpoint_addr: base() }), none);
+    assert.equal(await refused('elasticsearch-logger', { endpoint_addr: `${base()}/`, field: { index: 'x' } }),
+      `failed to check the configuration of plugin elasticsearch-logger err: property "endpoint_addr" validation failed: failed to match pattern "[^/]$" with "${base()}/"`);
+    assert.equal(await refused('elasticsearch-logger', { endpoint_addr: base(), field: {} }),
+      'failed to check the configuration of plugin elasticsearch-logger err: property "field" validation failed: property "index" is required');
+  });
+});
+
+describe('clickhouse-logger', () => {
+  it('POSTs INSERT INTO <logtable> FORMAT JSONEachRow and the rows, with the X-ClickHouse-* headers', async () => {
+    await put(gw, 'routes/c1', routeWith('/c1', { 'clickhouse-logger': {
+      endpoint_addr: `${base()}/ch?x=1`, user: 'default', password: 'pw', database: 'logs', logtable: 'access', batch_max_size: 2, inactive_timeout: 1,
+    } }));
+    await untilRouted(gw, '/c1?n=1', (x) => x.status === 200);
+    await proxy(gw, '/c1?n=2');
+    const [got] = await inbox('POST /ch').until(1);
+    assert.equal(got.url, '/ch?x=1');
+    assert.equal(got.headers.host, '127.0.0.1');
+    assert.equal(got.headers['content-type'], 'application/json');
+    assert.equal(got.headers['x-clickhouse-user'], 'default');
+    assert.equal(got.headers['x-clickhouse-key'], 'pw');
+    assert.equal(got.headers['x-clickhouse-database'], 'logs');
+    const prefix = 'INSERT INTO access FORMAT JSONEachRow ';
+    assert.ok(got.body.startsWith(prefix), got.body.slice(0, 60));
+    // two rows, one space between them
+    const rows = got.body.slice(prefix.length).replace(/\} \{/, '}\n{').split('\n').map((l) => JSON.parse(l) as Entry);
+    assert.deepEqual(rows.map((e) => e.request.uri), ['/c1?n=1', '/c1?n=2']);
+  });
+
+  it('a batch of one is one row; a 4xx fails it, logged with host and port', async () => {
+    failFirst.set('/ch1', [401]);
+    await put(gw, 'routes/c2', routeWith('/c2', { 'clickhouse-logger': {
+      endpoint_addrs: [`${base()}/ch1`], user: 'u', password: 'hidden-pw', database: 'd', logtable: 't', batch_max_size: 1, max_retry_count: 1, retry_delay: 0,
+    } }));
+    await untilRouted(gw, '/c2', (x) => x.status === 200);
+    const [, got] = await inbox('POST /ch1').until(2);
+    const row = JSON.parse(got.body.slice('INSERT INTO t FORMAT JSONEachRow '.length)) as Entry;
+    assert.equal(row.route_id, 'c2');
+    assert.match(errorLog(), /Batch Processor\[clickhouse-logger\] failed to process entries: server returned status code\[401\] host\[127\.0\.0\.1\] port\[\d+\] body\[not now\]/);
+    assert.doesNotMatch(errorLog(), /hidden-pw/);
+  });
+
+  it('the Admin API refuses a conf without its required fields', async () => {
+    assert.equal(await refused('clickhouse-logger', { endpoint_addr: base(), user: 'u', password: 'p', database: 'd' }),
+      'failed to check the configuration of plugin clickhouse-logger err: value should match only one schema, but matches none');
+  });
+});
+
+describe('the new loggers in the Admin API', () => {
+  it('are listed by priority, with their batch processor names and encrypt_fields', async () => {
+    const names = (await gw.admin('GET', '/gateway/admin/plugins/list')).json as string[];
+    const order = ['loki-logger', 'elasticsearch-logger', 'http-logger', 'clickhouse-logger'].map((n) => names.indexOf(n));
+    assert.ok(order.every((i) => i >= 0), String(order));
+    assert.deepEqual(order, [...order].sort((a, b) => a - b));
+    for (const [name, label] of [['loki-logger', 'loki logger'], ['elasticsearch-logger', 'elasticsearch-logger'], ['clickhouse-logger', 'clickhouse-logger']]) {
+      const schema = (await gw.admin('GET', `/gateway/admin/plugins/${name}`)).json as { properties: { name: { default: string } } };
+      assert.equal(schema.properties.name.default, label, name);
+    }
+  });
+});
