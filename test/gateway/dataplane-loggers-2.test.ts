@@ -55,10 +55,11 @@ const failFirst = new Map<string, number[]>();
 /** The answer a real server would give: ES's version document on GET, Loki's 204, else 200. */
 function answer(req: http.IncomingMessage, p: string): [number, string] {
   const forced = failFirst.get(p)?.shift();
-  if (forced !== undefined) return [forced, 'not now'];
+  if (forced !== undefined) return [forced, p.startsWith('/services') ? JSON.stringify({ text: 'Invalid token', code: 4 }) : 'not now'];
   if (req.method === 'GET' && p.startsWith('/es')) return [200, JSON.stringify({ name: 'fake', version: { number: p === '/es6' ? '6.8.23' : '8.11.0' }, tagline: 'You Know, for Search' })];
   if (p.endsWith('/_bulk')) return [200, JSON.stringify({ took: 1, errors: false, items: [] })];
   if (p.startsWith('/loki')) return [204, ''];
+  if (p.startsWith('/services/collector')) return [200, JSON.stringify({ text: 'Success', code: 0 })];
   return [200, ''];
 }
 
@@ -227,13 +228,67 @@ describe('clickhouse-logger', () => {
   });
 });
 
+describe('splunk-hec-logging', () => {
+  it('POSTs HEC events back to back with Authorization: Splunk <token> and the channel', async () => {
+    await put(gw, 'routes/s1', routeWith('/s1', { 'splunk-hec-logging': {
+      endpoint: { uri: `${base()}/services/collector`, token: 'tok-123', channel: 'chan-1' }, ssl_verify: false,
+      log_format_extra: { who: '$arg_who', latency: 'not over' }, batch_max_size: 2, inactive_timeout: 1,
+    } }));
+    await untilRouted(gw, '/s1?who=ann', (x) => x.status === 200, { headers: { 'X-Test': 't' } });
+    await proxy(gw, '/s1?who=bob', { method: 'POST', body: 'x' });
+    const [got] = await inbox('POST /services/collector').until(1);
+    assert.equal(got.headers.authorization, 'Splunk tok-123');
+    assert.equal(got.headers['x-splunk-request-channel'], 'chan-1');
+    assert.equal(got.headers['content-type'], 'application/json');
+    const events = got.body.replace(/\}\{"time"/, '}\n{"time"').split('\n').map((l) => JSON.parse(l) as Entry);
+    assert.equal(events.length, 2);
+    const [a, b] = events;
+    assert.equal(a.source, 'apache-apisix-splunk-hec-logging');
+    assert.equal(a.sourcetype, '_json');
+    assert.equal(typeof a.host, 'string');
+    assert.ok(Math.abs(a.time - Date.now() / 1000) < 60);
+    assert.equal(a.event.request_method, 'GET');
+    assert.equal(a.event.request_url, `http://127.0.0.1:${gw.proxyPort}/s1?who=ann`);
+    assert.deepEqual(a.event.request_query, { who: 'ann' });
+    assert.equal(a.event.request_headers['x-test'], 't');
+    assert.equal(a.event.response_status, 200);
+    assert.equal(a.event.upstream, origin.node);
+    assert.equal(typeof a.event.latency, 'number');
+    assert.equal(a.event.who, 'ann');
+    assert.equal(b.event.request_method, 'POST');
+    assert.equal(b.event.who, 'bob');
+    assert.equal(a.event.route_id, undefined);
+  });
+
+  it('with a log_format the event is the formatted entry; a refusal is logged with Splunk\'s text, never the token', async () => {
+    failFirst.set('/services/collector/f', [403]);
+    await put(gw, 'routes/s2', routeWith('/s2', { 'splunk-hec-logging': {
+      endpoint: { uri: `${base()}/services/collector/f`, token: 'secret-token' }, log_format: { uri: '$uri', ip: '$remote_addr' },
+      batch_max_size: 1, max_retry_count: 1, retry_delay: 0,
+    } }));
+    await untilRouted(gw, '/s2', (x) => x.status === 200);
+    const [, got] = await inbox('POST /services/collector/f').until(2);
+    const e = JSON.parse(got.body) as Entry;
+    assert.deepEqual(e.event, { uri: '/s2', ip: '127.0.0.1', route_id: 's2' });
+    assert.equal(got.headers['x-splunk-request-channel'], undefined);
+    assert.match(errorLog(), /Batch Processor\[splunk-hec-logging\] failed to process entries: failed to send splunk, Invalid token/);
+    assert.doesNotMatch(errorLog(), /secret-token/);
+  });
+
+  it('the Admin API refuses a conf without endpoint, or an endpoint without token', async () => {
+    assert.equal(await refused('splunk-hec-logging', {}), 'failed to check the configuration of plugin splunk-hec-logging err: property "endpoint" is required');
+    assert.equal(await refused('splunk-hec-logging', { endpoint: { uri: base() } }),
+      'failed to check the configuration of plugin splunk-hec-logging err: property "endpoint" validation failed: property "token" is required');
+  });
+});
+
 describe('the new loggers in the Admin API', () => {
   it('are listed by priority, with their batch processor names and encrypt_fields', async () => {
     const names = (await gw.admin('GET', '/gateway/admin/plugins/list')).json as string[];
-    const order = ['loki-logger', 'elasticsearch-logger', 'http-logger', 'clickhouse-logger'].map((n) => names.indexOf(n));
+    const order = ['loki-logger', 'elasticsearch-logger', 'http-logger', 'splunk-hec-logging', 'clickhouse-logger'].map((n) => names.indexOf(n));
     assert.ok(order.every((i) => i >= 0), String(order));
     assert.deepEqual(order, [...order].sort((a, b) => a - b));
-    for (const [name, label] of [['loki-logger', 'loki logger'], ['elasticsearch-logger', 'elasticsearch-logger'], ['clickhouse-logger', 'clickhouse-logger']]) {
+    for (const [name, label] of [['loki-logger', 'loki logger'], ['elasticsearch-logger', 'elasticsearch-logger'], ['clickhouse-logger', 'clickhouse-logger'], ['splunk-hec-logging', 'splunk-hec-logging']]) {
       const schema = (await gw.admin('GET', `/gateway/admin/plugins/${name}`)).json as { properties: { name: { default: string } } };
       assert.equal(schema.properties.name.default, label, name);
     }

@@ -42,6 +42,7 @@ import { fileLogger } from './file-logger.ts';
 import { lokiLogger } from './loki-logger.ts';
 import { elasticsearchLogger } from './elasticsearch-logger.ts';
 import { clickhouseLogger } from './clickhouse-logger.ts';
+import { splunkHecLogging } from './splunk-hec-logging.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
@@ -49,7 +50,7 @@ export const builtinPlugins: GatewayPlugin[] = [
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
-  httpLogger, tcpLogger, udpLogger, fileLogger, lokiLogger, elasticsearchLogger, clickhouseLogger,
+  httpLogger, tcpLogger, udpLogger, fileLogger, lokiLogger, elasticsearchLogger, clickhouseLogger, splunkHecLogging,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
