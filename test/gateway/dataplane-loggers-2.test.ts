@@ -7,7 +7,9 @@
  * getting data, never for a fixed time.
  */
 import assert from 'node:assert/strict';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
+import net from 'node:net';
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -43,6 +45,11 @@ class Inbox {
 let gw: Gateway;
 let origin: Origin;
 let receiver: http.Server;
+let syslogTcp: net.Server;
+let syslogUdp: dgram.Socket;
+/** What the syslog receivers got: TCP as the bytes of each read, UDP a datagram each. */
+const tcpData = new Inbox();
+const udpData = new Inbox();
 const boxes = new Map<string, Inbox>();
 const inbox = (p: string) => {
   let b = boxes.get(p);
@@ -75,13 +82,21 @@ before(async () => {
       inbox(`${req.method} ${p}`).push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks).toString() });
     });
   });
-  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  syslogTcp = net.createServer((socket) => socket.on('data', (c: Buffer) => tcpData.push({ method: 'tcp', url: '', headers: {}, body: c.toString() })));
+  syslogUdp = dgram.createSocket('udp4');
+  syslogUdp.on('message', (m) => udpData.push({ method: 'udp', url: '', headers: {}, body: m.toString() }));
+  await Promise.all([
+    new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve)),
+    new Promise<void>((resolve) => syslogTcp.listen(0, '127.0.0.1', resolve)),
+    new Promise<void>((resolve) => syslogUdp.bind(0, '127.0.0.1', resolve)),
+  ]);
   [gw, origin] = await Promise.all([startGateway(), startOrigin()]);
 });
 
 after(async () => {
   receiver.closeAllConnections();
-  await Promise.all([gw.stop(), origin.close(), new Promise((r) => receiver.close(r))]);
+  await gw.stop();
+  await Promise.all([origin.close(), new Promise((r) => receiver.close(r)), new Promise((r) => syslogTcp.close(r)), new Promise((r) => syslogUdp.close(() => r(undefined)))]);
 });
 
 const base = () => `http://127.0.0.1:${(receiver.address() as AddressInfo).port}`;
@@ -282,13 +297,55 @@ describe('splunk-hec-logging', () => {
   });
 });
 
+describe('syslog', () => {
+  const line = /^<46>1 (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) (\S+) apisix (\d+) - - (\{.*\})$/;
+
+  it('sends RFC 5424 lines over TCP: <46>1, the time, the request\'s host, apisix, the pid, the entry\'s JSON', async () => {
+    await put(gw, 'routes/y1', routeWith('/y1', { syslog: { host: '127.0.0.1', port: (syslogTcp.address() as AddressInfo).port, flush_limit: 1, batch_max_size: 1 } }));
+    await untilRouted(gw, '/y1?n=1', (x) => x.status === 200, { headers: { host: 'example.test' } });
+    const [got] = await tcpData.until(1);
+    assert.ok(got.body.endsWith('\n'));
+    const m = line.exec(got.body.slice(0, -1));
+    assert.ok(m, got.body);
+    assert.ok(Math.abs(Date.parse(m[1]) - Date.now()) < 60_000);
+    assert.equal(m[2], 'example.test');
+    assert.ok(Number(m[3]) > 0);
+    const e = JSON.parse(m[4]) as Entry;
+    assert.equal(e.route_id, 'y1');
+    assert.equal(e.request.uri, '/y1?n=1');
+  });
+
+  it('over UDP the socket logger holds lines below flush_limit and sends them in one datagram once past it', async () => {
+    await put(gw, 'routes/y2', routeWith('/y2', { syslog: {
+      host: '127.0.0.1', port: (syslogUdp.address() as AddressInfo).port, sock_type: 'udp', flush_limit: 1200, batch_max_size: 1,
+      log_format: { uri: '$request_uri', pad: 'x'.repeat(400) },
+    } }));
+    // each line is some 500 bytes: the third passes 1200 and all three go together
+    await untilRouted(gw, '/y2?n=1', (x) => x.status === 200);
+    await proxy(gw, '/y2?n=2');
+    assert.equal(udpData.items.length, 0);
+    await proxy(gw, '/y2?n=3');
+    const [got] = await udpData.until(1);
+    const lines = got.body.split('\n').filter((l) => l !== '');
+    assert.deepEqual(lines.map((l) => (JSON.parse(line.exec(l)![4]) as Entry).uri).sort(), ['/y2?n=1', '/y2?n=2', '/y2?n=3']);
+  });
+
+  it('the Admin API refuses bad confs', async () => {
+    assert.equal(await refused('syslog', { host: '127.0.0.1' }), 'failed to check the configuration of plugin syslog err: property "port" is required');
+    assert.equal(await refused('syslog', { host: '127.0.0.1', port: 514, sock_type: 'unix' }),
+      'failed to check the configuration of plugin syslog err: property "sock_type" validation failed: matches none of the enum values');
+    assert.equal(await refused('syslog', { host: '127.0.0.1', port: 514, pool_size: 4 }),
+      'failed to check the configuration of plugin syslog err: property "pool_size" validation failed: expected 4 to be at least 5');
+  });
+});
+
 describe('the new loggers in the Admin API', () => {
   it('are listed by priority, with their batch processor names and encrypt_fields', async () => {
     const names = (await gw.admin('GET', '/gateway/admin/plugins/list')).json as string[];
-    const order = ['loki-logger', 'elasticsearch-logger', 'http-logger', 'splunk-hec-logging', 'clickhouse-logger'].map((n) => names.indexOf(n));
+    const order = ['loki-logger', 'elasticsearch-logger', 'http-logger', 'splunk-hec-logging', 'syslog', 'clickhouse-logger'].map((n) => names.indexOf(n));
     assert.ok(order.every((i) => i >= 0), String(order));
     assert.deepEqual(order, [...order].sort((a, b) => a - b));
-    for (const [name, label] of [['loki-logger', 'loki logger'], ['elasticsearch-logger', 'elasticsearch-logger'], ['clickhouse-logger', 'clickhouse-logger'], ['splunk-hec-logging', 'splunk-hec-logging']]) {
+    for (const [name, label] of [['loki-logger', 'loki logger'], ['elasticsearch-logger', 'elasticsearch-logger'], ['clickhouse-logger', 'clickhouse-logger'], ['splunk-hec-logging', 'splunk-hec-logging'], ['syslog', 'sys logger']]) {
       const schema = (await gw.admin('GET', `/gateway/admin/plugins/${name}`)).json as { properties: { name: { default: string } } };
       assert.equal(schema.properties.name.default, label, name);
     }
