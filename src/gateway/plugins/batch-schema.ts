@@ -45,3 +45,6 @@ export const bodyLogProperties: Record<string, Schema> = {
   max_req_body_bytes: { type: 'integer', minimum: 1, default: 524288 },
   max_resp_body_bytes: { type: 'integer', minimum: 1, default: 524288 },
 };
+
+/** core.schema.uri_def: a scheme, then a host name or bracketed IPv6 address, maybe a port. */
+export const uriDef: Schema = { type: 'string', pattern: '^[^\\/]+:\\/\\/([\\da-zA-Z.-]+|\\[[\\da-fA-F:]+\\])(:\\d+)?' };

@@ -6,14 +6,13 @@
  * `auth_header` is the Authorization header, `timeout` bounds the whole
  * exchange. A status of 400 or more is a failure the processor retries.
  */
-import http from 'node:http';
-import https from 'node:https';
 import type { GatewayPlugin } from './registry.ts';
 import { bodyLogProperties, loggerMetadataSchema, withBatchProperties } from './batch-schema.ts';
 import { BatchProcessorManager, batchJson } from './batch-processor.ts';
 import type { BatchConf } from './batch-processor.ts';
 import { bodyLogPhases, checkLogConf, logEntry } from './log-entry.ts';
 import type { BodyLogConf } from './log-entry.ts';
+import { postOrFail, serverOf } from './log-http.ts';
 
 interface HttpLoggerConf extends BatchConf, BodyLogConf {
   uri: string;
@@ -33,40 +32,14 @@ function encode(conf: HttpLoggerConf, entries: unknown[], batchMaxSize: number):
 
 /** send_http_data: one POST on a connection of its own. */
 function post(conf: HttpLoggerConf, body: string): Promise<void> {
-  const url = new URL(conf.uri);
-  const secure = url.protocol === 'https:';
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
-  const where = `host[${host}] port[${port}]`;
-  const options: https.RequestOptions = {
-    host, port, method: 'POST', path: `${url.pathname || '/'}${url.search}`, agent: false,
+  return postOrFail(conf.uri, {
+    method: 'POST', timeoutMs: conf.timeout * 1000, sslVerify: conf.ssl_verify, body,
     headers: {
       // as lua-resty-http is asked: the URI's host without its port
-      Host: host,
+      Host: serverOf(conf.uri).host,
       'Content-Type': conf.concat_method === 'json' ? 'application/json' : 'text/plain',
-      'Content-Length': Buffer.byteLength(body),
       ...(conf.auth_header !== undefined ? { Authorization: conf.auth_header } : {}),
     },
-    ...(secure ? { servername: host, rejectUnauthorized: conf.ssl_verify } : {}),
-  };
-  return new Promise((resolve, reject) => {
-    const req = (secure ? https : http).request(options, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        clearTimeout(timer);
-        const status = res.statusCode ?? 0;
-        if (status >= 400) reject(new Error(`server returned status code[${status}] ${where} body[${Buffer.concat(chunks).toString()}]`));
-        else resolve();
-      });
-      res.on('error', (e) => reject(new Error(`error while sending data to [${host}] port[${port}] ${e.message}`)));
-    });
-    const timer = setTimeout(() => req.destroy(new Error('timeout')), conf.timeout * 1000);
-    req.on('error', (e) => {
-      clearTimeout(timer);
-      reject(new Error(`failed to connect to ${where} ${e.message}`));
-    });
-    req.end(body);
   });
 }
 

@@ -180,6 +180,11 @@ function fullEntry(conf: BodyLogConf, ctx: PluginContext): LogEntry {
  * log_format_extra's keys added (never over a field it has).
  */
 export function logEntry(pluginName: string, conf: BodyLogConf, ctx: PluginContext): LogEntry | undefined {
+  return logEntryParts(pluginName, conf, ctx)?.entry;
+}
+
+/** get_log_entry's three results: the entry, whether a log_format made it, and log_format_extra's resolved keys. */
+export function logEntryParts(pluginName: string, conf: BodyLogConf, ctx: PluginContext): { entry: LogEntry; customized: boolean; extra?: LogEntry } | undefined {
   if (conf.match && conf.match.length > 0) {
     // any one of the expressions holding is a match (log-util's is_match)
     const holds = conf.match.some((m, i) => exprOf(conf, `match${i}`, m as unknown[])?.(ctx.variable) ?? true);
@@ -188,14 +193,17 @@ export function logEntry(pluginName: string, conf: BodyLogConf, ctx: PluginConte
   const metadata = ctx.pluginMetadata(pluginName);
   const metaFormat = metadata?.log_format as Record<string, unknown> | undefined;
   const format = conf.log_format ?? (metaFormat && Object.keys(metaFormat).length > 0 ? metaFormat : undefined);
-  if (format) return customEntry(ctx, format, conf.max_req_body_bytes);
+  if (format) return { entry: customEntry(ctx, format, conf.max_req_body_bytes), customized: true };
   const entry = fullEntry(conf, ctx);
-  const extra = conf.log_format_extra ?? (metadata?.log_format_extra as Record<string, unknown> | undefined);
-  if (extra && Object.keys(extra).length > 0) {
-    const more = formatted(ctx, extra, conf.max_req_body_bytes, 1);
-    for (const k of Object.keys(extra)) if (entry[k] === undefined) entry[k] = more[k];
+  const extraFormat = conf.log_format_extra ?? (metadata?.log_format_extra as Record<string, unknown> | undefined);
+  if (!extraFormat || Object.keys(extraFormat).length === 0) return { entry, customized: false };
+  const more = formatted(ctx, extraFormat, conf.max_req_body_bytes, 1);
+  const extra: LogEntry = {};
+  for (const k of Object.keys(extraFormat)) {
+    extra[k] = more[k];
+    if (entry[k] === undefined) entry[k] = more[k];
   }
-  return entry;
+  return { entry, customized: false, extra };
 }
 
 /** check_log_schema: the body expressions must compile. */
