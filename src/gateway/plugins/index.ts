@@ -39,6 +39,7 @@ import { proxyControl } from './proxy-control.ts';
 import { echo } from './echo.ts';
 import { tcpLogger } from './tcp-logger.ts';
 import { fileLogger } from './file-logger.ts';
+import { forwardAuth } from './forward-auth.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
@@ -46,7 +47,7 @@ export const builtinPlugins: GatewayPlugin[] = [
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
-  httpLogger, tcpLogger, udpLogger, fileLogger,
+  httpLogger, tcpLogger, udpLogger, fileLogger, forwardAuth,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served

@@ -1,0 +1,141 @@
+/**
+ * forward-auth (and the plugins after it) on the gateway's request path:
+ * a loopback auth service that decides by the headers it is sent, an echo
+ * origin, what the client and the origin see; and the Admin API's
+ * refusals with APISIX's messages.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { startGateway } from './harness.ts';
+import type { Gateway } from './harness.ts';
+import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import type { Origin, Seen } from './dataplane-kit.ts';
+
+let gw: Gateway;
+let o: Origin;
+let auth: http.Server;
+let authUri: string;
+/** What the auth service was sent, newest last. */
+const asked: Seen[] = [];
+
+/** The auth service: `x-pass: yes` passes with a user header; else 401 with a challenge and a body of its own. */
+function authService(req: http.IncomingMessage, res: http.ServerResponse, body: string): void {
+  asked.push({ port: 0, method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+  if (req.url?.startsWith('/slow')) return; // never answers: the timeout's case
+  if (req.headers['x-pass'] === 'yes' || body === 'let me in') {
+    res.setHeader('X-User-Id', 'u-42');
+    res.setHeader('X-Role', ['reader', 'writer']);
+    res.end('ok');
+    return;
+  }
+  res.statusCode = 401;
+  res.setHeader('WWW-Authenticate', 'Bearer realm="auth"');
+  res.setHeader('X-Reason', 'no pass');
+  res.end('go away\n');
+}
+
+before(async () => {
+  auth = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => authService(req, res, Buffer.concat(chunks).toString()));
+  });
+  await new Promise<void>((resolve) => auth.listen(0, '127.0.0.1', resolve));
+  authUri = `http://127.0.0.1:${(auth.address() as AddressInfo).port}`;
+  [gw, o] = await Promise.all([startGateway(), startOrigin()]);
+});
+after(async () => {
+  auth.closeAllConnections();
+  await Promise.all([gw.stop(), o.close(), new Promise((resolve) => auth.close(resolve))]);
+});
+
+const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
+const route = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: up() });
+
+async function refused(plugins: Record<string, unknown>, message: string): Promise<void> {
+  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', plugins));
+  assert.equal(r.status, 400, JSON.stringify(plugins));
+  assert.deepEqual(r.json, { error_msg: message });
+}
+
+describe('forward-auth', () => {
+  it('refuses a conf without uri or with values out of range', async () => {
+    const p = 'failed to check the configuration of plugin forward-auth err: ';
+    await refused({ 'forward-auth': {} }, `${p}property "uri" is required`);
+    await refused({ 'forward-auth': { uri: authUri, request_method: 'PUT' } }, `${p}property "request_method" validation failed: matches none of the enum values`);
+    await refused({ 'forward-auth': { uri: authUri, timeout: 0 } }, `${p}property "timeout" validation failed: expected 0 to be at least 1`);
+    await refused({ 'forward-auth': { uri: authUri, status_on_error: 600 } }, `${p}property "status_on_error" validation failed: expected 600 to be at most 599`);
+    await refused({ 'forward-auth': { uri: authUri, extra_headers: {} } }, `${p}property "extra_headers" validation failed: expect object to have at least 1 properties`);
+  });
+
+  it('a pass goes upstream with the service headers listed; the service is told of the request', async () => {
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': {
+      uri: `${authUri}/check?from=gw`, request_headers: ['X-Pass', 'Authorization'], upstream_headers: ['X-User-Id', 'X-Role', 'X-Absent'],
+      extra_headers: { 'X-Route': 'route $uri', 'X-Arg': '$arg_a' },
+    } }));
+    const ok = await untilRouted(gw, '/fa?a=1', (x) => x.status === 200, { headers: { 'X-Pass': 'yes', 'X-Absent': 'forged', 'X-Other': 'kept' } });
+    assert.equal(ok.echo?.headers['x-user-id'], 'u-42');
+    assert.equal(ok.echo?.headers['x-role'], 'reader, writer');
+    assert.equal(ok.echo?.headers['x-absent'], undefined, 'a listed header the service did not send is removed');
+    assert.equal(ok.echo?.headers['x-other'], 'kept');
+    const told = asked.at(-1)!;
+    assert.equal(told.method, 'GET');
+    assert.equal(told.url, '/check?from=gw');
+    assert.equal(told.headers['x-forwarded-proto'], 'http');
+    assert.equal(told.headers['x-forwarded-method'], 'GET');
+    assert.equal(told.headers['x-forwarded-host'], '127.0.0.1');
+    assert.equal(told.headers['x-forwarded-uri'], '/fa?a=1');
+    assert.equal(told.headers['x-forwarded-for'], '127.0.0.1');
+    assert.equal(told.headers['x-pass'], 'yes');
+    assert.equal(told.headers['x-other'], undefined, 'only the listed request headers');
+    assert.equal(told.headers.authorization, undefined, 'a listed header the client did not send is not sent');
+    assert.equal(told.headers['x-route'], 'route /fa');
+    assert.equal(told.headers['x-arg'], '1');
+    assert.equal(told.headers.host, authUri.slice('http://'.length));
+    assert.match(String(told.headers['user-agent']), /^lua-resty-http\//);
+  });
+
+  it('a refusal answers the service status and body with only the client_headers listed', async () => {
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: authUri, client_headers: ['WWW-Authenticate'] } }));
+    const no = await untilRouted(gw, '/fa', (x) => x.status === 401 && x.headers['www-authenticate'] !== undefined);
+    assert.equal(no.body, 'go away\n');
+    assert.equal(no.headers['www-authenticate'], 'Bearer realm="auth"');
+    assert.equal(no.headers['x-reason'], undefined);
+    const before = o.seen.length;
+    assert.equal((await proxy(gw, '/fa')).status, 401);
+    assert.equal(o.seen.length, before, 'the origin is not asked');
+  });
+
+  it('POST sends the client body (and its Content-Encoding) to the service; the origin still gets it', async () => {
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: authUri, request_method: 'POST' } }));
+    const opts = { method: 'POST', body: 'let me in', headers: { 'Content-Encoding': 'identity', 'X-Custom': 'no' } };
+    const ok = await untilRouted(gw, '/fa', (x) => x.status === 200, opts);
+    assert.equal(ok.echo?.body, 'let me in');
+    const told = asked.at(-1)!;
+    assert.equal(told.method, 'POST');
+    assert.equal(told.body, 'let me in');
+    assert.equal(told.headers['content-length'], '9');
+    assert.equal(told.headers['content-encoding'], 'identity');
+    assert.equal(told.headers['x-custom'], undefined);
+    assert.equal((await proxy(gw, '/fa', { method: 'POST', body: 'no' })).status, 401);
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: authUri, request_method: 'POST', max_req_body_size: 4 } }));
+    await untilRouted(gw, '/fa', (x) => x.status === 413, opts);
+  });
+
+  it('no answer from the service: status_on_error, or through with allow_degradation', async () => {
+    // a port nothing listens on: a closed server's
+    const gone = http.createServer();
+    await new Promise<void>((resolve) => gone.listen(0, '127.0.0.1', resolve));
+    const port = (gone.address() as AddressInfo).port;
+    await new Promise((resolve) => gone.close(resolve));
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: `http://127.0.0.1:${port}/`, status_on_error: 503 } }));
+    await untilRouted(gw, '/fa', (x) => x.status === 503);
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: `http://127.0.0.1:${port}/`, allow_degradation: true } }));
+    const through = await untilRouted(gw, '/fa', (x) => x.status === 200);
+    assert.equal(through.echo?.url, '/fa');
+    await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: `${authUri}/slow`, timeout: 100, keepalive: false } }));
+    await untilRouted(gw, '/fa', (x) => x.status === 403);
+  });
+});
