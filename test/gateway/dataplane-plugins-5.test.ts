@@ -139,3 +139,34 @@ describe('forward-auth', () => {
     await untilRouted(gw, '/fa', (x) => x.status === 403);
   });
 });
+
+describe('multi-auth', () => {
+  const p = 'failed to check the configuration of plugin multi-auth err: ';
+
+  it('refuses fewer than two plugins, unknown or non-auth ones, and sub-confs their plugin refuses', async () => {
+    await refused({ 'multi-auth': {} }, `${p}property "auth_plugins" is required`);
+    await refused({ 'multi-auth': { auth_plugins: [{ 'key-auth': {} }] } }, `${p}property "auth_plugins" validation failed: expect array to have at least 2 items`);
+    await refused({ 'multi-auth': { auth_plugins: [{ 'key-auth': {} }, { 'no-such-auth': {} }] } }, `${p}no-such-auth plugin did not found`);
+    await refused({ 'multi-auth': { auth_plugins: [{ 'key-auth': {} }, { 'limit-count': {} }] } }, `${p}limit-count plugin is not supported`);
+    await refused({ 'multi-auth': { auth_plugins: [{ 'key-auth': { header: 5 } }, { 'basic-auth': {} }] } },
+      `${p}plugin key-auth check schema failed: property "header" validation failed: wrong type: expected string, got number`);
+  });
+
+  it('the first plugin that authenticates wins; when none does, 401 Authorization Failed', async () => {
+    await put(gw, 'consumers', { username: 'alice', plugins: { 'key-auth': { key: 'k-alice' } } });
+    await put(gw, 'consumers', { username: 'bob', plugins: { 'basic-auth': { username: 'bob', password: 'pw-bob' } } });
+    await put(gw, 'routes/ma', route('/ma', { 'multi-auth': { auth_plugins: [{ 'key-auth': { header: 'x-key' } }, { 'basic-auth': {} }] } }));
+    const byKey = await untilRouted(gw, '/ma', (x) => x.status === 200, { headers: { 'X-Key': 'k-alice' } });
+    assert.equal(byKey.echo?.headers['x-consumer-username'], 'alice');
+    const basic = `Basic ${Buffer.from('bob:pw-bob').toString('base64')}`;
+    const byBasic = await proxy(gw, '/ma', { headers: { Authorization: basic } });
+    assert.equal(byBasic.status, 200);
+    assert.equal(byBasic.echo?.headers['x-consumer-username'], 'bob');
+    const none = await proxy(gw, '/ma', { headers: { 'X-Key': 'wrong' } });
+    assert.equal(none.status, 401);
+    assert.deepEqual(JSON.parse(none.body), { message: 'Authorization Failed' });
+    assert.equal(none.headers['www-authenticate'], 'Basic realm="basic"', "the last refusal's challenge");
+    const wrongPassword = await proxy(gw, '/ma', { headers: { Authorization: `Basic ${Buffer.from('bob:nope').toString('base64')}` } });
+    assert.equal(wrongPassword.status, 401);
+  });
+});

@@ -40,6 +40,7 @@ import { echo } from './echo.ts';
 import { tcpLogger } from './tcp-logger.ts';
 import { fileLogger } from './file-logger.ts';
 import { forwardAuth } from './forward-auth.ts';
+import { multiAuth, useAuthPlugins } from './multi-auth.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
@@ -47,8 +48,11 @@ export const builtinPlugins: GatewayPlugin[] = [
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
-  httpLogger, tcpLogger, udpLogger, fileLogger, forwardAuth,
+  httpLogger, tcpLogger, udpLogger, fileLogger, forwardAuth, multiAuth,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
 ];
+
+// the plugins multi-auth's auth_plugins may name
+useAuthPlugins(builtinPlugins);
