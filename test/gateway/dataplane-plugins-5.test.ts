@@ -170,3 +170,75 @@ describe('multi-auth', () => {
     assert.equal(wrongPassword.status, 401);
   });
 });
+
+describe('proxy-mirror', () => {
+  let mirror: Origin;
+  /** Mirrored requests not yet taken, and tests waiting for one. */
+  const arrived: Seen[] = [];
+  const waiting: Array<(s: Seen) => void> = [];
+  const nextMirrored = () => new Promise<Seen>((resolve) => {
+    const s = arrived.shift();
+    if (s) resolve(s);
+    else waiting.push(resolve);
+  });
+
+  before(async () => {
+    mirror = await startOrigin((req, res) => {
+      const s = mirror.seen.at(-1)!;
+      const w = waiting.shift();
+      if (w) w(s);
+      else arrived.push(s);
+      if (req.url?.includes('hold')) return true; // never answered
+      res.statusCode = 500;
+      res.end('the mirror answer nobody sees');
+      return true;
+    });
+  });
+  after(() => mirror.close());
+
+  it('refuses a host with a path or a scheme it cannot mirror to, and a bad path or ratio', async () => {
+    const p = 'failed to check the configuration of plugin proxy-mirror err: ';
+    await refused({ 'proxy-mirror': {} }, `${p}property "host" is required`);
+    await refused({ 'proxy-mirror': { host: 'http://127.0.0.1:1/x' } },
+      `${p}property "host" validation failed: failed to match pattern "^(http(s)?|grpc(s)?):\\\\/\\\\/([\\\\da-zA-Z.-]+|\\\\[[\\\\da-fA-F:]+\\\\])(:\\\\d+)?$" with "http://127.0.0.1:1/x"`);
+    await refused({ 'proxy-mirror': { host: 'http://127.0.0.1', path: '/a?b' } },
+      `${p}property "path" validation failed: failed to match pattern "^/[^?&]+$" with "/a?b"`);
+    await refused({ 'proxy-mirror': { host: 'http://127.0.0.1', sample_ratio: 0 } }, `${p}property "sample_ratio" validation failed: expected 0 to be at least 1e-05`);
+  });
+
+  it('the request goes to the mirror too (method, URI, headers, body); the client gets the upstream answer', async () => {
+    await put(gw, 'routes/pm', route('/pm', { 'proxy-mirror': { host: `http://${mirror.node}` } }));
+    const opts = { method: 'POST', body: 'payload', headers: { 'X-Trace': 't1' } };
+    const r = await untilRouted(gw, '/pm?a=1&b=2', (x) => x.status === 200 && x.echo?.port === o.port, opts);
+    assert.equal(r.echo?.body, 'payload');
+    let m = await nextMirrored();
+    // earlier tries before the route was in place were not mirrored: the one seen is this route's
+    assert.equal(m.method, 'POST');
+    assert.equal(m.url, '/pm?a=1&b=2');
+    assert.equal(m.body, 'payload');
+    assert.equal(m.headers['x-trace'], 't1');
+    assert.equal(m.headers.host, `127.0.0.1:${gw.proxyPort}`);
+    assert.equal(m.headers.connection, 'close');
+    await put(gw, 'routes/pm', route('/pm', { 'proxy-mirror': { host: `http://${mirror.node}`, path: '/copy' } }));
+    await untilRouted(gw, '/pm?a=1', (x) => x.status === 200);
+    for (m = await nextMirrored(); m.url.startsWith('/pm');) m = await nextMirrored();
+    assert.equal(m.url, '/copy?a=1');
+    await put(gw, 'routes/pm', route('/pm', { 'proxy-mirror': { host: `http://${mirror.node}`, path: '/copy', path_concat_mode: 'prefix' } }));
+    await untilRouted(gw, '/pm?a=1', (x) => x.status === 200);
+    for (m = await nextMirrored(); m.url === '/copy?a=1';) m = await nextMirrored();
+    assert.equal(m.url, '/copy/pm?a=1');
+  });
+
+  it('a mirror that never answers or is not there does not hold the client up', async () => {
+    await put(gw, 'routes/pm-hold', route('/pm-hold', { 'proxy-mirror': { host: `http://${mirror.node}` } }));
+    const r = await untilRouted(gw, '/pm-hold', (x) => x.status === 200);
+    assert.equal(r.echo?.url, '/pm-hold');
+    assert.equal((await nextMirrored()).url, '/pm-hold');
+    const gone = http.createServer();
+    await new Promise<void>((resolve) => gone.listen(0, '127.0.0.1', resolve));
+    const port = (gone.address() as AddressInfo).port;
+    await new Promise((resolve) => gone.close(resolve));
+    await put(gw, 'routes/pm-gone', route('/pm-gone', { 'proxy-mirror': { host: `http://127.0.0.1:${port}` } }));
+    assert.equal((await untilRouted(gw, '/pm-gone', (x) => x.status === 200)).echo?.url, '/pm-gone');
+  });
+});

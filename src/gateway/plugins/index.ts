@@ -41,6 +41,7 @@ import { tcpLogger } from './tcp-logger.ts';
 import { fileLogger } from './file-logger.ts';
 import { forwardAuth } from './forward-auth.ts';
 import { multiAuth, useAuthPlugins } from './multi-auth.ts';
+import { proxyMirror } from './proxy-mirror.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
@@ -48,7 +49,7 @@ export const builtinPlugins: GatewayPlugin[] = [
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
-  httpLogger, tcpLogger, udpLogger, fileLogger, forwardAuth, multiAuth,
+  httpLogger, tcpLogger, udpLogger, fileLogger, forwardAuth, multiAuth, proxyMirror,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
