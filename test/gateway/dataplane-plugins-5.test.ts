@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
@@ -240,5 +241,76 @@ describe('proxy-mirror', () => {
     await new Promise((resolve) => gone.close(resolve));
     await put(gw, 'routes/pm-gone', route('/pm-gone', { 'proxy-mirror': { host: `http://127.0.0.1:${port}` } }));
     assert.equal((await untilRouted(gw, '/pm-gone', (x) => x.status === 200)).echo?.url, '/pm-gone');
+  });
+});
+
+describe('brotli', () => {
+  const page = '<p>' + 'a brotli test page, '.repeat(20) + '</p>';
+  let site: Origin;
+  before(async () => {
+    site = await startOrigin((req, res) => {
+      const u = req.url ?? '';
+      res.setHeader('Content-Type', u.startsWith('/br/json') ? 'application/json' : 'text/html; charset=utf-8');
+      if (u.startsWith('/br/etag-odd')) res.setHeader('ETag', 'unquoted');
+      else if (u.startsWith('/br/etag-weak')) res.setHeader('ETag', 'W/"w1"');
+      else res.setHeader('ETag', '"v1"');
+      if (u.startsWith('/br/encoded')) res.setHeader('Content-Encoding', 'x-own');
+      res.end(u.startsWith('/br/tiny') ? 'tiny' : page);
+      return true;
+    });
+  });
+  after(() => site.close());
+
+  const siteRoute = (conf: Record<string, unknown>) => ({ uri: '/br/*', plugins: { brotli: conf }, upstream: { type: 'roundrobin', nodes: { [site.node]: 1 } } });
+  /** The raw body bytes (proxy() reads text; brotli needs the bytes). */
+  const fetchRaw = (path: string, headers: http.OutgoingHttpHeaders) => new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: gw.proxyPort, path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+    }).on('error', reject);
+  });
+
+  it('refuses levels, windows and block sizes brotli does not have', async () => {
+    const p = 'failed to check the configuration of plugin brotli err: ';
+    await refused({ brotli: { comp_level: 12 } }, `${p}property "comp_level" validation failed: expected 12 to be at most 11`);
+    await refused({ brotli: { lgwin: 9 } }, `${p}property "lgwin" validation failed: matches none of the enum values`);
+    await refused({ brotli: { lgblock: 15 } }, `${p}property "lgblock" validation failed: matches none of the enum values`);
+    await refused({ brotli: { mode: 3 } }, `${p}property "mode" validation failed: expected 3 to be at most 2`);
+    await refused({ brotli: { types: [] } }, `${p}property "types" validation failed: object matches none of the required`);
+  });
+
+  it('a matching response to a client accepting br is compressed, its ETag weakened', async () => {
+    await put(gw, 'routes/br', siteRoute({ vary: true, comp_level: 5, lgwin: 16, mode: 1 }));
+    await untilRouted(gw, '/br/page', (x) => x.headers['content-encoding'] === 'br', { headers: { 'Accept-Encoding': 'gzip, br' } });
+    const r = await fetchRaw('/br/page', { 'Accept-Encoding': 'gzip;q=0.5, br;q=0.8' });
+    assert.equal(r.status, 200);
+    assert.equal(r.headers['content-encoding'], 'br');
+    assert.equal(r.headers['content-length'], undefined);
+    assert.equal(r.headers.vary, 'Accept-Encoding');
+    assert.equal(r.headers.etag, 'W/"v1"');
+    assert.equal(zlib.brotliDecompressSync(r.body).toString(), page);
+    assert.ok(r.body.length < page.length);
+    assert.equal((await fetchRaw('/br/etag-weak', { 'Accept-Encoding': '*' })).headers.etag, 'W/"w1"');
+    const odd = await fetchRaw('/br/etag-odd', { 'Accept-Encoding': 'br' });
+    assert.equal(odd.headers['content-encoding'], 'br');
+    assert.equal(odd.headers.etag, undefined);
+  });
+
+  it('left as it is: no br accepted (or q=0), too short, another type, already encoded', async () => {
+    await put(gw, 'routes/br', siteRoute({}));
+    await untilRouted(gw, '/br/page', (x) => x.headers['content-encoding'] === 'br' && x.headers.vary === undefined, { headers: { 'Accept-Encoding': 'br' } });
+    for (const [path, ae] of [['/br/page', 'gzip'], ['/br/page', 'br;q=0'], ['/br/tiny', 'br'], ['/br/json', 'br'], ['/br/encoded', 'br']]) {
+      const r = await fetchRaw(path, { 'Accept-Encoding': ae });
+      assert.notEqual(r.headers['content-encoding'], 'br', `${path} ${ae}`);
+      if (path === '/br/page') {
+        assert.equal(r.body.toString(), page);
+        assert.equal(r.headers.etag, '"v1"');
+      }
+    }
+    await put(gw, 'routes/br', siteRoute({ types: '*', min_length: 1 }));
+    const any = await untilRouted(gw, '/br/json', (x) => x.headers['content-encoding'] === 'br', { headers: { 'Accept-Encoding': 'br' } });
+    assert.equal(any.status, 200);
+    assert.equal(zlib.brotliDecompressSync((await fetchRaw('/br/tiny', { 'Accept-Encoding': 'br' })).body).toString(), 'tiny');
   });
 });

@@ -42,10 +42,11 @@ import { fileLogger } from './file-logger.ts';
 import { forwardAuth } from './forward-auth.ts';
 import { multiAuth, useAuthPlugins } from './multi-auth.ts';
 import { proxyMirror } from './proxy-mirror.ts';
+import { brotli } from './brotli.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
+  basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, brotli, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
