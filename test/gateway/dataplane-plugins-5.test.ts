@@ -151,6 +151,8 @@ describe('multi-auth', () => {
     await refused({ 'multi-auth': { auth_plugins: [{ 'key-auth': {} }, { 'limit-count': {} }] } }, `${p}limit-count plugin is not supported`);
     await refused({ 'multi-auth': { auth_plugins: [{ 'key-auth': { header: 5 } }, { 'basic-auth': {} }] } },
       `${p}plugin key-auth check schema failed: property "header" validation failed: wrong type: expected string, got number`);
+    await refused({ 'multi-auth': { auth_plugins: [{ 'basic-auth': 'yes' }, { 'key-auth': {} }] } },
+      `${p}plugin basic-auth check schema failed: wrong type: expected object, got string`);
   });
 
   it('the first plugin that authenticates wins; when none does, 401 Authorization Failed', async () => {
