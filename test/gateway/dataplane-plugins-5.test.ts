@@ -5,6 +5,7 @@
  * refusals with APISIX's messages.
  */
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import http from 'node:http';
 import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
@@ -171,6 +172,22 @@ describe('multi-auth', () => {
     assert.equal(none.headers['www-authenticate'], 'Basic realm="basic"', "the last refusal's challenge");
     const wrongPassword = await proxy(gw, '/ma', { headers: { Authorization: `Basic ${Buffer.from('bob:nope').toString('base64')}` } });
     assert.equal(wrongPassword.status, 401);
+  });
+
+  it('an auth plugin that reads the body (hmac-auth) can be the one that passes', async () => {
+    await put(gw, 'consumers', { username: 'carol', plugins: { 'hmac-auth': { key_id: 'ck', secret_key: 'cs' } } });
+    await put(gw, 'routes/ma', route('/ma', { 'multi-auth': { auth_plugins: [{ 'key-auth': {} }, { 'hmac-auth': {} }] } }));
+    const sign = () => {
+      const date = new Date().toUTCString();
+      const sig = crypto.createHmac('sha256', 'cs').update(`ck\nPOST /ma\ndate: ${date}\n`).digest('base64');
+      return { Date: date, Authorization: `Signature keyId="ck",algorithm="hmac-sha256",headers="@request-target date",signature="${sig}"` };
+    };
+    const ok = await untilRouted(gw, '/ma', (x) => x.status === 200, { method: 'POST', body: 'b', headers: sign() });
+    assert.equal(ok.echo?.headers['x-consumer-username'], 'carol');
+    assert.equal(ok.echo?.body, 'b');
+    const no = await proxy(gw, '/ma', { method: 'POST', body: 'b' });
+    assert.equal(no.status, 401);
+    assert.equal(no.headers['www-authenticate'], 'hmac realm="hmac"');
   });
 });
 
