@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import zlib from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -14,6 +15,7 @@ import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin, Seen } from './dataplane-kit.ts';
+import { TestCa } from './tls-kit.ts';
 
 let gw: Gateway;
 let o: Origin;
@@ -139,6 +141,24 @@ describe('forward-auth', () => {
     assert.equal(through.echo?.url, '/fa');
     await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri: `${authUri}/slow`, timeout: 100, keepalive: false } }));
     await untilRouted(gw, '/fa', (x) => x.status === 403);
+  });
+
+  it('an https service: its certificate checked with ssl_verify (the default), not without', async () => {
+    const pem = new TestCa().issue(['localhost']);
+    const tls = https.createServer({ cert: pem.cert, key: pem.key }, (req, res) => authService(req, res, ''));
+    await new Promise<void>((resolve) => tls.listen(0, '127.0.0.1', resolve));
+    try {
+      const uri = `https://127.0.0.1:${(tls.address() as AddressInfo).port}/tls`;
+      await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri, status_on_error: 502 } }));
+      await untilRouted(gw, '/fa', (x) => x.status === 502, { headers: { 'X-Pass': 'yes' } });
+      await put(gw, 'routes/fa', route('/fa', { 'forward-auth': { uri, ssl_verify: false, request_headers: ['X-Pass'], upstream_headers: ['X-User-Id'] } }));
+      const ok = await untilRouted(gw, '/fa', (x) => x.status === 200, { headers: { 'X-Pass': 'yes' } });
+      assert.equal(ok.echo?.headers['x-user-id'], 'u-42');
+      assert.equal(asked.at(-1)!.url, '/tls');
+    } finally {
+      tls.closeAllConnections();
+      await new Promise((resolve) => tls.close(resolve));
+    }
   });
 });
 

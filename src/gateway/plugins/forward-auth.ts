@@ -13,6 +13,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
+import net from 'node:net';
 import type { GatewayPlugin } from './registry.ts';
 import type { PluginContext } from './phase-api.ts';
 import { resolveVar } from './resolve-var.ts';
@@ -69,7 +70,8 @@ function ask(conf: ForwardAuthConf, headers: Record<string, string>, body: Buffe
   const options: https.RequestOptions = {
     host, port, method: conf.request_method, path: `${url.pathname || '/'}${url.search}`, headers: out,
     agent: agentFor(conf, secure), timeout: conf.timeout,
-    ...(secure ? { servername: host, rejectUnauthorized: conf.ssl_verify } : {}),
+    // SNI only for a name (an address is not sent as one, RFC 6066)
+    ...(secure ? { servername: net.isIP(host) ? '' : host, rejectUnauthorized: conf.ssl_verify } : {}),
   };
   return new Promise((resolve, reject) => {
     const req = (secure ? https : http).request(options, (res) => {
