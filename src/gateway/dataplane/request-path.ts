@@ -375,6 +375,7 @@ function answer(r: HttpRequest, ctx: RequestContext, a: PluginAnswer, codes: Pha
   // as Lua's ngx.header.Location: sent as given (a relative one is not made absolute)
   if (a.location !== undefined) ctx.setResponseHeader('Location', a.location);
   if (a.body === undefined) return a.status;
-  const text = typeof a.body === 'string' ? a.body : JSON.stringify(a.body) + '\n';
-  return sendSimple(r, a.status, Buffer.from(text), type).then(() => codes.done);
+  // a Buffer goes as its bytes (an auth service's answer, forward-auth)
+  const bytes = Buffer.isBuffer(a.body) ? a.body : Buffer.from(typeof a.body === 'string' ? a.body : JSON.stringify(a.body) + '\n');
+  return sendSimple(r, a.status, bytes, type).then(() => codes.done);
 }

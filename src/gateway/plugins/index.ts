@@ -44,15 +44,23 @@ import { elasticsearchLogger } from './elasticsearch-logger.ts';
 import { clickhouseLogger } from './clickhouse-logger.ts';
 import { splunkHecLogging } from './splunk-hec-logging.ts';
 import { syslog } from './syslog.ts';
+import { forwardAuth } from './forward-auth.ts';
+import { multiAuth, useAuthPlugins } from './multi-auth.ts';
+import { proxyMirror } from './proxy-mirror.ts';
+import { brotli } from './brotli.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 export const builtinPlugins: GatewayPlugin[] = [
-  basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
+  basicAuth, hmacAuth, jwtAuth, keyAuth, gzip, brotli, limitCount, limitConn, limitReq, consumerRestriction, cors, ipRestriction, proxyRewrite, realIp, redirect, requestId, responseRewrite, prometheus,
   serverlessPreFunction, serverlessPostFunction, trafficSplit, examplePlugin,
   faultInjection, mocking, uriBlocker, uaRestriction, refererRestriction, csrf,
   requestValidation, apiBreaker, clientControl, proxyControl, echo,
   httpLogger, tcpLogger, udpLogger, fileLogger, lokiLogger, elasticsearchLogger, clickhouseLogger, splunkHecLogging, syslog,
+  forwardAuth, multiAuth, proxyMirror,
   // known by their schemas only: the data plane refuses a request that would run them (not-implemented.ts)
   ldapAuth, ldapAuthAdvanced, grpcTranscode,
   nodeStatus, // no phase functions in APISIX either; its /apisix/status API is not served
 ];
+
+// the plugins multi-auth's auth_plugins may name
+useAuthPlugins(builtinPlugins);

@@ -116,6 +116,8 @@ export interface PhaseFunctions<C> {
   replaceBody?(conf: C, ctx: PluginContext): Buffer | undefined;
   /** Whether bodyFilter takes part in this response (asked after the header filters; without it: yes). */
   filtersBody?(conf: C, ctx: PluginContext): boolean;
+  /** Its body filter encodes the same entity: the response's ETag (as its header filter left it) stays. */
+  keepsEtag?: boolean;
   /** Each piece of the response body, in priority order: what goes on instead (undefined: unchanged). */
   bodyFilter?(conf: C, ctx: PluginContext, piece: BodyChunk): BodyChunk | undefined;
   /** Checks beyond the schema (APISIX's check_schema): undefined, or the message; `metadata` reads the plugin's stored metadata. */

@@ -7,6 +7,9 @@
  */
 import { Ajv } from 'ajv';
 import type { ErrorObject, ValidateFunction } from 'ajv';
+import { formatLuaNumber } from '../../lua/number-format.ts';
+
+const luaNum = (v: unknown): string => (typeof v === 'number' ? formatLuaNumber(v) : String(v));
 
 export type Schema = Record<string, unknown>;
 
@@ -166,10 +169,11 @@ function keywordMessage(e: ErrorObject, schema: Schema): string {
     case 'minLength': return `string too short, expected at least ${p.limit}, got ${[...String(e.data)].length}`;
     case 'maxLength': return `string too long, expected at most ${p.limit}, got ${[...String(e.data)].length}`;
     case 'pattern': return `failed to match pattern ${luaQuote(String(p.pattern))} with ${luaQuote(String(e.data))}`;
-    case 'minimum': return `expected ${e.data} to be at least ${p.limit}`;
-    case 'maximum': return `expected ${e.data} to be at most ${p.limit}`;
-    case 'exclusiveMinimum': return `expected ${e.data} to be greater than ${p.limit}`;
-    case 'exclusiveMaximum': return `expected ${e.data} to be smaller than ${p.limit}`;
+    // numbers as Lua's tostring writes them (0.00001 is 1e-05)
+    case 'minimum': return `expected ${luaNum(e.data)} to be at least ${luaNum(p.limit)}`;
+    case 'maximum': return `expected ${luaNum(e.data)} to be at most ${luaNum(p.limit)}`;
+    case 'exclusiveMinimum': return `expected ${luaNum(e.data)} to be greater than ${luaNum(p.limit)}`;
+    case 'exclusiveMaximum': return `expected ${luaNum(e.data)} to be smaller than ${luaNum(p.limit)}`;
     case 'enum': return 'matches none of the enum values';
     case 'const': return 'failed to check const value';
     case 'not': return "value wasn't supposed to match schema";

@@ -118,7 +118,8 @@ function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   // the body changes: its length, validators and encoding go (APISIX's clear_header_as_body_modified)
   r.contentLength = undefined;
   r.lastModified = undefined;
-  r.setHeader('ETag', undefined);
+  // brotli keeps the weak ETag it set (the same entity, encoded)
+  if (replaced !== undefined || !s.bodyFilters?.every((l) => l.plugin.keepsEtag)) r.setHeader('ETag', undefined);
   if (replaced !== undefined) r.setHeader('Content-Encoding', undefined);
   joinBodyFilter(r, body);
 }
