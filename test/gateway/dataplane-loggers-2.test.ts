@@ -18,29 +18,10 @@ import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
+import { Inbox } from './inbox.ts';
 
 interface Got { method: string; url: string; headers: http.IncomingHttpHeaders; body: string }
 type Entry = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-
-/** What the receiver got on one path, with a wait for the nth request. */
-class Inbox {
-  readonly items: Got[] = [];
-  private waiters: Array<{ n: number; resolve: () => void }> = [];
-  push(g: Got): void {
-    this.items.push(g);
-    this.waiters = this.waiters.filter((w) => (this.items.length >= w.n ? (w.resolve(), false) : true));
-  }
-  async until(n: number): Promise<Got[]> {
-    if (this.items.length < n) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => this.waiters.push({ n, resolve })),
-        new Promise<never>((_r, reject) => { timer = setTimeout(() => reject(new Error(`only ${this.items.length} of ${n} received`)), 15_000); }),
-      ]).finally(() => clearTimeout(timer));
-    }
-    return this.items.slice(0, n);
-  }
-}
 
 let gw: Gateway;
 let origin: Origin;
@@ -48,12 +29,12 @@ let receiver: http.Server;
 let syslogTcp: net.Server;
 let syslogUdp: dgram.Socket;
 /** What the syslog receivers got: TCP as the bytes of each read, UDP a datagram each. */
-const tcpData = new Inbox();
-const udpData = new Inbox();
-const boxes = new Map<string, Inbox>();
+const tcpData = new Inbox<Got>();
+const udpData = new Inbox<Got>();
+const boxes = new Map<string, Inbox<Got>>();
 const inbox = (p: string) => {
   let b = boxes.get(p);
-  if (!b) boxes.set(p, (b = new Inbox()));
+  if (!b) boxes.set(p, (b = new Inbox<Got>()));
   return b;
 };
 /** Statuses to answer on a path before the usual answer. */

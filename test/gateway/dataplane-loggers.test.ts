@@ -23,29 +23,7 @@ import type { Gateway } from './harness.ts';
 import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 import { CertFactory } from '../tls/certs.ts';
-
-/** What a receiver got, with a wait for the nth item. */
-class Inbox<T> {
-  readonly items: T[] = [];
-  private waiters: Array<{ n: number; resolve: () => void }> = [];
-
-  push(item: T): void {
-    this.items.push(item);
-    this.waiters = this.waiters.filter((w) => (this.items.length >= w.n ? (w.resolve(), false) : true));
-  }
-
-  /** Resolves with the first `n` items once they are in (fails after 15 s: nothing came). */
-  async until(n: number): Promise<T[]> {
-    if (this.items.length < n) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        new Promise<void>((resolve) => this.waiters.push({ n, resolve })),
-        new Promise<never>((_r, reject) => { timer = setTimeout(() => reject(new Error(`only ${this.items.length} of ${n} received`)), 15_000); }),
-      ]).finally(() => clearTimeout(timer));
-    }
-    return this.items.slice(0, n);
-  }
-}
+import { Inbox } from './inbox.ts';
 
 interface Posted { url: string; headers: http.IncomingHttpHeaders; body: string }
 
