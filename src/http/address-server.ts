@@ -56,6 +56,7 @@ export class AddressServer {
       defaultServer: addr.defaultServer,
       bufferSize,
       mergeSlashes: def.mergeSlashes,
+      keepRaw: main.keepRawHeads,
       select: (host) => selectServer(addr, host),
       settings: (s) => settings.get(s) ?? headSettings(s),
     };

@@ -36,6 +36,8 @@ export interface HeadContext {
   bufferSize: number;
   /** merge_slashes of the default server (nginx decodes the URI before choosing the server). */
   mergeSlashes: boolean;
+  /** Keep each head's bytes as received (RequestHead.raw): only when a module asked (HttpMainConf.keepRawHeads). */
+  keepRaw: boolean;
   select(host: string): ServerMatch;
   settings(server: ServerConf): HeadSettings;
 }
@@ -345,7 +347,7 @@ export class HeadReader {
     this.head.end = end;
     this.head.length = end - this.rl.start;
     // the head as the client sent it (ngx.req.raw_header); the read buffer is reused after this
-    if (b) this.head.raw = b.toString('latin1', this.rl.start, end);
+    if (b && this.ctx.keepRaw) this.head.raw = b.toString('latin1', this.rl.start, end);
     return HEAD_DONE;
   }
 

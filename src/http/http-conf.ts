@@ -165,6 +165,8 @@ export class HttpMainConf {
   private readonly headerOrders: number[] = [];
   /** The header filters that also run for subrequests (src/http/subrequest.ts). */
   readonly subrequestHeaderFilters: HeaderFilter[] = [];
+  /** A module reads request heads as received (ngx.req.raw_header): the head reader keeps a copy. */
+  keepRawHeads = false;
   private readonly subrequestHeaderOrders: number[] = [];
   /** The body filter chain, by order (src/http/body-filter.ts). */
   readonly bodyFilters: BodyFilterEntry[] = [];

@@ -64,7 +64,7 @@ export class RequestHead {
   dropped: string[] | undefined;
   /** Offset of the head's end in the buffer read. */
   end = 0;
-  /** The head's bytes as received, request line to the empty line (HTTP/1 only). */
+  /** The head's bytes as received, request line to the empty line (HTTP/1, when HttpMainConf.keepRawHeads). */
   raw: string | undefined;
 
   constructor(server: ServerConf) {

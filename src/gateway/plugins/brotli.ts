@@ -12,6 +12,7 @@
  * synchronous, so the answer is held until then (APISIX flushes each piece).
  */
 import zlib from 'node:zlib';
+import { compressible, COMPRESS_TYPES } from './gzip.ts';
 import type { GatewayPlugin } from './registry.ts';
 import type { PluginContext } from './phase-api.ts';
 
@@ -45,16 +46,7 @@ function weakenEtag(ctx: PluginContext): void {
 function matches(conf: BrotliConf, ctx: PluginContext): boolean {
   if (!acceptsBr(ctx.header('accept-encoding'))) return false;
   if (ctx.responseHeader('Content-Encoding') !== undefined) return false;
-  let type = ctx.responseContentType;
-  if (type === undefined) return false;
-  if (conf.types !== '*') {
-    const semi = type.indexOf(';');
-    if (semi >= 0) type = type.slice(0, semi);
-    if (!conf.types.includes(type)) return false;
-  }
-  const length = ctx.responseLength;
-  if (length !== undefined && length < conf.min_length) return false;
-  return ctx.httpVersion >= conf.http_version;
+  return compressible(conf, ctx);
 }
 
 export const brotli: GatewayPlugin<BrotliConf> = {
@@ -62,13 +54,7 @@ export const brotli: GatewayPlugin<BrotliConf> = {
   schema: {
     type: 'object',
     properties: {
-      types: {
-        anyOf: [
-          { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-          { enum: ['*'] },
-        ],
-        default: ['text/html'],
-      },
+      types: COMPRESS_TYPES,
       min_length: { type: 'integer', minimum: 1, default: 20 },
       mode: { type: 'integer', minimum: 0, maximum: 2, default: 0 },
       comp_level: { type: 'integer', minimum: 0, maximum: 11, default: 6 },

@@ -29,8 +29,8 @@ function sign(random: string, expires: string, key: string): string {
 }
 
 function newToken(conf: CsrfConf, now: number): string {
-  const random = Number(Math.random().toPrecision(14));
-  const token = `{"random":${formatLuaNumber(random)},"expires":${now},"sign":"${sign(formatLuaNumber(random), String(now), conf.key)}"}`;
+  const random = formatLuaNumber(Number(Math.random().toPrecision(14)));
+  const token = `{"random":${random},"expires":${now},"sign":"${sign(random, String(now), conf.key)}"}`;
   return Buffer.from(token, 'latin1').toString('base64');
 }
 

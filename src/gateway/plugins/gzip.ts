@@ -7,22 +7,40 @@
  * gzip, status 200/403/404, no Content-Encoding yet); `vary` adds
  * `Vary: Accept-Encoding`. `buffers` is accepted (the filter streams).
  */
+import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface GzipConf { types: string[] | '*'; min_length: number; comp_level: number; http_version: number; vary?: boolean }
+
+/** The `types` of gzip's and brotli's schemas: a list of media types, or `*`. */
+export const COMPRESS_TYPES = {
+  anyOf: [
+    { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
+    { enum: ['*'] },
+  ],
+  default: ['text/html'],
+};
+
+/** What gzip and brotli check of the response: its media type in `types`, not under `min_length`, the request's HTTP version. */
+export function compressible(conf: { types: string[] | '*'; min_length: number; http_version: number }, ctx: PluginContext): boolean {
+  let type = ctx.responseContentType;
+  if (type === undefined) return false;
+  if (conf.types !== '*') {
+    const semi = type.indexOf(';');
+    if (semi >= 0) type = type.slice(0, semi);
+    if (!conf.types.includes(type)) return false;
+  }
+  const length = ctx.responseLength;
+  if (length !== undefined && length < conf.min_length) return false;
+  return ctx.httpVersion >= conf.http_version;
+}
 
 export const gzip: GatewayPlugin<GzipConf> = {
   name: 'gzip', version: 0.1, priority: 995,
   schema: {
     type: 'object',
     properties: {
-      types: {
-        anyOf: [
-          { type: 'array', minItems: 1, items: { type: 'string', minLength: 1 } },
-          { enum: ['*'] },
-        ],
-        default: ['text/html'],
-      },
+      types: COMPRESS_TYPES,
       min_length: { type: 'integer', minimum: 1, default: 20 },
       comp_level: { type: 'integer', minimum: 1, maximum: 9, default: 1 },
       http_version: { enum: [1.1, 1.0], default: 1.1 },
@@ -38,16 +56,7 @@ export const gzip: GatewayPlugin<GzipConf> = {
     },
   },
   headerFilter(conf, ctx) {
-    let type = ctx.responseContentType;
-    if (type === undefined) return;
-    if (conf.types !== '*') {
-      const semi = type.indexOf(';');
-      if (semi >= 0) type = type.slice(0, semi);
-      if (!conf.types.includes(type)) return;
-    }
-    const length = ctx.responseLength;
-    if (length !== undefined && length < conf.min_length) return;
-    if (ctx.httpVersion < conf.http_version) return;
+    if (!compressible(conf, ctx)) return;
     ctx.gzipLevel = conf.comp_level;
     if (conf.vary) ctx.addResponseHeader('Vary', 'Accept-Encoding');
   },

@@ -41,6 +41,8 @@ function luaMainOf(cf: ConfContext): LuaMainConf {
   let conf = mains.get(http);
   if (!conf) mains.set(http, (conf = { sharedDicts: new Map(), used: false }));
   conf.used = true;
+  // ngx.req.raw_header may be called from any hook
+  http.keepRawHeads = true;
   return conf;
 }
 
