@@ -181,7 +181,10 @@ test('an error in header_filter_by_lua or body_filter_by_lua: "failed to run …
   assert.equal((await same(pair, '/hf-error')).status, 0);
   assert.equal((await same(pair, '/bf-error')).status, 0);
   assert.equal((await sameLog(pair, /failed to run header_filter_by_lua/)).length, 1);
-  // the failed filter runs again for the end of the body, a call of its own (a second line)
+  // the failed filter runs again for the end of the body, a call of its own (a second line):
+  // wait for both lines on both servers before reading, the second may still be on its way
+  const twice = /failed to run body_filter_by_lua[\s\S]*failed to run body_filter_by_lua/;
+  await Promise.all([pair.gh, pair.ng].map((srv) => srv?.waitForLog('error.log', twice, 10_000)));
   const bf = await sameLog(pair, /failed to run body_filter_by_lua/);
   assert.deepEqual(bf, Array(2).fill('[error] failed to run body_filter_by_lua*: body_filter_by_lua(nginx.conf:76):1: in body filter'));
 });
