@@ -58,6 +58,12 @@ export interface WorkerRuntime {
   onDatagram(key: string, handler: DatagramHandler): void;
   /** Called when this cycle stops serving: graceful (reload, QUIT) or not. */
   onShutdown(fn: (graceful: boolean) => void): void;
+  /**
+   * A graceful shutdown waits for `work` as for a connection (nginx keeps a
+   * worker for its timers' fake connections): a logger's last batch, a Lua
+   * timer run at exit. worker_shutdown_timeout still bounds the wait.
+   */
+  holdShutdown(work: Promise<unknown>): void;
   /** Called once this cycle is done in this worker (its last connection closed, or it was never committed): release files. */
   onClose(fn: () => void): void;
   readonly workerId: number;

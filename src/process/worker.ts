@@ -33,6 +33,8 @@ class Generation implements WorkerRuntime {
   private drained: Promise<void> | undefined;
   private onDrained: (() => void) | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
+  /** Work a graceful shutdown waits for besides the connections (holdShutdown). */
+  private held = 0;
 
   constructor(cycle: Cycle, workerId: number, log: ErrorLog) {
     this.cycle = cycle;
@@ -54,6 +56,20 @@ class Generation implements WorkerRuntime {
 
   onShutdown(fn: (graceful: boolean) => void): void {
     this.shutdownHooks.push(fn);
+  }
+
+  holdShutdown(work: Promise<unknown>): void {
+    this.held++;
+    const done = () => {
+      this.held--;
+      this.checkDrained();
+    };
+    work.then(done, done);
+  }
+
+  /** The drain is over once no connection is open and no held work is pending. */
+  private checkDrained(): void {
+    if (this.sockets.size === 0 && this.held === 0) this.onDrained?.();
   }
 
   private readonly closeHooks: Array<() => void> = [];
@@ -79,7 +95,7 @@ class Generation implements WorkerRuntime {
     this.sockets.add(socket);
     socket.on('close', () => {
       this.sockets.delete(socket);
-      if (this.sockets.size === 0) this.onDrained?.();
+      this.checkDrained();
     });
     h(socket);
   }
@@ -99,7 +115,7 @@ class Generation implements WorkerRuntime {
         };
       });
       for (const fn of this.shutdownHooks) fn(true);
-      if (this.sockets.size === 0) this.onDrained!();
+      this.checkDrained();
     }
     if (timeoutMs > 0) this.timers.push(setTimeout(() => this.destroy(), timeoutMs));
     return this.drained;

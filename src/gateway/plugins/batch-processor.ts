@@ -8,6 +8,9 @@
  * `max_retry_count` times, then dropped. The entries pending in a worker
  * are bounded by the plugin metadata's `max_pending_entries` (8192):
  * beyond it new entries are discarded, with one error line a second.
+ * When the worker stops gracefully, what is buffered is sent at once and
+ * retries go without their delay (APISIX's timers run premature at exit),
+ * and the worker waits for those sends (flushAllBatches()).
  */
 import type { PluginContext } from './phase-api.ts';
 
@@ -38,11 +41,33 @@ export function pluginLog(): PluginLog {
 
 const DEFAULT_MAX_PENDING_ENTRIES = 8192;
 
-/** A timer that does not keep the worker alive (a worker that stops drops what is pending). */
+/** Processors holding entries or a pending retry, for the flush at exit. */
+const waiting = new Set<BatchProcessor>();
+/** Sends under way in this worker. */
+const sending = new Set<Promise<unknown>>();
+/** Flushes under way (a reload's old generation or the worker's exit): retries go without delay meanwhile. */
+let exiting = 0;
+
+/** A timer that does not keep the worker alive: at exit flushAllBatches() sends what it waits for. */
 function later(seconds: number, fn: () => void): NodeJS.Timeout {
   const t = setTimeout(fn, seconds * 1000);
   t.unref();
   return t;
+}
+
+/**
+ * The worker stops serving: every buffer goes now, every retry waiting for
+ * its delay goes now (and later ones without delay); resolves when nothing
+ * is being sent any more.
+ */
+export async function flushAllBatches(): Promise<void> {
+  exiting++;
+  try {
+    for (const p of [...waiting]) p.flushNow();
+    while (sending.size > 0) await Promise.allSettled([...sending]);
+  } finally {
+    exiting--;
+  }
 }
 
 class BatchProcessor {
@@ -50,6 +75,8 @@ class BatchProcessor {
   private firstEntryAt = 0;
   private lastEntryAt = 0;
   private timerRunning = false;
+  /** Batches waiting for their retry_delay, each with its timer. */
+  private readonly retries = new Map<unknown[], { timer: NodeJS.Timeout; tries: number }>();
 
   private readonly conf: BatchConf;
   private readonly send: SendBatch;
@@ -69,6 +96,7 @@ class BatchProcessor {
       return;
     }
     this.entries.push(entry);
+    waiting.add(this);
     const now = Date.now();
     if (this.entries.length === 1) this.firstEntryAt = now;
     this.lastEntryAt = now;
@@ -99,27 +127,55 @@ class BatchProcessor {
     if (this.entries.length === 0) return;
     const batch = this.entries;
     this.entries = [];
+    this.forgetIfIdle();
     this.execute(batch, 0);
+  }
+
+  /** At exit: the buffer and the batches waiting to be retried go now. */
+  flushNow(): void {
+    this.processBuffer();
+    for (const [batch, { timer, tries }] of [...this.retries]) {
+      clearTimeout(timer);
+      this.retries.delete(batch);
+      this.execute(batch, tries);
+    }
+    this.forgetIfIdle();
+  }
+
+  private forgetIfIdle(): void {
+    if (this.entries.length === 0 && this.retries.size === 0) waiting.delete(this);
   }
 
   private execute(batch: unknown[], retries: number): void {
     const { name, max_retry_count: maxRetries, retry_delay: delay } = this.conf;
-    let sending: Promise<void>;
+    let sent: Promise<void>;
     try {
-      sending = this.send(batch, this.conf.batch_max_size);
+      sent = this.send(batch, this.conf.batch_max_size);
     } catch (e) {
-      sending = Promise.reject(e);
+      sent = Promise.reject(e);
     }
-    sending.then(() => this.settled(batch.length), (e: unknown) => {
+    const outcome = sent.then(() => this.settled(batch.length), (e: unknown) => {
       log.error(`Batch Processor[${name}] failed to process entries: ${e instanceof Error ? e.message : String(e)}`);
       const tries = retries + 1;
       if (tries <= maxRetries) {
-        later(delay, () => this.execute(batch, tries));
+        if (exiting > 0) {
+          this.execute(batch, tries);
+          return;
+        }
+        const timer = later(delay, () => {
+          this.retries.delete(batch);
+          this.forgetIfIdle();
+          this.execute(batch, tries);
+        });
+        this.retries.set(batch, { timer, tries });
+        waiting.add(this);
         return;
       }
       this.settled(batch.length);
       log.error(`Batch Processor[${name}] exceeded the max_retry_count[${tries}] dropping the entries`);
     });
+    sending.add(outcome);
+    void outcome.finally(() => sending.delete(outcome));
   }
 }
 

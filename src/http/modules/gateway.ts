@@ -303,6 +303,10 @@ export const gatewayModule: HttpModule = {
     });
     setCycleRuntime(cycle, rt);
     worker.onClose(() => rt.close());
+    // the loggers' buffered entries go before the worker does, as APISIX's premature timers send them
+    worker.onShutdown((graceful) => {
+      if (graceful) worker.holdShutdown(import('../../gateway/plugins/batch-processor.ts').then((b) => b.flushAllBatches()));
+    });
     startAcme(cycle, worker, rt, m.store);
   },
 };
