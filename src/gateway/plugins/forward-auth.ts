@@ -13,10 +13,10 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import net from 'node:net';
 import type { GatewayPlugin } from './registry.ts';
 import type { PluginContext } from './phase-api.ts';
 import { resolveVar } from './resolve-var.ts';
+import { httpCall, serverOf, type HttpAnswer } from './http-call.ts';
 
 interface ForwardAuthConf {
   uri: string;
@@ -35,15 +35,14 @@ interface ForwardAuthConf {
   keepalive_pool: number;
 }
 
-interface AuthReply { status: number; headers: Record<string, string[]>; body: Buffer }
 
 const USER_AGENT = 'lua-resty-http/0.17.2 (Lua) ngx_lua/10026';
 
 /** Keepalive pools by (secure, timeout, size): a connection is kept as set_keepalive keeps it. */
 const agents = new Map<string, http.Agent>();
 
-function agentFor(conf: ForwardAuthConf, secure: boolean): http.Agent | false {
-  if (!conf.keepalive) return false;
+function agentFor(conf: ForwardAuthConf, secure: boolean): http.Agent | undefined {
+  if (!conf.keepalive) return undefined;
   const key = `${secure}\0${conf.keepalive_timeout}\0${conf.keepalive_pool}\0${conf.ssl_verify}`;
   let a = agents.get(key);
   if (!a) {
@@ -55,11 +54,9 @@ function agentFor(conf: ForwardAuthConf, secure: boolean): http.Agent | false {
 }
 
 /** request_uri: one exchange with the auth service; rejects when there is no answer. */
-function ask(conf: ForwardAuthConf, headers: Record<string, string>, body: Buffer | undefined): Promise<AuthReply> {
+async function ask(conf: ForwardAuthConf, headers: Record<string, string>, body: Buffer | undefined): Promise<HttpAnswer> {
   const url = new URL(conf.uri);
-  const secure = url.protocol === 'https:';
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const port = url.port === '' ? (secure ? 443 : 80) : Number(url.port);
+  const { port, secure } = serverOf(url);
   const out: Record<string, string | number> = {};
   const names = new Set(Object.keys(headers).map((k) => k.toLowerCase()));
   if (!names.has('host')) out.Host = url.port === '' ? url.hostname : `${url.hostname}:${port}`;
@@ -67,22 +64,8 @@ function ask(conf: ForwardAuthConf, headers: Record<string, string>, body: Buffe
   Object.assign(out, headers);
   if (body !== undefined) out['Content-Length'] = body.length;
   else if (conf.request_method === 'POST') out['Content-Length'] = 0;
-  const options: https.RequestOptions = {
-    host, port, method: conf.request_method, path: `${url.pathname || '/'}${url.search}`, headers: out,
-    agent: agentFor(conf, secure), timeout: conf.timeout,
-    // SNI only for a name (an address is not sent as one, RFC 6066)
-    ...(secure ? { servername: net.isIP(host) ? '' : host, rejectUnauthorized: conf.ssl_verify } : {}),
-  };
-  return new Promise((resolve, reject) => {
-    const req = (secure ? https : http).request(options, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headersDistinct as Record<string, string[]>, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(body);
+  return httpCall(url, {
+    method: conf.request_method, headers: out, body, timeoutMs: conf.timeout, sslVerify: conf.ssl_verify, agent: agentFor(conf, secure),
   });
 }
 
@@ -141,7 +124,7 @@ export const forwardAuth: GatewayPlugin<ForwardAuthConf> = {
       if (!Buffer.isBuffer(b)) return { status: 413 };
       body = b;
     }
-    let res: AuthReply;
+    let res: HttpAnswer;
     try {
       res = await ask(conf, headers, body);
     } catch {

@@ -8,8 +8,7 @@
  * close) and its answer is dropped; the client gets the upstream's. A
  * mirror that fails or is slow changes nothing for the client.
  */
-import http from 'node:http';
-import https from 'node:https';
+import { httpCall } from './http-call.ts';
 import type { GatewayPlugin } from './registry.ts';
 import type { PluginContext } from './phase-api.ts';
 
@@ -44,23 +43,14 @@ function send(target: string, ctx: PluginContext, body: Buffer | undefined): voi
   } catch {
     return;
   }
-  const secure = url.protocol === 'https:';
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(ctx.requestHeaders())) if (!DROPPED.has(k)) headers[k] = v;
   const host = ctx.upstreamHost ?? ctx.header('host');
   if (host !== undefined) headers.host = host;
   headers.connection = 'close';
   if (body !== undefined && body.length > 0) headers['content-length'] = String(body.length);
-  try {
-    const req = (secure ? https : http).request({
-      host: url.hostname.replace(/^\[|\]$/g, ''), port: url.port === '' ? (secure ? 443 : 80) : Number(url.port),
-      method: ctx.method, path: `${url.pathname}${url.search}`, headers, agent: false, timeout: MIRROR_TIMEOUT,
-      ...(secure ? { rejectUnauthorized: false } : {}),
-    }, (res) => res.resume());
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => { /* the mirror's failure is not the client's */ });
-    req.end(body);
-  } catch { /* a path Node will not send: no mirror */ }
+  // the mirror's failure is not the client's
+  httpCall(url, { method: ctx.method, headers, body, timeoutMs: MIRROR_TIMEOUT, sslVerify: false, discardBody: true }).catch(() => undefined);
 }
 
 export const proxyMirror: GatewayPlugin<ProxyMirrorConf> = {
