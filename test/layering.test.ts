@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { apartProblems, importsOf, layerProblems, readImports } from './layering/check.ts';
+import { apartProblems, circles, importsOf, layerProblems, readImports } from './layering/check.ts';
 import { LAYERS, layerOf } from './layering/layers.ts';
 import type { Layer } from './layering/layers.ts';
 
@@ -129,4 +129,18 @@ test('the request path owns its objects: nothing under src/http imports node:htt
     if (/_httpMessage|kNeedDrain|_addHeaderLines|\._header\b/.test(text)) offenders.push(`${file} reads node:http's private fields`);
   }
   assert.deepEqual(offenders, []);
+});
+
+/** The files that import each other's values in circles (type-only imports leave no trace at run time). */
+function valueCircles(imports: ReturnType<typeof readImports>['imports']): string[] {
+  const next = new Map<string, string[]>();
+  for (const i of imports) if (!i.typeOnly) next.set(i.from, [...(next.get(i.from) ?? []), i.to]);
+  return circles([...next.keys()].sort(), (f) => next.get(f) ?? []).map((c) => [...c, c[0]].join(' → '));
+}
+
+test('no files under src/ import values from each other in a circle', () => {
+  assert.deepEqual(valueCircles(TREE.imports), []);
+  // the check sees one: the error log's syslog peer reading the main error log again
+  const added = importsOf('src/core/access-log/syslog.ts', "import { mainErrorLog } from '../error-log.ts';\n");
+  assert.deepEqual(valueCircles([...TREE.imports, ...added]), ['src/core/error-log.ts → src/core/access-log/syslog.ts → src/core/error-log.ts']);
 });

@@ -153,7 +153,7 @@ export class ErrorLog {
   constructor(specs: ErrorLogSpec[], useStderr = false) {
     const dests: Destination[] = [];
     try {
-      for (const spec of specs) dests.push(spec.syslog !== undefined ? { spec, entry: undefined, syslog: new SyslogPeer(spec.syslog) } : { spec, entry: acquire(spec.file) });
+      for (const spec of specs) dests.push(spec.syslog !== undefined ? { spec, entry: undefined, syslog: new SyslogPeer(spec.syslog, (m) => mainErrorLog().warn(m)) } : { spec, entry: acquire(spec.file) });
     } catch (e) {
       for (const d of dests) if (d.entry) release(d.spec.file);
       throw e;

@@ -14,7 +14,6 @@ import { specialPage } from './special-response.ts';
 import { escapeUri } from './uri.ts';
 import { requestLog } from './request-log.ts';
 import { mapUriToPath } from './core/root.ts';
-import { subrequestFinalized } from './subrequest.ts';
 import { STAT, statAdd } from '../core/shared.ts';
 
 /**
@@ -273,7 +272,7 @@ export async function namedLocation(r: HttpRequest, name: string): Promise<numbe
 export async function finalize(r: HttpRequest, rc: number): Promise<void> {
   if (rc === DONE || rc === OK || rc === DECLINED) return;
   // a subrequest's creator may answer it instead (nginx's post_subrequest handler: SSI's stub=)
-  if (r.parent && !r.headerSent && (await subrequestFinalized(r, rc))) return;
+  if (r.parent && !r.headerSent && r.postSubrequest && (await r.postSubrequest(r, rc))) return;
   if (r.headerSent) {
     if (!r.finished) r.sink.abort();
     return;

@@ -89,6 +89,11 @@ export class HttpRequest {
    * src/http/subrequest.ts); undefined for a client's request.
    */
   parent: HttpRequest | undefined;
+  /**
+   * nginx's r->post_subrequest: called as a subrequest is finalized before
+   * its head went out; true when it took the finalization over (src/http/subrequest.ts).
+   */
+  postSubrequest: ((sr: HttpRequest, rc: number) => boolean | Promise<boolean>) | undefined = undefined;
   /** Request went through an internal redirect, rewrite-last, error_page or named location. */
   internal = false;
   /** Set by rewrite handlers when they changed `uri` (location selection runs again). */

@@ -90,7 +90,6 @@ export class Subrequest {
   readonly r: HttpRequest;
   /** Resolves when the subrequest is over: true when its body ended, false when it was cut short. */
   readonly done: Promise<boolean>;
-  readonly onFinalize: SubrequestOptions['onFinalize'];
   private onBodyEnd: SubrequestOptions['onBodyEnd'];
   private resolve!: (ok: boolean) => void;
   private over = false;
@@ -100,7 +99,6 @@ export class Subrequest {
 
   constructor(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions) {
     this.main = mainRequest(parent);
-    this.onFinalize = opts.onFinalize;
     this.onBodyEnd = opts.onBodyEnd;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
     this.res = new SubrequestResponse(this, opts.sink, this.socket);
@@ -295,17 +293,8 @@ export function createSubrequest(parent: HttpRequest, uri: string, args: string,
     return undefined;
   }
   states.set(sub.r, { left: ps.left - 1, inMemory: opts.inMemory === true, sub });
+  if (opts.onFinalize) sub.r.postSubrequest = opts.onFinalize;
   return sub;
-}
-
-/**
- * phases.ts: a subrequest is finalized with `rc` before its head went out.
- * Returns true when its creator answered it (nginx's post_subrequest handler).
- */
-export async function subrequestFinalized(sr: HttpRequest, rc: number): Promise<boolean> {
-  const sub = states.get(sr)?.sub;
-  if (!sub?.onFinalize) return false;
-  return sub.onFinalize(sr, rc);
 }
 
 /**

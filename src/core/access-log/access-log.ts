@@ -17,7 +17,7 @@ import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
 import { parseSize, parseTime } from '../../conf/values.ts';
 import { Cycle } from '../cycle.ts';
-import { checkLogFile } from '../error-log.ts';
+import { checkLogFile, mainErrorLog } from '../error-log.ts';
 import { LogFile } from '../log-file.ts';
 import { checkSyslog } from '../error-log-args.ts';
 import { compileComplex } from '../variables.ts';
@@ -124,7 +124,7 @@ export function setAccessLog<T extends VariableHost>(p: AccessLogProtocol<T>, cf
   const full = a[0].startsWith('/') ? a[0] : cf.paths.prefix + a[0];
   if (a[0].startsWith('syslog:')) {
     checkSyslog(cf, a[0].slice(7));
-    log.syslog = new SyslogPeer(a[0].slice(7));
+    log.syslog = new SyslogPeer(a[0].slice(7), (m) => mainErrorLog().warn(m));
     if (log.syslog.unix) cf.warn('syslog over a unix socket is not supported, its lines are dropped');
     main.syslogs.push(log.syslog);
   } else if (a[0].includes('$')) {

@@ -9,7 +9,6 @@
 import dgram from 'node:dgram';
 import net from 'node:net';
 import os from 'node:os';
-import { mainErrorLog } from '../error-log.ts';
 
 const FACILITIES = ['kern', 'user', 'mail', 'daemon', 'auth', 'intern', 'lpr', 'news', 'uucp', 'clock', 'authpriv',
   'ftp', 'ntp', 'audit', 'alert', 'cron', 'local0', 'local1', 'local2', 'local3', 'local4', 'local5', 'local6', 'local7'];
@@ -42,9 +41,12 @@ export class SyslogPeer {
   private readonly prefix: string;
   private socket: dgram.Socket | undefined;
   private lastWarning = 0;
+  /** Where a failed send is told (the main error log; given, since the error log itself sends through peers). */
+  private readonly report: (msg: string) => void;
 
   /** `spec` is what follows `syslog:`, already checked as nginx checks it (checkSyslog). */
-  constructor(spec: string) {
+  constructor(spec: string, report: (msg: string) => void) {
+    this.report = report;
     let server = '';
     let facility = 23;
     let severity = 6;
@@ -87,7 +89,7 @@ export class SyslogPeer {
     const now = Date.now();
     if (now - this.lastWarning < 60_000) return;
     this.lastWarning = now;
-    mainErrorLog().warn(`send() to syslog failed (${(e as NodeJS.ErrnoException).code ?? e.message})`);
+    this.report(`send() to syslog failed (${(e as NodeJS.ErrnoException).code ?? e.message})`);
   }
 
   close(): void {
