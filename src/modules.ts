@@ -31,6 +31,8 @@ import { davModule } from './http/modules/dav.ts';
 import { gunzipModule } from './http/modules/gunzip.ts';
 import { gzipModule } from './http/modules/gzip.ts';
 import { gzipStaticModule } from './http/modules/gzip-static.ts';
+import { brotliFilterModule } from './http/modules/brotli/filter.ts';
+import { brotliStaticModule } from './http/modules/brotli/static.ts';
 import { rangeModule } from './http/modules/range.ts';
 import { sliceModule } from './http/modules/slice.ts';
 import { ssiModule } from './http/modules/ssi/index.ts';
@@ -107,6 +109,7 @@ export const modules: CycleModule[] = [
   autoindexModule,
   staticModule,
   gzipStaticModule,
+  brotliStaticModule,
   davModule,
   accessModule,
   authBasicModule,
@@ -125,6 +128,7 @@ export const modules: CycleModule[] = [
   ssiModule,
   gunzipModule,
   gzipModule,
+  brotliFilterModule,
   rangeModule,
   sliceModule,
   luaModule,

@@ -127,6 +127,15 @@ export function numberArg(cf: ConfContext, value: string): number {
   return n;
 }
 
+/** A number within `low`..`high` (ngx_conf_set_num_slot with ngx_conf_check_num_bounds, which words its own message). */
+export function boundedNumberArg(low: number, high: number): (cf: ConfContext, value: string) => number {
+  return (cf, value) => {
+    const n = numberArg(cf, value);
+    if (n < low || n > high) throw cf.error(`value must be between ${low} and ${high}`);
+    return n;
+  };
+}
+
 /** A size in bytes (ngx_conf_set_size_slot). */
 export function sizeArg(cf: ConfContext, value: string): number {
   const n = parseSize(value);

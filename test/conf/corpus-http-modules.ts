@@ -17,7 +17,28 @@ const http = (text: string, extra: Record<string, string> = {}): Record<string, 
 /** A server block's location `/` holding `text`. */
 const inLocation = (text: string): Record<string, string> => http(`server {\n listen 127.0.0.1:8080;\n location / {\n${text}\n }\n}`);
 
+/** ngx_brotli's modules, loaded as Debian's packages install them (Gatehouse has them built in). */
+const withBrotli = (text: string): Record<string, string> => ({
+  'nginx.conf': `load_module /usr/lib/nginx/modules/ngx_http_brotli_filter_module.so;\nload_module /usr/lib/nginx/modules/ngx_http_brotli_static_module.so;\nevents {}\nhttp {\n${text}\n}\n`,
+});
+
 export const httpModuleCases: ConfCase[] = [
+  // ngx_brotli: the directives where real configurations write them, and their checks
+  { name: 'brotli everyday', files: withBrotli('brotli on; brotli_comp_level 5; brotli_types text/plain text/css application/json; brotli_min_length 256; brotli_window 512k; brotli_static on;\nserver { listen 127.0.0.1:8080; location / { brotli off; if ($arg_a) { brotli on; } } }') },
+  { name: 'brotli_buffers (deprecated, accepted)', files: withBrotli('brotli_buffers 16 8k;') },
+  { name: 'brotli_comp_level 12', files: withBrotli('brotli_comp_level 12;') },
+  { name: 'brotli_comp_level not a number', files: withBrotli('brotli_comp_level high;') },
+  { name: 'brotli_window 3k', files: withBrotli('brotli_window 3k;') },
+  { name: 'brotli_window 32m', files: withBrotli('brotli_window 32m;') },
+  { name: 'brotli maybe', files: withBrotli('brotli maybe;') },
+  { name: 'brotli twice', files: withBrotli('brotli on;\nbrotli off;') },
+  { name: 'brotli_types twice the same', files: withBrotli('brotli_types text/plain text/plain;') },
+  { name: 'brotli_static sometimes', files: withBrotli('brotli_static sometimes;') },
+  // gzip_comp_level's bounds are nginx's generic check (ngx_conf_check_num_bounds), its own words
+  { name: 'gzip_comp_level 10', files: http('gzip_comp_level 10;') },
+  { name: 'gzip_comp_level not a number', files: http('gzip_comp_level abc;') },
+  { name: 'brotli_static in if', files: withBrotli('server { listen 127.0.0.1:8080; location / { if ($arg_a) { brotli_static on; } } }') },
+
   // expires reads seconds as ngx_parse_time(…, 1): years and months count, milliseconds do not
   { name: 'expires 1y', files: inLocation('expires 1y;') },
   { name: 'expires modified 1M 2w', files: inLocation('expires modified "1M 2w";') },

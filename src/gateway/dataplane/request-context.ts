@@ -50,6 +50,7 @@ export class RequestContext implements PluginContext {
   upstreamScheme = 'http';
   websocket = false;
   gzipLevel: number | undefined;
+  brotli: PluginContext['brotli'] = undefined;
   delayMs = 0;
   answered = false;
   /** A plugin's choice of upstream instead of the route's (traffic-split). */

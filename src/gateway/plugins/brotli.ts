@@ -7,11 +7,12 @@
  * brotli at `comp_level` (quality), `mode`, `lgwin` and `lgblock`:
  * Content-Encoding br, no Content-Length, a strong ETag made weak (one not
  * quoted dropped); `vary` adds `Vary: Accept-Encoding`. Any status, as the
- * Lua (unlike nginx's gzip). The body is compressed at its end in one go:
- * zlib has no synchronous streaming brotli, and body filters here are
- * synchronous, so the answer is held until then (APISIX flushes each piece).
+ * Lua (unlike nginx's gzip). The body streams through the brotli filter
+ * module (src/http/modules/brotli/filter.ts), flushed after each piece as
+ * APISIX flushes its compressor; that runs after the plugins' body filters,
+ * which see the plain body (in APISIX, those of a lower priority see it
+ * compressed).
  */
-import zlib from 'node:zlib';
 import { compressible, COMPRESS_TYPES } from './gzip.ts';
 import type { GatewayPlugin } from './registry.ts';
 import type { PluginContext } from './phase-api.ts';
@@ -20,9 +21,6 @@ interface BrotliConf {
   types: string[] | '*'; min_length: number; mode: number; comp_level: number;
   lgwin: number; lgblock: number; http_version: number; vary?: boolean;
 }
-
-/** Per request: the pieces held so far, once the header filter chose to compress. */
-const held = {};
 
 /** check_accept_encoding: `br` or `*` alone, or one in a list whose q is not exactly "0". */
 function acceptsBr(value: string | undefined): boolean {
@@ -67,22 +65,8 @@ export const brotli: GatewayPlugin<BrotliConf> = {
   headerFilter(conf, ctx) {
     if (!matches(conf, ctx)) return;
     if (conf.vary) ctx.addResponseHeader('Vary', 'Accept-Encoding');
-    ctx.state.set(held, []);
+    ctx.brotli = { quality: conf.comp_level, lgwin: conf.lgwin, lgblock: conf.lgblock, mode: conf.mode };
     ctx.setResponseHeader('Content-Encoding', 'br');
     weakenEtag(ctx);
-  },
-  filtersBody: (_conf, ctx) => ctx.state.has(held),
-  keepsEtag: true,
-  bodyFilter(conf, ctx, piece) {
-    const pieces = ctx.state.get(held) as Buffer[];
-    if (piece.chunk.length > 0) pieces.push(piece.chunk);
-    if (!piece.eof) return { chunk: Buffer.alloc(0), eof: false };
-    const { constants: k } = zlib;
-    const params: Record<number, number> = {
-      [k.BROTLI_PARAM_MODE]: conf.mode, [k.BROTLI_PARAM_QUALITY]: conf.comp_level, [k.BROTLI_PARAM_LGBLOCK]: conf.lgblock,
-    };
-    // lgwin 0 is the library's own choice (as brotli's encoder takes it); zlib refuses 0
-    if (conf.lgwin !== 0) params[k.BROTLI_PARAM_LGWIN] = conf.lgwin;
-    return { chunk: zlib.brotliCompressSync(Buffer.concat(pieces), { params }), eof: true };
   },
 };

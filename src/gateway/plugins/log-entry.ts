@@ -224,8 +224,8 @@ function responseBodyText(conf: BodyLogConf, ctx: PluginContext): string | undef
   if (!held) return undefined;
   let body = Buffer.concat(held.parts);
   const encoding = ctx.responseHeader('content-encoding');
-  // the gzip plugin compresses after the body filters: what they saw is plain
-  if (encoding && ctx.gzipLevel === undefined) {
+  // the gzip and brotli plugins compress after the body filters: what they saw is plain
+  if (encoding && ctx.gzipLevel === undefined && ctx.brotli === undefined) {
     try {
       if (encoding === 'gzip') body = zlib.gunzipSync(body);
       else if (encoding === 'br') body = zlib.brotliDecompressSync(body);

@@ -97,6 +97,8 @@ export interface PluginContext {
   delay(ms: number): void;
   /** Set by gzip's header_filter: compress this response at this level (APISIX-Runtime's set_gzip). */
   gzipLevel: number | undefined;
+  /** Set by brotli's header_filter: compress this response so (after the body filters, as gzip). */
+  brotli: { quality: number; lgwin: number; lgblock: number; mode: number } | undefined;
   /** The gateway answered the request itself (a plugin's or the router's core.response.exit), not the upstream. */
   readonly answered: boolean;
   /** Per-request state of a plugin. */

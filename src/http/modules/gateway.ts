@@ -26,6 +26,7 @@ import { joinBodyFilter, nextBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import { DECLINED, DONE } from '../http-conf.ts';
 import { useGzip } from './gzip.ts';
+import { useBrotli } from './brotli/filter.ts';
 import type { GatewayLua } from './lua/gateway-functions.ts';
 import { coreSettings } from '../../core/modules/core.ts';
 import type { HttpModule, HttpVariable, LocationConf } from '../http-conf.ts';
@@ -111,6 +112,7 @@ function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   const dp = loaded.rt.dataPlane;
   dp.headerFilter(r, s);
   if (s.ctx.gzipLevel !== undefined) useGzip(r, s.ctx.gzipLevel);
+  if (s.ctx.brotli !== undefined) useBrotli(r, s.ctx.brotli);
   const replaced = dp.replacementBody(s);
   if (r.method === 'HEAD') return;
   if (replaced !== undefined) r.ctx.set(REPLACED, replaced);

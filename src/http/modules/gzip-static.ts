@@ -20,6 +20,7 @@ import { mapUriToPath } from '../core/root.ts';
 import { gzipTested, gzipVaryOn, markGzipVary } from './gzip.ts';
 import { symlinkRefusal } from '../core/disable-symlinks.ts';
 import { openFile, sendFile } from './static.ts';
+import type { OpenedFile } from './static.ts';
 
 interface GzipStaticConf {
   mode?: 'off' | 'on' | 'always';
@@ -35,34 +36,45 @@ async function gzipStaticHandler(r: HttpRequest): Promise<number> {
   const ok = mode === 'always' || gzipTested(r);
   // without gzip_vary a client that cannot take gzip needs no look at the .gz at all
   if (!ok && !gzipVaryOn(r)) return DECLINED;
-  const path = mapUriToPath(r).path + '.gz';
-  const refusal = symlinkRefusal(r, path);
-  const opened = (refusal && await refusal) || await openFile(path);
-  if (!('fh' in opened)) {
-    switch (opened.code) {
-      case 'ENOENT': case 'ENOTDIR': case 'ENAMETOOLONG':
-        return DECLINED;
-      case 'EACCES': case 'EMLINK': case 'ELOOP':
-        requestLog(r).error(`open() "${path}" failed ${sysErrorText(opened)}`);
-        return DECLINED;
-      default:
-        requestLog(r).crit(`open() "${path}" failed ${sysErrorText(opened)}`);
-        return DECLINED;
-    }
-  }
-  const close = () => opened.fh.close().catch(() => undefined);
+  const opened = await openPrecompressed(r, '.gz');
+  if (opened === undefined) return DECLINED;
   if (mode === 'on') {
     // a .gz exists, so the answer depends on Accept-Encoding whichever way it goes
     markGzipVary(r);
-    if (!ok) return close().then(() => DECLINED);
+    if (!ok) return opened.fh.close().catch(() => undefined).then(() => DECLINED);
   }
-  if (opened.stat.isDirectory()) return close().then(() => DECLINED);
-  if (!opened.stat.isFile()) {
-    await close();
-    requestLog(r).crit(`"${path}" is not a regular file`);
+  return sendPrecompressed(r, opened, 'gzip');
+}
+
+type Opened = OpenedFile & { path: string };
+
+/** The file of the URI with `suffix` (gzip_static's .gz, brotli_static's .br), open; undefined when there is none to send (errors logged as nginx logs them). */
+export async function openPrecompressed(r: HttpRequest, suffix: string): Promise<Opened | undefined> {
+  const path = mapUriToPath(r).path + suffix;
+  const refusal = symlinkRefusal(r, path);
+  const opened = (refusal && await refusal) || await openFile(path);
+  if ('fh' in opened) return { ...opened, path };
+  switch (opened.code) {
+    case 'ENOENT': case 'ENOTDIR': case 'ENAMETOOLONG':
+      return undefined;
+    case 'EACCES': case 'EMLINK': case 'ELOOP':
+      requestLog(r).error(`open() "${path}" failed ${sysErrorText(opened)}`);
+      return undefined;
+    default:
+      requestLog(r).crit(`open() "${path}" failed ${sysErrorText(opened)}`);
+      return undefined;
+  }
+}
+
+/** gzip_static's and brotli_static's answer: the opened file with `encoding` (in byte ranges if `ranges`); DECLINED for a directory. */
+export async function sendPrecompressed(r: HttpRequest, opened: Opened, encoding: string, ranges = true): Promise<number> {
+  if (opened.stat.isDirectory() || !opened.stat.isFile()) {
+    await opened.fh.close().catch(() => undefined);
+    if (opened.stat.isDirectory()) return DECLINED;
+    requestLog(r).crit(`"${opened.path}" is not a regular file`);
     return 404;
   }
-  return sendFile(r, opened, 'gzip');
+  return sendFile(r, opened, encoding, ranges);
 }
 
 export const gzipStaticModule: HttpModule = {

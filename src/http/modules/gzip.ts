@@ -10,12 +10,14 @@ import type { ConfSlot, MergedConf } from '../../conf/context.ts';
 import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import type { Directive } from '../../conf/directive.ts';
-import { flagArg, sizeArg } from '../../conf/values.ts';
+import { boundedNumberArg, flagArg, sizeArg } from '../../conf/values.ts';
 import { joinBodyFilter } from '../body-filter.ts';
 import type { BodyFilterEntry } from '../body-filter.ts';
 import { setting } from '../../conf/setters.ts';
 import type { HttpModule } from '../http-conf.ts';
-import { GZIP_BODY, GzipBody } from './gzip-body.ts';
+import { GZIP_BODY, gzipBody } from './gzip-body.ts';
+import { compressionRatio } from './compressed-body.ts';
+import type { CompressedBody } from './compressed-body.ts';
 import { compileRegex } from '../regex.ts';
 import type { HttpRequest } from '../request.ts';
 import { parseHttpTime } from '../../core/http-time.ts';
@@ -210,7 +212,7 @@ function gzipHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   if (r.method === 'HEAD') return;
   const { wbits, memLevel } = memoryFor(conf, length);
   // gzip_buffers 32 4k: nginx passes a buffer on once one is full
-  r.ctx.set(GZIP_BODY, new GzipBody(r, body, conf.level ?? 1, wbits, memLevel, conf.buffers?.size ?? 4096));
+  r.ctx.set(GZIP_BODY, gzipBody(r, body, conf.level ?? 1, wbits, memLevel, conf.buffers?.size ?? 4096));
   joinBodyFilter(r, body);
 }
 
@@ -274,18 +276,9 @@ function memoryFor(conf: Gzip, length: number | undefined): { wbits: number; mem
   return { wbits: Math.max(wbits, 9), memLevel };
 }
 
-/** `$gzip_ratio`: original size over compressed size, two decimals rounded as nginx rounds. */
+/** `$gzip_ratio`: original size over compressed size. */
 function gzipRatio(r: HttpRequest): string | undefined {
-  const body = r.ctx.get(GZIP_BODY) as GzipBody | undefined;
-  if (!body?.finished || body.zout === 0) return undefined;
-  const { zin, zout } = body;
-  let int = Math.floor(zin / zout);
-  let frac = Math.floor((zin * 100) / zout) % 100;
-  if (Math.floor((zin * 1000) / zout) % 10 > 4) {
-    frac++;
-    if (frac > 99) { int++; frac = 0; }
-  }
-  return `${int}.${String(frac).padStart(2, '0')}`;
+  return compressionRatio(r.ctx.get(GZIP_BODY) as CompressedBody | undefined);
 }
 
 const PROXIED = new Set(['off', 'expired', 'no-cache', 'no-store', 'private', 'no_last_modified', 'no_etag', 'auth', 'any']);
@@ -305,12 +298,7 @@ const directives: Directive[] = [
   },
   {
     name: 'gzip_comp_level', contexts: HTTP_ANY, args: 1,
-    handler: setting(gzipSlot, 'level', (cf, _v, a) => {
-      const n = /^\d+$/.test(a[0]) ? Number(a[0]) : NaN;
-      if (Number.isNaN(n)) throw cf.error(`invalid number "${a[0]}"`);
-      if (n < 1 || n > 9) throw cf.error('"gzip_comp_level" directive value must be between 1 and 9');
-      return n;
-    }),
+    handler: setting(gzipSlot, 'level', boundedNumberArg(1, 9)),
   },
   {
     name: 'gzip_window', contexts: HTTP_ANY, args: 1,
@@ -366,8 +354,8 @@ export const gzipModule: HttpModule = {
   variables: [{ name: 'gzip_ratio', noCache: true, get: gzipRatio }],
   postconfiguration(http) {
     // nginx's gzip filter position: after ssi (1300) and postpone (1400), before range (1600)
-    const body = http.addBodyFilter(1500, (r, chunk, eof) => (r.ctx.get(GZIP_BODY) as GzipBody).write(chunk, eof),
-      (r) => (r.ctx.get(GZIP_BODY) as GzipBody).resume());
+    const body = http.addBodyFilter(1500, (r, chunk, eof) => (r.ctx.get(GZIP_BODY) as CompressedBody).write(chunk, eof),
+      (r) => (r.ctx.get(GZIP_BODY) as CompressedBody).resume());
     http.addHeaderFilter(1500, (r) => gzipHeaderFilter(r, body));
   },
 };

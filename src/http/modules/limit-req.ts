@@ -22,7 +22,7 @@ import type { ConfContext } from '../../conf/context.ts';
 import { Ctx, HTTP_ANY } from '../../conf/directive.ts';
 import { ConfError } from '../../conf/errors.ts';
 import type { ConfNode } from '../../conf/parser.ts';
-import { enumArg, flagArg, numberArg, parseNumber } from '../../conf/values.ts';
+import { boundedNumberArg, enumArg, flagArg, numberArg, parseNumber } from '../../conf/values.ts';
 import { setting } from '../../conf/setters.ts';
 import { LIMIT_LOG_LEVELS, LogLevel, mainErrorLog } from '../../core/error-log.ts';
 import { bindZoneKey, declareZone, definedZones, monotonicMs, sharedTable, zoneParam } from '../../core/shared-zone.ts';
@@ -63,12 +63,8 @@ const LIMIT_REQ_DEFAULTS = { logLevel: LogLevel.error, status: 503, dryRun: fals
 const limitReqSlot = defineSlot<LimitReqConf, typeof LIMIT_REQ_DEFAULTS>('limit_req', () => ({}), inheritUnset, LIMIT_REQ_DEFAULTS);
 
 /** The allowed `limit_req_log_level` / `limit_conn_log_level` values. */
-/** nginx's `value must be between 400 and 599` status check (ngx_conf_check_num_bounds). */
-export function statusArg(cf: ConfContext, value: string): number {
-  const n = numberArg(cf, value);
-  if (n < 400 || n > 599) throw cf.error('value must be between 400 and 599');
-  return n;
-}
+/** limit_req_status, limit_conn_status: 400 to 599. */
+export const statusArg = boundedNumberArg(400, 599);
 
 // $limit_req_status (nginx keeps it on the main request: an internal redirect does not limit again)
 const PASSED = 1, DELAYED = 2, REJECTED = 3, DELAYED_DRY_RUN = 4, REJECTED_DRY_RUN = 5;

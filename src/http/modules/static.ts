@@ -108,7 +108,7 @@ async function staticHandler(r: HttpRequest): Promise<number> {
  * URI's type, ranges, then the body (ngx_http_static_handler's tail, which
  * gzip_static repeats with `Content-Encoding`). Closes the file.
  */
-export async function sendFile(r: HttpRequest, { fh, stat }: OpenedFile, contentEncoding?: string): Promise<number> {
+export async function sendFile(r: HttpRequest, { fh, stat }: OpenedFile, contentEncoding?: string, ranges = true): Promise<number> {
   let handedOver = false;
   try {
     const core = r.level.get(coreLoc);
@@ -119,7 +119,7 @@ export async function sendFile(r: HttpRequest, { fh, stat }: OpenedFile, content
     if (core.etag) r.addHeader('ETag', fileEtag(mtime, stat.size));
     r.contentType = contentTypeFor(r);
     if (contentEncoding !== undefined) r.addHeader('Content-Encoding', contentEncoding);
-    allowRanges(r);
+    if (ranges) allowRanges(r);
     await sendHeader(r);
     handedOver = true;
     await sendFileBody(r, fh, stat.size);
