@@ -151,7 +151,7 @@ async function provideLua(cycle: Cycle, worker: Parameters<NonNullable<HttpModul
     const { createGatewayLua } = await import('./lua/gateway-functions.ts');
     held.lua = await createGatewayLua({
       workerId: worker.workerId, workerCount: coreSettings(cycle).workerProcesses, prefix: cycle.paths.prefix,
-      onShutdown: (fn) => worker.onShutdown(fn),
+      onShutdown: (fn) => worker.onShutdown(fn), holdShutdown: (work) => worker.holdShutdown(work),
     });
     return held.lua;
   });

@@ -4,7 +4,9 @@
  * due, runs ngx.lua's timer runner in a coroutine of its own (no request:
  * output and ngx.req refuse, ngx.sleep and ngx.shared work). When the
  * worker stops serving this configuration, timers still pending run at
- * once with `premature` true, as OpenResty runs them on worker exit.
+ * once with `premature` true, as OpenResty runs them on worker exit, and a
+ * graceful stop waits for the running ones to end (nginx keeps a worker
+ * while its timers' fake connections are open, up to worker_shutdown_timeout).
  */
 import { LuaError } from '../../../lua/bridge.ts';
 import type { LuaOutcome } from '../../../lua/coroutine.ts';
@@ -28,6 +30,8 @@ export class LuaTimers {
   private readonly rt: LuaRuntime;
   private readonly pending = new Map<number, Timer>();
   private running = 0;
+  /** Told when no timer runs or waits any more (expire()'s wait). */
+  private idle: (() => void) | undefined;
   private nextId = 1;
   exiting = false;
 
@@ -43,7 +47,8 @@ export class LuaTimers {
       // OpenResty takes a negative delay as none
       const delay = Math.max(0, given);
       if (every && delay === 0) throw new LuaError("bad argument #1 to 'every' (delay cannot be zero)", 2);
-      if (this.exiting) return (bridge.pushNil(L), bridge.pushString(L, 'process exiting'), 2);
+      // at exit a timer for now still runs (APISIX's loggers flush so), a later one is refused
+      if (this.exiting && delay > 0) return (bridge.pushNil(L), bridge.pushString(L, 'process exiting'), 2);
       if (this.pending.size >= (this.rt.conf.maxPendingTimers ?? MAX_PENDING)) return (bridge.pushNil(L), bridge.pushString(L, 'too many pending timers'), 2);
       const id = this.nextId++;
       const r = currentContext(this.rt)?.r;
@@ -87,6 +92,7 @@ export class LuaTimers {
     const outcome = this.rt.runTimer(id, premature, !again, ctx);
     const done = (o: LuaOutcome<undefined>) => {
       this.running--;
+      if (this.running === 0 && this.pending.size === 0) this.idle?.();
       mainErrorLog().debug('http lua close fake http connection');
       closeSocketsOf(ctx);
       if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
@@ -95,12 +101,19 @@ export class LuaTimers {
     else done(outcome);
   }
 
-  /** The worker stops serving: pending timers run now with premature true. */
-  expire(): void {
+  /** The worker stops serving: pending timers run now with premature true; resolves when no timer runs any more. */
+  expire(): Promise<void> {
     this.exiting = true;
     for (const [id, t] of [...this.pending]) {
       clearTimeout(t.handle);
       this.fire(id, true);
     }
+    if (this.running === 0 && this.pending.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.idle = () => {
+        this.idle = undefined;
+        resolve();
+      };
+    });
   }
 }

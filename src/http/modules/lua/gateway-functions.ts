@@ -83,14 +83,19 @@ export interface GatewayLuaOptions {
   workerCount: number;
   prefix: string;
   /** Called when the worker stops serving: pending timers run premature. */
-  onShutdown(fn: () => void): void;
+  onShutdown(fn: (graceful: boolean) => void): void;
+  /** A graceful stop waits for the timers still running. */
+  holdShutdown(work: Promise<unknown>): void;
 }
 
 export async function createGatewayLua(opts: GatewayLuaOptions): Promise<GatewayLua> {
   let timers: LuaTimers | undefined;
   const rt = await LuaRuntime.create({ sharedDicts: new Map(), used: true }, opts.workerId, opts.workerCount, opts.prefix,
     (runtime) => hostLibrary(runtime, (timers = new LuaTimers(runtime))));
-  opts.onShutdown(() => timers!.expire());
+  opts.onShutdown((graceful) => {
+    const ended = timers!.expire();
+    if (graceful) opts.holdShutdown(ended);
+  });
   const { vm } = rt;
   const { bridge } = vm;
   const { L } = bridge;

@@ -249,7 +249,10 @@ export const luaModule: HttpModule = {
     const rt = await LuaRuntime.create(conf, worker.workerId, coreSettings(cycle).workerProcesses, cycle.paths.prefix,
       (runtime) => hostLibrary(runtime, (timers = new LuaTimers(runtime))));
     setRuntime(http, rt);
-    worker.onShutdown(() => timers!.expire());
+    worker.onShutdown((graceful) => {
+      const ended = timers!.expire();
+      if (graceful) worker.holdShutdown(ended);
+    });
     worker.onClose(() => {
       runExitWorker(rt, conf);
       closeIdle();
