@@ -37,8 +37,8 @@ interface Answer { status: number; headers: Map<string, string[]>; body: string 
 
 type Kind = 'setup' | 'match' | 'differ' | 'not evaluable';
 
-/** Test::Base trims a section's trailing blank lines, keeping one newline. */
-const trimmed = (s: string): string => s.replace(/\n+$/, '\n');
+/** Test::Base's trim filter: leading blank lines go, and whatever blank follows the last newline. */
+const trimmed = (s: string): string => s.replace(/^([ \t]*\n)+/, '').replace(/(?<=\n)\s*$/, '');
 
 /** The i-th of n expectations: an array's item, or the one value when there is one request (as Test::Nginx). */
 function indexed(v: PerlValue, i: number, n: number): PerlValue | undefined {
@@ -51,7 +51,9 @@ function headerLines(text: string | undefined): Array<[string, string | undefine
   return text.split('\n').filter((l) => l.trim()).map((l) => {
     if (l.startsWith('!')) return [l.slice(1).trim(), undefined];
     const c = l.indexOf(':');
-    return [l.slice(0, c).trim(), l.slice(c + 1).trim()];
+    // `Name:` with nothing after it: Perl's split leaves the value undefined, so the header must be absent
+    const v = l.slice(c + 1).trim();
+    return [l.slice(0, c).trim(), v === '' && c >= 0 ? undefined : v];
   });
 }
 
@@ -63,7 +65,7 @@ function parseRequest(text: string): Request | undefined {
 }
 
 /** The requests of a block and what each answer should be; a string: why it is not evaluable. */
-function plan(b: RawBlock, port: number): { reqs: Request[]; expects: Expect[] } | string {
+function plan(b: RawBlock, port: number, defaultRequest: string | undefined): { reqs: Request[]; expects: Expect[] } | string {
   // `--- error_code: 400`: a section whose value is on its header line
   const s = new Map([...b.sections].map(([k, v]) => {
     const one = /^([\w ]+?): (.*)$/.exec(k);
@@ -82,6 +84,7 @@ function plan(b: RawBlock, port: number): { reqs: Request[]; expects: Expect[] }
     else if (Array.isArray(v) && v.every((x) => typeof x === 'string')) reqTexts = v as string[];
     else return 'request eval';
   } else if (s.has('request')) reqTexts = [trimmed(s.get('request')!)];
+  else if (defaultRequest !== undefined) reqTexts = [defaultRequest];
   else return 'no request';
   const reqs = reqTexts.map(parseRequest);
   if (reqs.some((r) => !r)) return 'request line';
@@ -204,11 +207,16 @@ async function synced(gw: Gateway): Promise<void> {
 async function triage(f: string, gw: Gateway, out: Record<Kind, number>): Promise<void> {
   const ports = (s: string) => rename(s).replace(/\b(9080|1984)\b/g, String(gw.proxyPort));
   const admin = (c: Call) => gw.admin(c.method, ports(c.path), c.body === undefined ? undefined : ports(c.body));
-  for (const b of splitBlocks(git('show', `HEAD:t/plugin/${f}`))) {
+  const text = git('show', `HEAD:t/plugin/${f}`);
+  // a file's add_block_preprocessor may give blocks without a request one
+  const preamble = text.slice(0, text.indexOf('__DATA__'));
+  const defaultRequest = /if \(!\$block->request\) \{\s*\$block->set_value\("request", "([^"]+)"\)/.exec(preamble)?.[1];
+  for (const b of splitBlocks(text)) {
     const config = b.sections.get('config');
-    const p = plan(b, gw.proxyPort);
+    const p = plan(b, gw.proxyPort, defaultRequest);
     const firstPath = typeof p === 'string' ? undefined : p.reqs[0].path.split('?')[0];
-    const toConfig = firstPath !== undefined && locations(config).some((l) => firstPath === l || (l.endsWith('/') && firstPath.startsWith(l)));
+    // a location of the block's config, or of the config a preprocessor gives every block
+    const toConfig = firstPath !== undefined && [...locations(config), ...locations(preamble)].some((l) => firstPath === l || (l.endsWith('/') && firstPath.startsWith(l)));
     let wrote = false;
     const say = (kind: Kind, why: string) => { out[kind]++; if (process.env.VERBOSE && kind !== 'match' && kind !== 'setup') console.log(`  ${kind.toUpperCase()} ${f} ${b.name}: ${why}`); };
     if (config !== undefined) {
@@ -230,6 +238,7 @@ async function triage(f: string, gw: Gateway, out: Record<Kind, number>): Promis
       if (toConfig || typeof p === 'string') { say('not evaluable', typeof p === 'string' ? p : 'its Lua'); continue; }
     }
     if (typeof p === 'string') { say('not evaluable', p); continue; }
+    if (toConfig) { say('not evaluable', `${firstPath}: a location of the test's own nginx`); continue; }
     const diffs: string[] = [];
     for (let i = 0; i < p.reqs.length; i++) {
       const d = compare(await send(gw.proxyPort, p.reqs[i]), p.expects[i]);
