@@ -7,6 +7,9 @@
  */
 export type PerlValue = string | number | RegExp | PerlValue[];
 
+/** The (...) lists read: Perl flattens them into the list around them, not [...] ones. */
+const parenLists = new WeakSet<PerlValue[]>();
+
 const ESCAPES: Record<string, string> = { n: '\n', t: '\t', r: '\r', '0': '\0', e: '\x1b' };
 
 class Reader {
@@ -79,10 +82,10 @@ function primary(r: Reader): PerlValue | undefined {
       const v = expr(r);
       if (v === undefined) return undefined;
       // a (...) list inside a list is flattened, as Perl does
-      if (Array.isArray(v) && (v as PerlValue[] & { flat?: boolean }).flat) items.push(...v); else items.push(v);
+      if (Array.isArray(v) && parenLists.has(v)) items.push(...v); else items.push(v);
       if (!r.eat(',') && !r.peek(end)) return undefined;
     }
-    if (c === '(') Object.assign(items, { flat: true });
+    if (c === '(') parenLists.add(items);
     return items;
   }
   return undefined;
@@ -97,7 +100,11 @@ function expr(r: Reader): PerlValue | undefined {
     if (rep) {
       r.i += rep[0].length;
       const n = Number(rep[1]);
-      if (Array.isArray(v)) { const one = v; v = Object.assign(Array.from({ length: n }, () => one).flat(), { flat: (one as { flat?: boolean }).flat }); }
+      if (Array.isArray(v)) {
+        const one = v;
+        v = Array.from({ length: n }, () => one).flat();
+        if (parenLists.has(one)) parenLists.add(v);
+      }
       else if (typeof v === 'string') v = v.repeat(n);
       else return undefined;
       continue;

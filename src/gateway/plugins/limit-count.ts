@@ -1,14 +1,15 @@
 /**
  * limit-count (apisix/plugins/limit-count/init.lua), local policy: `count`
  * requests per fixed `time_window` seconds per key (the variable `key`
- * names, the client address when it is empty), counted per route (or per
+ * names, the client address when it is empty), counted per route and
+ * version of the plugin's conf (a change of it starts again; or per
  * `group`). Over the limit: `rejected_code` (503), with `{"error_msg":
  * rejected_msg}` when there is one; X-RateLimit-Limit/-Remaining/-Reset on
  * every answer unless `show_limit_quota_header` is false. The counters are
  * shared by every worker (APISIX's shared dict), src/gateway/dataplane/counters.ts.
  */
 import { countHit } from '../dataplane/counters.ts';
-import { limitKeyValue } from './limit-key.ts';
+import { confVersion, limitKeyValue } from './limit-key.ts';
 import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
 
@@ -18,7 +19,7 @@ interface LimitCountConf {
 }
 
 function limitKey(conf: LimitCountConf, ctx: PluginContext): string {
-  const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${conf.count}/${conf.time_window}`;
+  const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${confVersion(conf)}`;
   return `limit-count:${scope}:${limitKeyValue(conf, ctx)}`;
 }
 

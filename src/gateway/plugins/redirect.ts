@@ -6,6 +6,7 @@
  * 301 (GET, HEAD) or 308; `append_query_string` keeps the arguments.
  */
 import { resolveVars } from './proxy-rewrite.ts';
+import { reSub, templateError } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface RedirectConf {
@@ -27,6 +28,16 @@ export const redirect: GatewayPlugin<RedirectConf> = {
     },
     oneOf: [{ required: ['uri'] }, { required: ['regex_uri'] }, { required: ['http_to_https'] }],
   },
+  checkConf(conf) {
+    if (conf.regex_uri) {
+      let err = templateError(conf.regex_uri[1]);
+      try { new RegExp(conf.regex_uri[0]); } catch (e) { err = (e as Error).message; }
+      if (err) return `invalid regex_uri (${conf.regex_uri[0]}, ${conf.regex_uri[1]}), err:${err}`;
+    }
+    // APISIX's check: the https target is $request_uri, arguments included already
+    if (conf.http_to_https && conf.append_query_string) return 'only one of `http_to_https` and `append_query_string` can be configured.';
+    return undefined;
+  },
   rewrite(conf, ctx) {
     let code = conf.ret_code;
     let uri = conf.uri;
@@ -39,9 +50,7 @@ export const redirect: GatewayPlugin<RedirectConf> = {
     if (uri !== undefined) target = resolveVars(uri, ctx);
     else if (conf.regex_uri) {
       const path = ctx.variable('uri') ?? '/';
-      const re = new RegExp(conf.regex_uri[0]);
-      if (!re.test(path)) return undefined;
-      target = path.replace(re, conf.regex_uri[1]);
+      target = reSub(path, conf.regex_uri[0], conf.regex_uri[1]);
     }
     if (target === undefined) return undefined;
     if (conf.append_query_string && ctx.variable('is_args') === '?') target += (target.includes('?') ? '&' : '?') + (ctx.variable('args') ?? '');

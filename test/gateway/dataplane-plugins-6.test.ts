@@ -1,0 +1,93 @@
+/**
+ * Where the plugin triage (scripts/apisix-plugin-triage.ts) found the
+ * gateway answering otherwise than APISIX: regex_uri templates and captures
+ * (proxy-rewrite, redirect), header values that resolve to nothing, the
+ * limiters' counts starting again when their conf changes, and the Admin
+ * API's checks of regex_uri, header names and redirect's exclusive options.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { startGateway } from './harness.ts';
+import type { Gateway } from './harness.ts';
+import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import type { Origin } from './dataplane-kit.ts';
+
+let gw: Gateway;
+let o: Origin;
+
+before(async () => { [gw, o] = await Promise.all([startGateway(), startOrigin()]); });
+after(async () => { await Promise.all([gw.stop(), o.close()]); });
+
+const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
+const route = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: up() });
+
+async function refused(plugins: Record<string, unknown>, message: string): Promise<void> {
+  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', plugins));
+  assert.equal(r.status, 400, JSON.stringify(plugins));
+  assert.deepEqual(r.json, { error_msg: message });
+}
+
+describe('regex_uri templates', () => {
+  it('proxy-rewrite: ${1} in the template and $1 / ${2} in header values are the captures; a header of an unset variable is not sent', async () => {
+    await put(gw, 'routes/rx', route('/rx/*', { 'proxy-rewrite': {
+      regex_uri: ['^/rx/(\\w+)/(\\w+)', '/to/${2}/$1'],
+      headers: { set: { 'X-First': 'cap-$1', 'X-Both': '${1}+${2}', 'X-Gone': '$http_not_sent' }, add: { 'X-Added': 'got-$2' } },
+    } }));
+    const r = await untilRouted(gw, '/rx/aa/bb', (x) => x.echo !== undefined, { headers: { 'X-Gone': 'from client' } });
+    assert.equal(r.echo!.url, '/to/bb/aa');
+    assert.equal(r.echo!.headers['x-first'], 'cap-aa');
+    assert.equal(r.echo!.headers['x-both'], 'aa+bb');
+    assert.equal(r.echo!.headers['x-added'], 'got-bb');
+    // set to '' removes it, the client's value too (ngx.req.set_header with '')
+    assert.equal(r.echo!.headers['x-gone'], undefined);
+  });
+
+  it('redirect: ${1} in regex_uri\'s template is the capture', async () => {
+    await put(gw, 'routes/rd', route('/rd/*', { redirect: { regex_uri: ['^/rd/(.*)', 'http://example.test/${1}/x'] } }));
+    const r = await untilRouted(gw, '/rd/abc', (x) => x.status === 302);
+    assert.equal(r.headers.location, 'http://example.test/abc/x');
+  });
+
+  it('refusals: a pattern that does not compile, a $ that names no capture, odd pairs, bad header names and values, http_to_https with append_query_string', async () => {
+    const bad = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', { 'proxy-rewrite': { regex_uri: ['[^/x/(.*)', '/$1'] } }));
+    assert.equal(bad.status, 400);
+    assert.match((bad.json as { error_msg: string }).error_msg, /^failed to check the configuration of plugin proxy-rewrite err: invalid regex_uri\(\[\^\/x\/\(\.\*\), \/\$1\): /);
+    await refused({ 'proxy-rewrite': { regex_uri: ['^/x/(.*)', '/$`1'] } },
+      'failed to check the configuration of plugin proxy-rewrite err: invalid regex_uri(^/x/(.*), /$`1): invalid capturing variable name found');
+    await refused({ 'proxy-rewrite': { regex_uri: ['^/a', '/b', '^/c'] } },
+      'failed to check the configuration of plugin proxy-rewrite err: The length of regex_uri should be an even number');
+    await refused({ 'proxy-rewrite': { headers: { 'X-Api Version': 'v2' } } },
+      'failed to check the configuration of plugin proxy-rewrite err: invalid field character in header');
+    await refused({ 'proxy-rewrite': { headers: { 'X-Api-Version': 'v2\r\n' } } },
+      'failed to check the configuration of plugin proxy-rewrite err: invalid value character in header');
+    await refused({ redirect: { http_to_https: true, append_query_string: true } },
+      'failed to check the configuration of plugin redirect err: only one of `http_to_https` and `append_query_string` can be configured.');
+  });
+});
+
+describe('limiters and conf changes', () => {
+  it('limit-count counts again when its conf changes (here only its key), as APISIX keys the count by the conf\'s version', async () => {
+    await put(gw, 'routes/lc', route('/lc', { 'limit-count': { count: 1, time_window: 60, key: 'remote_addr' } }));
+    await untilRouted(gw, '/lc', (x) => x.status === 200);
+    assert.equal((await proxy(gw, '/lc')).status, 503);
+    // same count and window, another key that gives the same address: a new count
+    await put(gw, 'routes/lc', route('/lc', { 'limit-count': { count: 1, time_window: 60, key: 'server_addr' } }));
+    await untilRouted(gw, '/lc', (x) => x.status === 200);
+    assert.equal((await proxy(gw, '/lc')).status, 503);
+    // a change elsewhere in the route keeps the count
+    await put(gw, 'routes/lc', { ...route('/lc', { 'limit-count': { count: 1, time_window: 60, key: 'server_addr' } }), desc: 'renamed' });
+    // a route written after it: once that one is routed, the change before it is applied too
+    await put(gw, 'routes/lc-marker', route('/lc-marker', {}));
+    await untilRouted(gw, '/lc-marker', (x) => x.status === 200);
+    assert.equal((await proxy(gw, '/lc')).status, 503);
+  });
+
+  it('limit-req counts again when its conf changes', async () => {
+    await put(gw, 'routes/lr', route('/lr', { 'limit-req': { rate: 0.1, burst: 0, key: 'remote_addr', rejected_code: 429 } }));
+    await untilRouted(gw, '/lr', (x) => x.status === 200);
+    assert.equal((await proxy(gw, '/lr')).status, 429);
+    await put(gw, 'routes/lr', route('/lr', { 'limit-req': { rate: 0.1, burst: 0, key: 'remote_addr', rejected_code: 430 } }));
+    await untilRouted(gw, '/lr', (x) => x.status === 200);
+    assert.equal((await proxy(gw, '/lr')).status, 430);
+  });
+});
