@@ -27,19 +27,20 @@ class Reader {
   eat(s: string): boolean { if (!this.peek(s)) return false; this.i += s.length; return true; }
 }
 
-function quoted(r: Reader, q: string): string | undefined {
+/** A string from r.i (its opening delimiter) to `close`; `q` says which quoting: '"' (escapes, no variables) or "'". */
+function quoted(r: Reader, q: string, close = q): string | undefined {
   let s = '';
   for (let j = r.i + 1; j < r.src.length; j++) {
     const c = r.src[j];
     if (c === '\\') {
       const n = r.src[++j];
-      if (q === "'") s += n === "'" || n === '\\' ? n : `\\${n}`;
+      if (q === "'") s += n === close || n === '\\' ? n : `\\${n}`;
       else if (n === 'x' && r.src[j + 1] === '{') { const e = r.src.indexOf('}', j); s += String.fromCodePoint(parseInt(r.src.slice(j + 2, e), 16)); j = e; }
       else if (n === 'x') { s += String.fromCharCode(parseInt(r.src.slice(j + 1, j + 3), 16)); j += 2; }
       else s += ESCAPES[n] ?? n;
       continue;
     }
-    if (c === q) { r.i = j + 1; return s; }
+    if (c === close) { r.i = j + 1; return s; }
     // an interpolated variable is beyond this reader ($ServerPort stays text: the caller renames it)
     if (q === '"' && (c === '$' || c === '@') && /[A-Za-z_{]/.test(r.src[j + 1] ?? '') && !r.src.startsWith('$ServerPort', j)) return undefined;
     s += c;
@@ -71,6 +72,13 @@ function primary(r: Reader): PerlValue | undefined {
   r.ws();
   const c = r.src[r.i];
   if (c === '"' || c === "'") return quoted(r, c);
+  // qq{...} and q{...} (one level: no nested braces)
+  const qq = /^(qq|q)([{(\[<\/|!])/.exec(r.src.slice(r.i));
+  if (qq) {
+    const close = ({ '{': '}', '(': ')', '[': ']', '<': '>' } as Record<string, string>)[qq[2]] ?? qq[2];
+    r.i += qq[1].length;
+    return quoted(r, qq[1] === 'qq' ? '"' : "'", close);
+  }
   if (r.src.startsWith('qr', r.i) && /[/{(\[!|#]/.test(r.src[r.i + 2] ?? '')) return regex(r);
   const num = /^-?\d+(\.\d+)?/.exec(r.src.slice(r.i));
   if (num) { r.i += num[0].length; return Number(num[0]); }

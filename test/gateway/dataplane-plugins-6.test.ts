@@ -2,7 +2,8 @@
  * Where the plugin triage (scripts/apisix-plugin-triage.ts) found the
  * gateway answering otherwise than APISIX: regex_uri templates and captures
  * (proxy-rewrite, redirect), header values that resolve to nothing, the
- * limiters' counts starting again when their conf changes, and the Admin
+ * limiters' counts starting again when their conf changes, APISIX's own
+ * variables ($route_id, the normalized $request_uri), and the Admin
  * API's checks of regex_uri, header names and redirect's exclusive options.
  */
 import assert from 'node:assert/strict';
@@ -89,5 +90,21 @@ describe('limiters and conf changes', () => {
     await put(gw, 'routes/lr', route('/lr', { 'limit-req': { rate: 0.1, burst: 0, key: 'remote_addr', rejected_code: 430 } }));
     await untilRouted(gw, '/lr', (x) => x.status === 200);
     assert.equal((await proxy(gw, '/lr')).status, 430);
+  });
+});
+
+describe('APISIX\'s variables', () => {
+  it('$route_id and $consumer_name resolve in a plugin\'s values (mocking\'s response_headers)', async () => {
+    await put(gw, 'routes/mock-vars', { uri: '/mock-vars', plugins: { mocking: { response_example: 'mocked', response_headers: { 'X-Route-Id': '$route_id', 'X-Who': '[$consumer_name]' } } } });
+    const r = await untilRouted(gw, '/mock-vars', (x) => x.status === 200);
+    assert.equal(r.headers['x-route-id'], 'mock-vars');
+    assert.equal(r.headers['x-who'], '[]');
+  });
+
+  it('$request_uri is the normalized path with the arguments: uri-blocker is not bypassed by /./ or //', async () => {
+    await put(gw, 'routes/internal', route('/internal/*', { 'uri-blocker': { block_rules: ['^/internal/'] } }));
+    await untilRouted(gw, '/internal/x', (x) => x.status === 403);
+    assert.equal((await proxy(gw, '/./internal/x?a=1')).status, 403);
+    assert.equal((await proxy(gw, '//internal/x')).status, 403);
   });
 });
