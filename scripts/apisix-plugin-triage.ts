@@ -214,6 +214,8 @@ async function triage(f: string, gw: Gateway, out: Record<Kind, number>): Promis
   const text = git('show', `HEAD:t/plugin/${f}`);
   // a file's add_block_preprocessor may give blocks without a request one
   const preamble = text.slice(0, text.indexOf('__DATA__'));
+  // a preprocessor's default http_config with servers: blocks proxy to those, which only APISIX's test nginx runs
+  const ownServers = /->http_config\s*\/\/[\s\S]*?\blisten\s+\d+/.test(preamble);
   const defaultRequest = /if \(!\$block->request\) \{\s*\$block->set_value\("request", "([^"]+)"\)/.exec(preamble)?.[1];
   for (const b of splitBlocks(text)) {
     const config = b.sections.get('config');
@@ -243,6 +245,7 @@ async function triage(f: string, gw: Gateway, out: Record<Kind, number>): Promis
     }
     if (typeof p === 'string') { say('not evaluable', p); continue; }
     if (toConfig) { say('not evaluable', `${firstPath}: a location of the test's own nginx`); continue; }
+    if (ownServers) { say('not evaluable', 'the preprocessor\'s http_config: upstream servers of the test\'s own'); continue; }
     const diffs: string[] = [];
     for (let i = 0; i < p.reqs.length; i++) {
       const d = compare(await send(gw.proxyPort, p.reqs[i]), p.expects[i]);

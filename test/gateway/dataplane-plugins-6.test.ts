@@ -49,6 +49,14 @@ describe('regex_uri templates', () => {
     assert.equal(r.headers.location, 'http://example.test/abc/x');
   });
 
+  it('redirect: \\$uri stays as written, $uri is the path; encode_uri escapes the new path (before its ?)', async () => {
+    await put(gw, 'routes/rd-vars', route('/rd-vars/*', { redirect: { uri: '/kept\\$uri$uri' } }));
+    await put(gw, 'routes/rd-enc', route('/rd-enc/*', { redirect: { uri: '$uri?from=$uri', encode_uri: true } }));
+    const r = await untilRouted(gw, '/rd-enc/a%20b', (x) => x.status === 302);
+    assert.equal(r.headers.location, '/rd-enc/a%20b?from=/rd-enc/a b');
+    assert.equal((await proxy(gw, '/rd-vars/x')).headers.location, '/kept\\$uri/rd-vars/x');
+  });
+
   it('refusals: a pattern that does not compile, a $ that names no capture, odd pairs, bad header names and values, http_to_https with append_query_string', async () => {
     const bad = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', { 'proxy-rewrite': { regex_uri: ['[^/x/(.*)', '/$1'] } }));
     assert.equal(bad.status, 400);
