@@ -3,7 +3,8 @@
  * gateway answering otherwise than APISIX: regex_uri templates and captures
  * (proxy-rewrite, redirect), header values that resolve to nothing, the
  * limiters' counts starting again when their conf changes, APISIX's own
- * variables ($route_id, the normalized $request_uri), and the Admin
+ * variables ($route_id, the normalized $request_uri), request-id's
+ * algorithms, and the Admin
  * API's checks of regex_uri, header names and redirect's exclusive options.
  */
 import assert from 'node:assert/strict';
@@ -114,5 +115,32 @@ describe('APISIX\'s variables', () => {
     await untilRouted(gw, '/internal/x', (x) => x.status === 403);
     assert.equal((await proxy(gw, '/./internal/x?a=1')).status, 403);
     assert.equal((await proxy(gw, '//internal/x')).status, 403);
+  });
+});
+
+describe('request-id algorithms', () => {
+  const shapes: Record<string, RegExp> = {
+    uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    uuidv7: /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+    nanoid: /^[-_0-9a-zA-Z]{21}$/,
+    ksuid: /^[0-9a-zA-Z]{27}$/,
+    range_id: /^[ab]{8}$/,
+  };
+  for (const [algorithm, shape] of Object.entries(shapes)) {
+    it(`${algorithm}: the id upstream and on the answer has its shape`, async () => {
+      const conf: Record<string, unknown> = { algorithm };
+      if (algorithm === 'range_id') conf.range_id = { length: 8, char_set: 'ababab' };
+      await put(gw, `routes/rid-${algorithm}`, route(`/rid-${algorithm}`, { 'request-id': conf }));
+      const r = await untilRouted(gw, `/rid-${algorithm}`, (x) => x.echo !== undefined);
+      const id = r.headers['x-request-id'] as string;
+      assert.match(id, shape);
+      assert.equal(r.echo!.headers['x-request-id'], id);
+    });
+  }
+
+  it('uuidv7: a later request\'s id does not sort before an earlier one\'s (the first 48 bits are the time in ms)', async () => {
+    const a = (await proxy(gw, '/rid-uuidv7')).headers['x-request-id'] as string;
+    const b = (await proxy(gw, '/rid-uuidv7')).headers['x-request-id'] as string;
+    assert.ok(a.slice(0, 13) <= b.slice(0, 13), `${a} then ${b}`);
   });
 });
