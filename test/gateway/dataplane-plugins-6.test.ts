@@ -92,6 +92,27 @@ describe('limiters and conf changes', () => {
     assert.equal((await proxy(gw, '/lc')).status, 503);
   });
 
+  it('a global rule\'s limiter counts for the rule over all routes, apart from a route\'s own with the same conf', async () => {
+    // connections counted per X-Conn, each request its own: one's release (its log phase) cannot race the next
+    const conn = { conn: 1, burst: 0, default_conn_delay: 0.1, key: 'http_x_conn' };
+    await put(gw, 'routes/g1', route('/g1', { 'limit-conn': conn }));
+    await put(gw, 'routes/g2', route('/g2', {}));
+    // counted per X-Who: the waits below ask as someone else than the requests counted
+    await put(gw, 'global_rules/limits', { plugins: { 'limit-count': { count: 2, time_window: 60, key: 'http_x_who' }, 'limit-conn': conn } });
+    try {
+      await untilRouted(gw, '/g1', (x) => x.status === 200 && x.headers['x-ratelimit-limit'] === '2', { headers: { 'X-Who': 'waiting', 'X-Conn': 'waiting' } });
+      const me = (n: number) => ({ headers: { 'X-Who': 'me', 'X-Conn': `c${n}` } });
+      // the route's limit-conn and the rule's each hold one connection: the request passes
+      assert.equal((await proxy(gw, '/g1', me(1))).status, 200);
+      assert.equal((await proxy(gw, '/g2', me(2))).status, 200);
+      assert.equal((await proxy(gw, '/g1', me(3))).status, 503);
+      assert.equal((await proxy(gw, '/g2', me(4))).status, 503);
+    } finally {
+      await gw.admin('DELETE', '/gateway/admin/global_rules/limits');
+    }
+    await untilRouted(gw, '/g2', (x) => x.status === 200 && x.headers['x-ratelimit-limit'] === undefined);
+  });
+
   it('limit-req counts again when its conf changes', async () => {
     await put(gw, 'routes/lr', route('/lr', { 'limit-req': { rate: 0.1, burst: 0, key: 'remote_addr', rejected_code: 429 } }));
     await untilRouted(gw, '/lr', (x) => x.status === 200);

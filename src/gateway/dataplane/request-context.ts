@@ -38,7 +38,8 @@ function headerTable(flat: readonly string[]): Record<string, string | string[]>
 export class RequestContext implements PluginContext {
   readonly r: HttpRequest;
   readonly route: MatchedRoute | undefined;
-  readonly routeKey: string;
+  /** Whose plugin conf runs: the route's (`route#id`), or a global rule's while its plugins run. */
+  routeKey: string;
   readonly matchedUri: string;
   readonly matchedHost: string;
   readonly state = new Map<object, unknown>();
