@@ -115,6 +115,19 @@ describe('limiters and conf changes', () => {
     await untilRouted(gw, '/g2', (x) => x.status === 200 && x.headers['x-ratelimit-limit'] === undefined);
   });
 
+  it('limit-count\'s quota headers take the names of its plugin metadata', async () => {
+    await put(gw, 'plugin_metadata/limit-count', { limit_header: 'Quota', remaining_header: 'Quota-Left', reset_header: 'Quota-Reset' });
+    try {
+      await put(gw, 'routes/lc-names', route('/lc-names', { 'limit-count': { count: 9, time_window: 60 } }));
+      const r = await untilRouted(gw, '/lc-names', (x) => x.headers.quota !== undefined);
+      assert.equal(r.headers.quota, '9');
+      assert.match(String(r.headers['quota-left']), /^\d+$/);
+      assert.equal(r.headers['x-ratelimit-limit'], undefined);
+    } finally {
+      await gw.admin('DELETE', '/gateway/admin/plugin_metadata/limit-count');
+    }
+  });
+
   it('limit-req counts again when its conf changes', async () => {
     await put(gw, 'routes/lr', route('/lr', { 'limit-req': { rate: 0.1, burst: 0, key: 'remote_addr', rejected_code: 429 } }));
     await untilRouted(gw, '/lr', (x) => x.status === 200);
