@@ -38,7 +38,8 @@ function headerTable(flat: readonly string[]): Record<string, string | string[]>
 export class RequestContext implements PluginContext {
   readonly r: HttpRequest;
   readonly route: MatchedRoute | undefined;
-  readonly routeKey: string;
+  /** Whose plugin conf runs: the route's (`route#id`), or a global rule's while its plugins run. */
+  routeKey: string;
   readonly matchedUri: string;
   readonly matchedHost: string;
   readonly state = new Map<object, unknown>();
@@ -75,7 +76,20 @@ export class RequestContext implements PluginContext {
     this.routeKey = route ? `route#${route.id}` : 'global';
     this.keys = keys;
     this.consumers = consumers;
-    this.variable = read;
+    // APISIX's ctx.var also answers its own names (apisix/core/ctx.lua): the matched route's, the consumer's...
+    this.variable = (name) => {
+      switch (name) {
+        case 'route_id': return this.route?.id;
+        case 'route_name': return (this.route?.conf as { name?: string } | undefined)?.name;
+        case 'service_id': return this.route?.conf.service_id === undefined ? undefined : String(this.route.conf.service_id);
+        case 'consumer_name': return this.consumer?.username;
+        // apisix/init.lua: request_uri is the normalized path and the arguments (a `/./` or `//` cannot slip past
+        // uri-blocker, redirect...), the client's own text is real_request_uri
+        case 'request_uri': return `${read('uri') ?? ''}${read('is_args') ?? ''}${read('args') ?? ''}`;
+        case 'real_request_uri': return read('request_uri');
+        default: return read(name);
+      }
+    };
   }
 
   get method(): string {

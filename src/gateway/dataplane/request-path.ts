@@ -115,21 +115,25 @@ export class DataPlane {
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));
     state.chains.push(...globals);
-    return this.globalsFrom(0, globals, r, hit?.route, state, codes);
+    return this.globalsFrom(0, globals, v.view.globalRules.map((g) => `global_rule#${g.id}`), r, hit?.route, state, codes);
   }
 
   /** Global rules from the `i`th: rewrite then access of each (a function that waits makes the rest wait). */
-  private globalsFrom(i: number, globals: ChainLink[][], r: HttpRequest, route: MatchedRoute | undefined, state: GatewayRequestState, codes: PhaseCodes): number | Promise<number> {
+  private globalsFrom(i: number, globals: ChainLink[][], keys: string[], r: HttpRequest, route: MatchedRoute | undefined, state: GatewayRequestState, codes: PhaseCodes): number | Promise<number> {
     const ctx = state.ctx;
+    const routeKey = route ? `route#${route.id}` : 'global';
     for (; i < globals.length; i++) {
       const chain = globals[i];
+      // a global rule's limiters count for the rule, over all routes (APISIX keys them by the conf's resource)
+      ctx.routeKey = keys[i];
       const a = then(runPhase(chain, 'rewrite', ctx), (x) => x ?? runPhase(chain, 'access', ctx));
       if (a instanceof Promise) {
         const next = i + 1;
-        return a.then((x) => (x ? answer(r, ctx, x, codes) : this.globalsFrom(next, globals, r, route, state, codes)));
+        return a.then((x) => (x ? answer(r, ctx, x, codes) : this.globalsFrom(next, globals, keys, r, route, state, codes)));
       }
       if (a) return answer(r, ctx, a, codes);
     }
+    ctx.routeKey = routeKey;
     if (!route) return answer(r, ctx, { status: 404, body: { error_msg: '404 Route Not Found' } }, codes);
     const chain = chainOf(this.registry, route.plugins);
     state.chains.push(chain);

@@ -44,7 +44,10 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
       addToCount(key, -1);
       return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
     }
-    ctx.state.set(TAKEN, key);
+    // a global rule's limit-conn and the route's each take one: both are given back
+    const taken = (ctx.state.get(TAKEN) as string[] | undefined) ?? [];
+    taken.push(key);
+    ctx.state.set(TAKEN, taken);
     if (n > conf.conn) {
       const times = conf.only_use_default_delay ? 1 : Math.floor((n - 1) / conf.conn);
       ctx.delay(conf.default_conn_delay * times * 1000);
@@ -52,9 +55,9 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
     return undefined;
   },
   log(_conf, ctx) {
-    const key = ctx.state.get(TAKEN) as string | undefined;
-    if (key === undefined) return;
+    const taken = ctx.state.get(TAKEN) as string[] | undefined;
+    if (taken === undefined) return;
     ctx.state.delete(TAKEN);
-    addToCount(key, -1);
+    for (const key of taken) addToCount(key, -1);
   },
 };

@@ -3,6 +3,7 @@
  * a variable's value, `$a $b` combined (`var_combination`), or the text
  * itself (`constant`); an empty one is the client address, as APISIX's.
  */
+import { crc32 } from 'node:zlib';
 import type { PluginContext } from './phase-api.ts';
 
 export function limitKeyValue(conf: { key: string; key_type: string }, ctx: PluginContext): string {
@@ -11,4 +12,24 @@ export function limitKeyValue(conf: { key: string; key_type: string }, ctx: Plug
   else if (conf.key_type === 'var_combination') key = conf.key.replace(/\$(\w+)/g, (_, v: string) => ctx.variable(v) ?? '');
   else key = ctx.variable(conf.key);
   return key === undefined || key === '' ? ctx.variable('remote_addr') ?? '' : key;
+}
+
+const versions = new WeakMap<object, string>();
+
+/** JSON with its keys sorted at every level (APISIX's core.json.stably_encode). */
+function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
+  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  return JSON.stringify(v);
+}
+
+/**
+ * APISIX's plugin.conf_version: a checksum of the plugin's whole conf. The
+ * limiters count per route and conf version, so any change of the plugin's
+ * conf starts the counts again, while a change elsewhere in the route keeps them.
+ */
+export function confVersion(conf: object): string {
+  let v = versions.get(conf);
+  if (v === undefined) { v = String(crc32(stableJson(conf)) >>> 0); versions.set(conf, v); }
+  return v;
 }

@@ -8,7 +8,7 @@
  * plugins (APISIX sleeps in the middle of it).
  */
 import { leakyBucket } from '../dataplane/counters.ts';
-import { limitKeyValue } from './limit-key.ts';
+import { confVersion, limitKeyValue } from './limit-key.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface LimitReqConf { rate: number; burst: number; key: string; key_type: string; rejected_code: number; rejected_msg?: string; nodelay: boolean }
@@ -31,7 +31,7 @@ export const limitReq: GatewayPlugin<LimitReqConf> = {
     required: ['rate', 'burst', 'key'],
   },
   access(conf, ctx) {
-    const excess = leakyBucket(`limit-req:${ctx.routeKey}:${conf.rate}/${conf.burst}:${limitKeyValue(conf, ctx)}`, conf.rate, conf.burst);
+    const excess = leakyBucket(`limit-req:${ctx.routeKey}:${confVersion(conf)}:${limitKeyValue(conf, ctx)}`, conf.rate, conf.burst);
     if (excess < 0) return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
     const delayMs = (excess / conf.rate) * 1000;
     if (delayMs >= 1 && !conf.nodelay) ctx.delay(delayMs);

@@ -33,7 +33,7 @@ export interface PluginContext {
   /** The uri and host patterns that selected the route (radixtree's `_path` and `_host`; `''` without). */
   readonly matchedUri: string;
   readonly matchedHost: string;
-  /** The route's version (plugins keep per-route state under it). */
+  /** Whose plugin conf runs: `route#id`, or `global_rule#id` while a global rule's run (the limiters count under it). */
   routeKey: string;
   /** An nginx variable of the request (`remote_addr`, `arg_x`, `http_x`, `cookie_x`, ...). */
   variable(name: string): string | undefined;

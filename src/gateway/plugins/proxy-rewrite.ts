@@ -1,12 +1,13 @@
 /**
  * proxy-rewrite (apisix/plugins/proxy-rewrite.lua): what goes upstream
  * instead of what came — `uri` (with `$var`s), else the first `regex_uri`
- * pair whose pattern matches the path (its first match replaced, `$1`
- * captures), the request's arguments kept after it; `host`; `method`;
+ * pair whose pattern matches the path (its first match replaced, `$1` /
+ * `${1}` captures, also in header values), the request's arguments kept after it; `host`; `method`;
  * request headers `add`, `set` (values with `$var`s) and `remove`, or the
  * older flat `{name: value}` form (set; an empty value removes).
  */
 import type { PluginContext } from './phase-api.ts';
+import { reCaptures, reSub, templateError, withCaptures } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface HeaderOps { add?: Record<string, string | string[]>; set?: Record<string, string | string[]>; remove?: string[] }
@@ -50,17 +51,37 @@ export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
     },
     minProperties: 1,
   },
+  // APISIX's check_schema: regex_uri in pairs of a valid pattern, and the flat headers form's names and values checked
+  checkConf(conf) {
+    const r = conf.regex_uri;
+    if (r && r.length % 2 !== 0) return 'The length of regex_uri should be an even number';
+    for (let i = 0; r && i < r.length; i += 2) {
+      let err = templateError(r[i + 1]);
+      try { new RegExp(r[i]); } catch (e) { err = (e as Error).message; }
+      if (err) return `invalid regex_uri(${r[i]}, ${r[i + 1]}): ${err}`;
+    }
+    const h = conf.headers;
+    if (!h || isOps(h)) return undefined;
+    for (const [field, value] of Object.entries(h)) {
+      // a name of '!'..'~' but ':', a value without control characters
+      if (!/^[!-9;-~]+$/.test(field)) return 'invalid field character in header';
+      if (typeof value === 'string' && /[^ -~]/.test(value)) return 'invalid value character in header';
+    }
+    return undefined;
+  },
   rewrite(conf, ctx) {
     if (conf.host !== undefined) ctx.upstreamHost = conf.host;
     if (conf.method !== undefined) ctx.upstreamMethod = conf.method;
     let uri: string | undefined;
+    // the matching regex_uri's captures, for `$1` in header values
+    let captures: string[] | undefined;
     if (conf.uri !== undefined) uri = resolveVars(conf.uri, ctx);
     else if (conf.regex_uri) {
       const path = ctx.variable('uri') ?? '/';
       for (let i = 0; i + 1 < conf.regex_uri.length; i += 2) {
-        const re = new RegExp(conf.regex_uri[i]);
-        if (re.test(path)) {
-          uri = path.replace(re, conf.regex_uri[i + 1]);
+        captures = reCaptures(path, conf.regex_uri[i]);
+        if (captures) {
+          uri = reSub(path, conf.regex_uri[i], conf.regex_uri[i + 1]);
           break;
         }
       }
@@ -73,12 +94,15 @@ export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
     }
     const h = conf.headers;
     if (!h) return undefined;
+    const resolve = (v: string) => resolveVars(withCaptures(v, captures), ctx);
+    // a value that resolves to nothing removes the header, as ngx.req.set_header(name, '') does
+    const set = (name: string, v: string) => ctx.setRequestHeader(name, v === '' ? undefined : v);
     if (!isOps(h)) {
-      for (const [name, v] of Object.entries(h)) ctx.setRequestHeader(name, v === '' ? undefined : resolveVars(String(v), ctx));
+      for (const [name, v] of Object.entries(h)) set(name, resolve(String(v)));
       return undefined;
     }
-    for (const [name, v] of Object.entries(h.add ?? {})) for (const x of values(v)) ctx.addRequestHeader(name, resolveVars(x, ctx));
-    for (const [name, v] of Object.entries(h.set ?? {})) ctx.setRequestHeader(name, values(v).map((x) => resolveVars(x, ctx)).join(', '));
+    for (const [name, v] of Object.entries(h.add ?? {})) for (const x of values(v)) ctx.addRequestHeader(name, resolve(x));
+    for (const [name, v] of Object.entries(h.set ?? {})) set(name, values(v).map(resolve).join(', '));
     for (const name of h.remove ?? []) ctx.setRequestHeader(name, undefined);
     return undefined;
   },

@@ -3,14 +3,26 @@
  * first match of `regex_uri` on the path (no match: no redirect) answered
  * with `ret_code` (302) and Location; `http_to_https` sends a plain-http
  * request (X-Forwarded-Proto counts) to `https://$host$request_uri` with
- * 301 (GET, HEAD) or 308; `append_query_string` keeps the arguments.
+ * 301 (GET, HEAD) or 308; `append_query_string` keeps the arguments;
+ * `encode_uri` escapes the new path.
  */
-import { resolveVars } from './proxy-rewrite.ts';
+import { escapeUri } from '../../http/uri.ts';
+import type { PluginContext } from './phase-api.ts';
+import { reSub, templateError } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface RedirectConf {
   uri?: string; regex_uri?: [string, string]; http_to_https?: boolean; ret_code: number;
   encode_uri: boolean; append_query_string: boolean;
+}
+
+/**
+ * redirect.lua's concat_new_uri: `${name}` and `$name` (letters, digits, `_`) are variables (unset: nothing),
+ * `\\$name` stays as written, backslash included.
+ */
+function newUri(template: string, ctx: PluginContext): string {
+  return template.replace(/(\\\$[0-9a-zA-Z_]+)|\$\{([0-9a-zA-Z_]+)\}|\$([0-9a-zA-Z_]+)/g,
+    (_m, kept: string | undefined, braced: string | undefined, plain: string | undefined) => kept ?? ctx.variable(braced ?? plain!) ?? '');
 }
 
 export const redirect: GatewayPlugin<RedirectConf> = {
@@ -27,6 +39,16 @@ export const redirect: GatewayPlugin<RedirectConf> = {
     },
     oneOf: [{ required: ['uri'] }, { required: ['regex_uri'] }, { required: ['http_to_https'] }],
   },
+  checkConf(conf) {
+    if (conf.regex_uri) {
+      let err = templateError(conf.regex_uri[1]);
+      try { new RegExp(conf.regex_uri[0]); } catch (e) { err = (e as Error).message; }
+      if (err) return `invalid regex_uri (${conf.regex_uri[0]}, ${conf.regex_uri[1]}), err:${err}`;
+    }
+    // APISIX's check: the https target is $request_uri, arguments included already
+    if (conf.http_to_https && conf.append_query_string) return 'only one of `http_to_https` and `append_query_string` can be configured.';
+    return undefined;
+  },
   rewrite(conf, ctx) {
     let code = conf.ret_code;
     let uri = conf.uri;
@@ -36,14 +58,17 @@ export const redirect: GatewayPlugin<RedirectConf> = {
       code = ctx.method === 'GET' || ctx.method === 'HEAD' ? 301 : 308;
     }
     let target: string | undefined;
-    if (uri !== undefined) target = resolveVars(uri, ctx);
+    if (uri !== undefined) target = newUri(uri, ctx);
     else if (conf.regex_uri) {
       const path = ctx.variable('uri') ?? '/';
-      const re = new RegExp(conf.regex_uri[0]);
-      if (!re.test(path)) return undefined;
-      target = path.replace(re, conf.regex_uri[1]);
+      target = reSub(path, conf.regex_uri[0], conf.regex_uri[1]);
     }
     if (target === undefined) return undefined;
+    // encode_uri: the part before `?` as ngx_escape_uri (NGX_ESCAPE_URI) escapes it
+    if (conf.encode_uri) {
+      const q = target.indexOf('?');
+      target = q < 0 ? escapeUri(target) : escapeUri(target.slice(0, q)) + target.slice(q);
+    }
     if (conf.append_query_string && ctx.variable('is_args') === '?') target += (target.includes('?') ? '&' : '?') + (ctx.variable('args') ?? '');
     return { status: code, location: target };
   },

@@ -1,0 +1,33 @@
+/**
+ * What APISIX's proxy-rewrite and redirect do with `regex_uri`: ngx.re.sub
+ * (the first match replaced; in the template `$N` and `${N}` are captures,
+ * `$0` the whole match, `$$` a dollar — JavaScript's replace knows neither
+ * `${N}` nor `$0`), and core.utils.resolve_var_with_captures for header
+ * values (`$N` / `${N}` of the match, empty when there is no such capture).
+ */
+
+/** The subject with the pattern's first match replaced as ngx.re.sub would; undefined when it does not match. */
+export function reSub(subject: string, pattern: string, template: string): string | undefined {
+  const m = new RegExp(pattern).exec(subject);
+  if (!m) return undefined;
+  const replacement = template.replace(/\$(?:\{(\d+)\}|(\d+)|(\$))/g, (_t, braced: string | undefined, plain: string | undefined) =>
+    (braced ?? plain) === undefined ? '$' : m[Number(braced ?? plain)] ?? '');
+  return subject.slice(0, m.index) + replacement + subject.slice(m.index + m[0].length);
+}
+
+/** The captures of the pattern's first match (index 0 the whole match), or undefined. */
+export function reCaptures(subject: string, pattern: string): string[] | undefined {
+  const m = new RegExp(pattern).exec(subject);
+  return m ? Array.from(m, (c) => c ?? '') : undefined;
+}
+
+/** `$N` / `${N}` (not after a backslash) replaced by capture N, empty when there is none. */
+export function withCaptures(template: string, captures: string[] | undefined): string {
+  if (!template.includes('$')) return template;
+  return template.replace(/(?<!\\)\$\{?(\d+)\}?/g, (_t, n: string) => captures?.[Number(n)] ?? '');
+}
+
+/** ngx.re.sub's refusal of a template with a `$` that starts neither `$N`, `${N}` nor `$$`. */
+export function templateError(template: string): string | undefined {
+  return /\$(?!\d|\{\d+\}|\$)/.test(template.replace(/\$\$/g, '')) ? 'invalid capturing variable name found' : undefined;
+}
