@@ -6,9 +6,23 @@
  * values (`$N` / `${N}` of the match, empty when there is no such capture).
  */
 
+/** Compiled patterns by their text (the confs' regex_uri), so a request does not compile its route's again. */
+const compiled = new Map<string, RegExp>();
+const MAX_COMPILED = 1024;
+
+function regexOf(pattern: string): RegExp {
+  let re = compiled.get(pattern);
+  if (re === undefined) {
+    if (compiled.size >= MAX_COMPILED) compiled.clear();
+    re = new RegExp(pattern);
+    compiled.set(pattern, re);
+  }
+  return re;
+}
+
 /** The subject with the pattern's first match replaced as ngx.re.sub would; undefined when it does not match. */
 export function reSub(subject: string, pattern: string, template: string): string | undefined {
-  const m = new RegExp(pattern).exec(subject);
+  const m = regexOf(pattern).exec(subject);
   if (!m) return undefined;
   const replacement = template.replace(/\$(?:\{(\d+)\}|(\d+)|(\$))/g, (_t, braced: string | undefined, plain: string | undefined) =>
     (braced ?? plain) === undefined ? '$' : m[Number(braced ?? plain)] ?? '');
@@ -17,7 +31,7 @@ export function reSub(subject: string, pattern: string, template: string): strin
 
 /** The captures of the pattern's first match (index 0 the whole match), or undefined. */
 export function reCaptures(subject: string, pattern: string): string[] | undefined {
-  const m = new RegExp(pattern).exec(subject);
+  const m = regexOf(pattern).exec(subject);
   return m ? Array.from(m, (c) => c ?? '') : undefined;
 }
 
