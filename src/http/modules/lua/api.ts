@@ -8,7 +8,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { escapeDefault } from '../../../core/access-log/format.ts';
-import { headStarted, rawOutput, writeOutput } from './output.ts';
+import { headerOnly, headStarted, rawOutput, writeOutput } from './output.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
@@ -81,7 +81,8 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     const ctx = requestContext(rt, 2);
     refuseIn(ctx, OUTPUT_DISABLED, 2);
     const r = ctx.r;
-    const refused = rawOutput(r) ? 'raw request socket acquired' : ctx.eof || r.finished ? 'seen eof' : undefined;
+    const refused = rawOutput(r) ? 'raw request socket acquired' : headerOnly(r) ? 'header only'
+      : ctx.eof || r.finished ? 'seen eof' : undefined;
     if (refused) {
       bridge.pushNil(L);
       bridge.pushString(L, refused);
