@@ -200,7 +200,12 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
         requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
         return 0;
       }
-      setResponseHeader(ctx.r, name, stringList(L, 2));
+      const values = stringList(L, 2);
+      // nginx's ngx_atoof must take a Content-Length (ngx.lua's __newindex is level 1)
+      if (name.toLowerCase() === 'content-length' && values.length && !/^\d+$/.test(values[values.length - 1])) {
+        throw new LuaError('failed to set header', 2);
+      }
+      setResponseHeader(ctx.r, name, values);
       return 0;
     },
     status_get(L: number) {

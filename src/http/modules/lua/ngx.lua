@@ -245,7 +245,8 @@ function ngx.decode_args(s, max)
 end
 ngx.resp = {}
 function ngx.resp.get_headers(max, raw)
-  return headers_table(host.resp_headers_list(max or 100), raw)
+  local list, truncated = host.resp_headers_list(max or 100)
+  return headers_table(list, raw), truncated
 end
 
 -- ---- what the rest of the host gives as plain functions ----

@@ -114,12 +114,15 @@ export function flushOutput(r: HttpRequest, flushBuf = false): Promise<void> | u
  */
 export function startHead(r: HttpRequest): Promise<void> | undefined {
   outputOf(r).buffering ??= false;
+  prepareHeader(r);
   return withHead(r, () => undefined) as Promise<void> | undefined;
 }
 
 /** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
 export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undefined {
   const out = outputOf(r);
+  // the head counts as sent: ngx.header.content_type now reads default_type's, as OpenResty's does
+  if (!r.headerSent) prepareHeader(r);
   // OpenResty holds an HTTP/1.0 response whole to give it a Content-Length (lua_http10_buffering)
   out.buffering ??= !r.headerSent && r.head.version < 1001 && r.contentLength === undefined
     && r.level.get(luaLoc).http10Buffering !== false;
