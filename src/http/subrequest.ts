@@ -38,6 +38,11 @@ export interface SubrequestOptions {
   /** The body is captured in memory (nginx's NGX_HTTP_SUBREQUEST_IN_MEMORY): no subrequest may nest in it. */
   inMemory?: boolean;
   /**
+   * The parent's variable values: shared (nginx's default, sr->variables = r->variables),
+   * copied once, or none (ngx.location.capture without share_all_vars/copy_all_vars).
+   */
+  vars?: 'share' | 'copy' | 'fresh';
+  /**
    * Called once, as the body ends (before the sink hears of it) or when the
    * subrequest is cut short: nginx finalizes (and logs) a subrequest before
    * its parent goes on with what follows.
@@ -112,7 +117,8 @@ export class Subrequest {
     sr.internal = true;
     sr.expectTested = true;
     // nginx's sr->variables = r->variables: cached values are shared with the parent
-    sr.varCache = parent.varCache;
+    const vars = opts.vars ?? 'share';
+    sr.varCache = vars === 'share' ? parent.varCache : vars === 'copy' ? parent.varCache.slice() : [];
     sr.captures = undefined;
     this.r = sr;
     opts.sink.once('finish', () => this.complete());

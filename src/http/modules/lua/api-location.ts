@@ -53,7 +53,9 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
           cb();
         },
       });
-      const sub = createSubrequest(ctx.r, uri, args, { sink, inMemory: true });
+      // not nginx's in-memory subrequest: OpenResty gathers the body in its own filter, so captures nest
+      const vars = bridge.toBoolean(L, 5) ? 'share' : bridge.toBoolean(L, 6) ? 'copy' : 'fresh';
+      const sub = createSubrequest(ctx.r, uri, args, { sink, vars });
       const id = nextId++;
       if (!sub) {
         captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });

@@ -8,6 +8,8 @@ import type { LuaBridge } from '../../../lua/bridge.ts';
 import { readRequestBody, replaceBody, requestBodyOf } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
+import { requestLog } from '../../request-log.ts';
+import { CONN_CLOSE, CONN_KEEPALIVE } from '../../request-head.ts';
 import { endRequestLua, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { parseArgs } from '../../uri.ts';
@@ -239,6 +241,12 @@ export function responseHeaderList(r: HttpRequest): string[] {
   return list;
 }
 
+/** nginx's r->keepalive before the head: HTTP/1.1 unless `Connection: close`, HTTP/1.0 with `keep-alive`. */
+function requestKeepsAlive(r: HttpRequest): boolean {
+  const c = r.head.connection;
+  return c === CONN_CLOSE ? false : c === CONN_KEEPALIVE ? true : r.head.version > 1000;
+}
+
 /** ngx.decode_args's list and ngx.resp.get_headers's, for ngx.lua. */
 export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
@@ -249,9 +257,24 @@ export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     resp_headers_list(L: number) {
-      const { r } = requestContext(rt);
-      pushList(bridge, L, responseHeaderList(r));
-      return 1;
+      const { r, phase } = requestContext(rt);
+      const max = bridge.toInteger(L, 1) ?? 100;
+      // OpenResty's own entries come first and are always given; the others fill up to `max`
+      const own: string[] = [];
+      const rest = responseHeaderList(r);
+      if (r.contentType !== undefined) own.push('content-type', rest.splice(0, 2)[1]);
+      if (r.contentLength !== undefined) own.push('content-length', rest.splice(0, 2)[1]);
+      // the connection's fate: the head's once built (after the header filters), else the request's (nginx's r->keepalive)
+      const keep = r.headerSent && phase !== 'header_filter' ? r.keepalive : requestKeepsAlive(r);
+      own.push('connection', r.status === 101 ? 'upgrade' : keep ? 'keep-alive' : 'close');
+      if (r.chunked) own.push('transfer-encoding', 'chunked');
+      const count = (own.length + rest.length) / 2;
+      const truncated = max > 0 && count > max;
+      if (truncated) {
+        requestLog(r).debug(`lua exceeding response header limit ${count} > ${max}`);
+        rest.length = Math.max(0, max * 2 - own.length);
+      }
+      return pushListResult(bridge, L, { list: own.concat(rest), truncated });
     },
   };
 }

@@ -5,7 +5,7 @@
 import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
-import { buffering, finishOutput, flushOutput, headStarted, rawOutput, somethingToFlush, startHead } from './output.ts';
+import { buffering, finishOutput, flushOutput, headerOnly, headStarted, rawOutput, somethingToFlush, startHead } from './output.ts';
 import { currentContext, refuseIn, requestContext } from './runtime.ts';
 import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -100,6 +100,11 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
       if (rawOutput(ctx.r)) return refuseRaw(L);
+      if (headerOnly(ctx.r)) {
+        bridge.pushNil(L);
+        bridge.pushString(L, 'header only');
+        return 2;
+      }
       if (ctx.eof || ctx.r.finished) return ok(L);
       if (buffering(ctx.r)) {
         bridge.pushNil(L);

@@ -8,7 +8,7 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import { escapeDefault } from '../../../core/access-log/format.ts';
-import { headStarted, rawOutput, writeOutput } from './output.ts';
+import { headerOnly, headStarted, rawOutput, writeOutput } from './output.ts';
 import { argsAndHeadersLibrary, reqLibrary } from './api-req.ts';
 import { sharedLibrary } from './api-shared.ts';
 import { locationLibrary } from './api-location.ts';
@@ -81,7 +81,8 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     const ctx = requestContext(rt, 2);
     refuseIn(ctx, OUTPUT_DISABLED, 2);
     const r = ctx.r;
-    const refused = rawOutput(r) ? 'raw request socket acquired' : ctx.eof || r.finished ? 'seen eof' : undefined;
+    const refused = rawOutput(r) ? 'raw request socket acquired' : headerOnly(r) ? 'header only'
+      : ctx.eof || r.finished ? 'seen eof' : undefined;
     if (refused) {
       bridge.pushNil(L);
       bridge.pushString(L, refused);
@@ -199,7 +200,12 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
         requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
         return 0;
       }
-      setResponseHeader(ctx.r, name, stringList(L, 2));
+      const values = stringList(L, 2);
+      // nginx's ngx_atoof must take a Content-Length (ngx.lua's __newindex is level 1)
+      if (name.toLowerCase() === 'content-length' && values.length && !/^\d+$/.test(values[values.length - 1])) {
+        throw new LuaError('failed to set header', 2);
+      }
+      setResponseHeader(ctx.r, name, values);
       return 0;
     },
     status_get(L: number) {

@@ -75,7 +75,7 @@ export const luaMain = defineSlot<LuaMainConf>('lua_main', () => ({ sharedDicts:
 export function readHook(cf: ConfContext, node: ConfNode, arg = node.args.length - 1): LuaHook {
   const name = node.name;
   const kind = name.replace(/_(block|file)$/, '');
-  const at = `${kind}(${path.basename(node.file)}:${node.line})`;
+  const at = `${kind}(${chunkPlace(cf.paths.confPrefix, node.file, kind.length + String(node.line).length)}:${node.line})`;
   if (name.endsWith('_file')) {
     const given = node.args[arg];
     const file = path.resolve(cf.paths.prefix, given);
@@ -86,6 +86,22 @@ export function readHook(cf: ConfContext, node: ConfNode, arg = node.args.length
     return { kind, source: undefined, file, name: file };
   }
   return { kind, source: node.args[arg], file: undefined, name: at };
+}
+
+/** LuaJIT's limit on a chunk name, as ngx_http_lua_gen_chunk_name keeps to it. */
+const CHUNK_NAME_MAX = 56;
+
+/**
+ * The file part of an inline chunk's name, as OpenResty writes it: `nginx.conf`, a path relative
+ * to the configuration's directory for a file under it, else the whole path; a long one keeps its
+ * end after `...`. `reserve` is the length of the hook's name and the line number.
+ */
+function chunkPlace(confPrefix: string, file: string, reserve: number): string {
+  if (file.endsWith('/nginx.conf')) return 'nginx.conf';
+  const under = file.length > confPrefix.length && file.startsWith(confPrefix);
+  const name = under ? file.slice(confPrefix.length) : file;
+  if (name.length + reserve <= CHUNK_NAME_MAX) return name;
+  return '...' + file.slice(file.length - CHUNK_NAME_MAX + reserve + 3);
 }
 
 /**

@@ -245,7 +245,8 @@ function ngx.decode_args(s, max)
 end
 ngx.resp = {}
 function ngx.resp.get_headers(max, raw)
-  return headers_table(host.resp_headers_list(max or 100), raw)
+  local list, truncated = host.resp_headers_list(max or 100)
+  return headers_table(list, raw), truncated
 end
 
 -- ---- what the rest of the host gives as plain functions ----
@@ -261,12 +262,12 @@ do
   local start, run, wait, unpack = host.location.start, host.location.run, host.location.wait, table.unpack
   -- creates the subrequest, gives it the `ctx` option's table as its ngx.ctx, then runs it
   local function begin(uri, opts)
-    local args, method, ctx
+    local args, method, ctx, share, copy
     if opts then
-      args, method, ctx = opts.args, opts.method, opts.ctx
+      args, method, ctx, share, copy = opts.args, opts.method, opts.ctx, opts.share_all_vars, opts.copy_all_vars
       if type(args) == 'table' then args = ngx.encode_args(args) end
     end
-    local id, ctx_id = start(uri, args, method, ctx ~= nil)
+    local id, ctx_id = start(uri, args, method, ctx ~= nil, share, copy)
     if ctx_id then ctxs[ctx_id] = ctx end
     run(id)
     return id

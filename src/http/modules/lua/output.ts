@@ -50,6 +50,14 @@ export function headStarted(r: HttpRequest): boolean {
   return r.headerSent || r.ctx.has(OUTPUT);
 }
 
+/**
+ * Whether the head went out for a response without a body (nginx's r->header_only, set by
+ * the header filter for HEAD, 204 and 304): ngx.say/print/flush then answer `header only`.
+ */
+export function headerOnly(r: HttpRequest): boolean {
+  return headStarted(r) && (r.method === 'HEAD' || r.status === 204 || r.status === 304);
+}
+
 /** What is waiting, taken (the pieces as ngx.say and ngx.print gave them). */
 function takePending(r: HttpRequest): Buffer[] | undefined {
   const out = outputOfOrNone(r);
@@ -106,12 +114,15 @@ export function flushOutput(r: HttpRequest, flushBuf = false): Promise<void> | u
  */
 export function startHead(r: HttpRequest): Promise<void> | undefined {
   outputOf(r).buffering ??= false;
+  prepareHeader(r);
   return withHead(r, () => undefined) as Promise<void> | undefined;
 }
 
 /** ngx.say/ngx.print: holds `data`, and sends once enough is waiting. */
 export function writeOutput(r: HttpRequest, data: Buffer): Promise<void> | undefined {
   const out = outputOf(r);
+  // the head counts as sent: ngx.header.content_type now reads default_type's, as OpenResty's does
+  if (!r.headerSent) prepareHeader(r);
   // OpenResty holds an HTTP/1.0 response whole to give it a Content-Length (lua_http10_buffering)
   out.buffering ??= !r.headerSent && r.head.version < 1001 && r.contentLength === undefined
     && r.level.get(luaLoc).http10Buffering !== false;
@@ -167,7 +178,8 @@ export function finishOutput(r: HttpRequest): Promise<void> | undefined {
     r.sink.end();
     return undefined;
   }
-  if (out.buffering && !r.headerSent) r.contentLength = out.size;
+  // (a HEAD response held whole gets no Content-Length: OpenResty sends its head as it is)
+  if (out.buffering && !r.headerSent && r.method !== 'HEAD') r.contentLength = out.size;
   const rc = withHead(r, () => {
     const pieces = takePending(r);
     sendPieces(r, pieces === undefined || r.method === 'HEAD' ? [] : pieces, true);

@@ -121,7 +121,7 @@ export class LuaRuntime {
     let c = this.chunks.get(hook);
     if (c === undefined) {
       try {
-        const code = hook.source ?? fs.readFileSync(hook.file!);
+        const code = hook.source ?? skipShebang(fs.readFileSync(hook.file!));
         c = this.vm.load(code, hook.name);
       } catch (e) {
         if (!(e instanceof LuaSyntaxError)) this.unreadable.add(hook);
@@ -307,4 +307,11 @@ function phaseName(phase: string): string {
 /** The hook context of the Lua code running now (inside a host function). */
 export function currentContext(rt: LuaRuntime): HookContext | undefined {
   return rt.vm.running?.context as HookContext | undefined;
+}
+
+/** A file's first line starting with `#` is dropped, its newline kept (as luaL_loadfile does), so `#!/bin/lua` loads. */
+function skipShebang(code: Buffer): Buffer {
+  if (code[0] !== 0x23) return code;
+  const nl = code.indexOf(0x0a);
+  return nl < 0 ? Buffer.alloc(0) : code.subarray(nl);
 }
