@@ -20,6 +20,8 @@ import { finalize, runPhases } from './phases.ts';
 import { HttpRequest } from './request.ts';
 import { endBody } from './response.ts';
 import { requestLog } from './request-log.ts';
+import { setSubrequestBody } from './request-body.ts';
+import { RequestBodySource } from './request-body-source.ts';
 
 /** nginx's NGX_HTTP_MAX_SUBREQUESTS + 1: how deep subrequests may nest. */
 const MAX_DEPTH = 51;
@@ -43,6 +45,17 @@ export interface SubrequestOptions {
    * its parent goes on with what follows.
    */
   onBodyEnd?(sr: HttpRequest): void;
+  /**
+   * A request body of its own instead of the parent's (ngx.location.capture's
+   * `body`): its bytes, with a Content-Length of their size in place of the
+   * parent's; null: no body and no Content-Length.
+   */
+  requestBody?: Buffer | null;
+  /**
+   * The parent's variable values: shared (nginx's default), copied as they
+   * are now, or none (OpenResty's captures without share_all_vars).
+   */
+  variables?: 'share' | 'copy' | 'own';
 }
 
 interface SubState {
@@ -104,8 +117,21 @@ export class Subrequest {
     this.onBodyEnd = opts.onBodyEnd;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
     this.res = new SubrequestResponse(this, opts.sink, this.socket);
-    // the parent's request head, headers and body
-    const sr = new HttpRequest(parent.conn, parent.main, parent.server, parent.head, parent.headersIn, this.res, parent.body);
+    // the parent's request head, headers and body, or a body of its own
+    const own = opts.requestBody;
+    let { head, headersIn, body } = parent;
+    if (own !== undefined) {
+      head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head, { contentLength: own ? own.length : -1, chunked: false });
+      headersIn = [];
+      for (let i = 0; i < parent.headersIn.length; i += 2) {
+        const name = parent.headersIn[i].toLowerCase();
+        if (name !== 'content-length' && name !== 'transfer-encoding') headersIn.push(parent.headersIn[i], parent.headersIn[i + 1]);
+      }
+      if (own) headersIn.unshift('Content-Length', String(own.length));
+      body = RequestBodySource.empty();
+    }
+    const sr = new HttpRequest(parent.conn, parent.main, parent.server, head, headersIn, this.res, body);
+    if (own !== undefined) setSubrequestBody(sr, own ? [own] : []);
     sr.parent = parent;
     sr.method = 'GET';
     sr.uri = uri;
@@ -114,7 +140,8 @@ export class Subrequest {
     sr.internal = true;
     sr.expectTested = true;
     // nginx's sr->variables = r->variables: cached values are shared with the parent
-    sr.varCache = parent.varCache;
+    const vars = opts.variables ?? 'share';
+    sr.varCache = vars === 'share' ? parent.varCache : vars === 'copy' ? parent.varCache.slice() : [];
     sr.captures = undefined;
     this.r = sr;
     opts.sink.once('finish', () => this.complete());

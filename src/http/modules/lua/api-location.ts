@@ -7,7 +7,8 @@
  * whether the body was cut short. ngx.lua builds OpenResty's result tables.
  */
 import { Writable } from 'node:stream';
-import { LuaError } from '../../../lua/bridge.ts';
+import { LuaError, T } from '../../../lua/bridge.ts';
+import { requestLog } from '../../request-log.ts';
 import { createSubrequest } from '../../subrequest.ts';
 import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
@@ -24,7 +25,35 @@ interface Capture {
   done: Promise<boolean>;
 }
 
-const METHODS: Record<number, string> = { 2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 512: 'OPTIONS', 16384: 'PATCH' };
+const METHODS: Record<number, string> = {
+  2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 64: 'MKCOL', 128: 'COPY', 256: 'MOVE', 512: 'OPTIONS',
+  1024: 'PROPFIND', 2048: 'PROPPATCH', 4096: 'LOCK', 8192: 'UNLOCK', 16384: 'PATCH', 32768: 'TRACE',
+};
+/** The `share_all_vars` / `copy_all_vars` options, as ngx.lua passes them. */
+const VARIABLES = ['own', 'share', 'copy'] as const;
+
+/**
+ * The `vars` option: each name set in the subrequest as OpenResty's
+ * ngx_http_lua_subrequest_add_extra_vars does; an error status (nginx's
+ * rc) when one cannot be, logged for the parent (the connection's request).
+ */
+function setExtraVariables(r: HttpRequest, sr: HttpRequest, list: string[]): number {
+  const vars = sr.main.variables;
+  for (let i = 0; i < list.length; i += 2) {
+    const name = list[i].toLowerCase();
+    const def = vars.lookup(name);
+    if (!def || def.prefix) {
+      requestLog(r).error(`variable "${name}" cannot be assigned a value (maybe you forgot to define it first?) `);
+      return -1;
+    }
+    if (!def.changeable && !def.set) {
+      requestLog(r).error(`variable "${name}" not changeable`);
+      return 500;
+    }
+    vars.assign(sr, vars.index(name), list[i + 1]);
+  }
+  return 0;
+}
 
 export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
@@ -45,7 +74,14 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         uri = target.slice(0, q);
         args = target.slice(q + 1) + (args ? '&' + args : '');
       }
-      const method = METHODS[bridge.toInteger(L, 3) ?? 2] ?? 'GET';
+      const code = bridge.toInteger(L, 3) ?? 2;
+      // then ngx.lua's checked options: 5 `body`, 6 the variables' mode, 7 `always_forward_body`, the `vars` pairs
+      const given = bridge.type(L, 5) === T.NIL ? undefined : bridge.toBuffer(L, 5) ?? Buffer.alloc(0);
+      const variables = VARIABLES[bridge.toInteger(L, 6) ?? 0] ?? 'own';
+      const extra: string[] = [];
+      for (let i = 8; i <= api.lua_gettop(L); i++) extra.push(bridge.toString(L, i) ?? '');
+      // the parent's body goes only to PUT and POST unless always_forward_body (OpenResty's adjust_subrequest)
+      const dropBody = given === undefined && !bridge.toBoolean(L, 7) && code !== 8 && code !== 16 && ctx.r.head.contentLength > 0;
       const chunks: Buffer[] = [];
       const sink = new Writable({
         write(chunk: Buffer, _enc, cb) {
@@ -53,12 +89,20 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
           cb();
         },
       });
-      const sub = createSubrequest(ctx.r, uri, args, { sink, inMemory: true });
+      // a capture gathers the body itself (OpenResty's capture filter), so captures may nest
+      const sub = createSubrequest(ctx.r, uri, args, { sink, variables, requestBody: dropBody ? null : given });
       const id = nextId++;
       if (!sub) {
         captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });
         bridge.pushInteger(L, id);
         return 1;
+      }
+      const method = METHODS[code];
+      const rc = method === undefined ? -1 : setExtraVariables(ctx.r, sub.r, extra);
+      if (method === undefined) requestLog(ctx.r).error(`unsupported HTTP method: ${code}`);
+      if (rc !== 0) {
+        sub.abort();
+        throw new LuaError(`failed to adjust the subrequest: ${rc}`);
       }
       sub.r.method = method;
       const sr = sub.r;
