@@ -51,11 +51,20 @@ export interface SubrequestOptions {
    * parent's; null: no body and no Content-Length.
    */
   requestBody?: Buffer | null;
+  /** Request headers of its own, copied from the parent's (OpenResty's captures): changing them leaves the parent's alone. */
+  copyHeaders?: boolean;
   /**
    * The parent's variable values: shared (nginx's default), copied as they
    * are now, or none (OpenResty's captures without share_all_vars).
    */
   variables?: 'share' | 'copy' | 'own';
+  /**
+   * An error in it ends only it, and the client's request goes on (OpenResty's
+   * captures: their post_subrequest handler turns NGX_ERROR into a result).
+   */
+  contained?: boolean;
+  /** Whose subrequest it is in the log line for a cycle (`lua ` for OpenResty's copy of ngx_http_subrequest). */
+  logPrefix?: string;
 }
 
 interface SubState {
@@ -110,9 +119,11 @@ export class Subrequest {
   private readonly res: SubrequestResponse;
   private readonly socket = new SubrequestSocket();
   private readonly main: HttpRequest;
+  private readonly contained: boolean;
 
   constructor(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions) {
     this.main = mainRequest(parent);
+    this.contained = opts.contained === true;
     this.onFinalize = opts.onFinalize;
     this.onBodyEnd = opts.onBodyEnd;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
@@ -120,6 +131,10 @@ export class Subrequest {
     // the parent's request head, headers and body, or a body of its own
     const own = opts.requestBody;
     let { head, headersIn, body } = parent;
+    if (opts.copyHeaders) {
+      head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head);
+      headersIn = headersIn.slice();
+    }
     if (own !== undefined) {
       head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head, { contentLength: own ? own.length : -1, chunked: false });
       headersIn = [];
@@ -205,11 +220,11 @@ export class Subrequest {
     this.socket.emit('end');
   }
 
-  /** An error in the subrequest after its head: the client's request ends too. */
+  /** An error in the subrequest after its head: the client's request ends too (unless contained). */
   terminate(): void {
     const wasOver = this.over;
     this.abort();
-    if (!wasOver) this.main.sink.abort();
+    if (!wasOver && !this.contained) this.main.sink.abort();
   }
 
   private forget(): void {
@@ -309,7 +324,7 @@ class SubrequestResponse extends SinkListeners implements ResponseSink {
 export function createSubrequest(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions): Subrequest | undefined {
   const ps = stateOf(parent);
   if (ps.left === 0) {
-    requestLog(parent).error(`subrequests cycle while processing "${uri}"`);
+    requestLog(parent).error(`${opts.logPrefix ?? ''}subrequests cycle while processing "${uri}"`);
     return undefined;
   }
   if (ps.inMemory) {

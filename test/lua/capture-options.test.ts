@@ -77,8 +77,57 @@ const pair = await luaPair({ after }, `
                 ngx.say(res.status, " [", res.body, "]")
             }
         }
+        location /fails { content_by_lua_block { ngx.exit(ngx.ERROR) } }
+        location /errs { return 503; }
+        location /half {
+            content_by_lua_block {
+                ngx.header["Content-Length"] = 1024
+                ngx.print("hello world")
+                ngx.flush(true)
+                ngx.exit(ngx.ERROR)
+            }
+        }
+        location /cut {
+            internal;
+            proxy_buffering on;
+            proxy_pass http://127.0.0.1:%%PORT_8080%%/half;
+        }
+        location /failing {
+            content_by_lua_block {
+                for _, uri in ipairs({ "/fails", "/errs", "/cut" }) do
+                    local res = ngx.location.capture(uri)
+                    ngx.say(uri, " ", res.status, " [", res.body, "] ", tostring(res.truncated), " ", tostring(res.header["Content-Type"]))
+                end
+            }
+        }
+        location /which { echo_location /which/lua; }
+        location /which/lua { content_by_lua_block { ngx.say(ngx.is_subrequest, " ", ngx.var.uri) } }
+        location /static {
+            content_by_lua_block {
+                local res = ngx.location.capture("/index.html")
+                ngx.say(res.status, " ", res.header["Last-Modified"] ~= nil, " ", res.body)
+            }
+        }
+        location /self { content_by_lua_block { ngx.location.capture("/self") } }
+        location /hdr/sub {
+            rewrite_by_lua_block { ngx.req.set_header("User-Agent", "changed") }
+            echo "sub $http_user_agent";
+        }
+        location /hdr {
+            content_by_lua_block {
+                local res = ngx.location.capture("/hdr/sub")
+                ngx.print(res.body)
+                ngx.say("main ", ngx.var.http_user_agent)
+            }
+        }
+        location /numkey {
+            content_by_lua_block {
+                local ok, err = pcall(ngx.location.capture, "/leaf", { args = { [3] = "x" } })
+                ngx.say(err)
+            }
+        }
     }
-`, undefined, ECHO);
+`, { 'html/index.html': 'static\n' }, ECHO);
 
 test('capture `body`: the subrequest reads it, with a Content-Length of its own, proxied or not; a GET capture gets no parent body', async () => {
   assert.equal((await same(pair, '/body', 'Content-Length: 2\r\n', 'hi')).body, 'PUT [3]\none|POST [5]\n12345|GET []\n');
@@ -107,4 +156,31 @@ test('bad option values are errors in OpenResty words', async () => {
 
 test('captures nest: capture_multi inside a captured location', async () => {
   assert.equal((await same(pair, '/nested')).body, '200 [200 leaf 1, 200 leaf 2]\n');
+});
+
+test('a capture that fails, answers an error status, or is cut short is a result; the request goes on', async () => {
+  const r = await same(pair, '/failing');
+  assert.equal(r.body, '/fails 500 [] true text/plain\n/errs 503 [] true text/plain\n/cut 200 [hello world] true text/plain\n');
+});
+
+test('ngx.is_subrequest, ngx.var.uri in a subrequest and in the main request', async () => {
+  assert.equal((await same(pair, '/which')).body, 'true /which/lua\n');
+  assert.equal((await same(pair, '/which/lua')).body, 'false /which/lua\n');
+});
+
+test('a static file capture has its Last-Modified', async () => {
+  assert.equal((await same(pair, '/static')).body, '200 true static\n\n');
+});
+
+test('a capture of its own location ends in the subrequest cycle error (a failed capture, the outer ones go on)', async () => {
+  assert.equal((await same(pair, '/self')).status, 200);
+  await sameLog(pair, /lua subrequests cycle while processing "\/self"/);
+});
+
+test('a non-string key in the args option table is an error', async () => {
+  assert.equal((await same(pair, '/numkey')).body, 'attempt to use a non-string key in the "args" option table\n');
+});
+
+test("a capture's request headers are its own copy: setting one leaves the parent's", async () => {
+  assert.equal((await same(pair, '/hdr', 'User-Agent: given\r\n')).body, 'sub changed\nmain given\n');
 });

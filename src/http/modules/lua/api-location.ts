@@ -9,12 +9,13 @@
 import { Writable } from 'node:stream';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import { requestLog } from '../../request-log.ts';
-import { createSubrequest } from '../../subrequest.ts';
+import { createSubrequest, mainRequest } from '../../subrequest.ts';
 import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
 import { bodyCut } from './filters.ts';
+import { prepareHeader } from './output.ts';
 import type { LuaRuntime } from './runtime.ts';
 
 interface Capture {
@@ -55,6 +56,40 @@ function setExtraVariables(r: HttpRequest, sr: HttpRequest, list: string[]): num
   return 0;
 }
 
+/** A capture's `header` table: the response's headers, with Last-Modified where its status keeps one (as OpenResty builds it). */
+function captureHeaders(sr: HttpRequest): string[] {
+  const list = responseHeaderList(sr);
+  const s = sr.status;
+  if (sr.lastModified !== undefined && (s === 200 || s === 206 || s === 304 || s === 204)) {
+    list.push('Last-Modified', new Date(sr.lastModified).toUTCString());
+  }
+  return list;
+}
+
+/**
+ * A capture finalized with a status before its head (OpenResty's
+ * ngx_http_lua_post_subrequest): an error status is its result, with no
+ * body and no error page; a closing status (444, 408, 499) ends the client's request.
+ */
+function finalizedCapture(sr: HttpRequest, rc: number, sink: Writable): boolean {
+  if (rc === 444 || rc === 408 || rc === 499) {
+    mainRequest(sr).sink.abort();
+    return true;
+  }
+  if (rc < 300 && rc !== 201 && rc !== 204) return false;
+  sr.status = rc;
+  sr.contentType = undefined;
+  sr.lastModified = undefined;
+  prepareHeader(sr);
+  // no last buffer went through the body filters: the result is `truncated`
+  unended.add(sr);
+  sink.end();
+  return true;
+}
+
+/** Captures that ended without their body's end (finalized with an error status). */
+const unended = new WeakSet<HttpRequest>();
+
 export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
@@ -90,13 +125,13 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         },
       });
       // a capture gathers the body itself (OpenResty's capture filter), so captures may nest
-      const sub = createSubrequest(ctx.r, uri, args, { sink, variables, requestBody: dropBody ? null : given });
+      const sub = createSubrequest(ctx.r, uri, args, {
+        sink, variables, requestBody: dropBody ? null : given, logPrefix: 'lua ', contained: true, copyHeaders: true,
+        onFinalize: (sr, rc) => finalizedCapture(sr, rc, sink),
+      });
+      if (!sub) throw new LuaError('failed to issue subrequest: -1');
       const id = nextId++;
-      if (!sub) {
-        captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });
-        bridge.pushInteger(L, id);
-        return 1;
-      }
+      requestLog(ctx.r).debug(`lua http subrequest "${uri}?${args}"`);
       const method = METHODS[code];
       const rc = method === undefined ? -1 : setExtraVariables(ctx.r, sub.r, extra);
       if (method === undefined) requestLog(ctx.r).error(`unsupported HTTP method: ${code}`);
@@ -139,13 +174,18 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         api.lua_createtable(L1, list.length * 4, 0);
         list.forEach((c, i) => {
           const sr = c.sr;
+          // one that failed before its head has a 500 with the head Lua would have sent
+          if (sr && !oks[i] && !sr.headerSent && !sr.status) {
+            sr.status = 500;
+            prepareHeader(sr);
+          }
           bridge.pushInteger(L1, sr ? sr.status || (oks[i] ? 200 : 500) : 500);
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 1));
           bridge.pushBytes(L1, Buffer.concat(c.chunks));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 2));
-          pushList(bridge, L1, sr ? responseHeaderList(sr) : []);
+          pushList(bridge, L1, sr ? captureHeaders(sr) : []);
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 3));
-          bridge.pushBoolean(L1, !oks[i] || (sr !== undefined && bodyCut(sr)));
+          bridge.pushBoolean(L1, !oks[i] || (sr !== undefined && (bodyCut(sr) || unended.has(sr))));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 4));
           if (sr) rt.release(sr);
         });

@@ -157,7 +157,7 @@ ngx.arg = setmetatable({}, {
 local ctxs = {}
 local ctx_id = host.ctx_id
 local status_get, status_set = host.status_get, host.status_set
-local headers_sent
+local headers_sent, is_subrequest
 setmetatable(ngx, {
   __index = function(_, k)
     if k == 'ctx' then
@@ -169,6 +169,8 @@ setmetatable(ngx, {
       return status_get()
     elseif k == 'headers_sent' then
       return headers_sent()
+    elseif k == 'is_subrequest' then
+      return is_subrequest()
     end
   end,
   __newindex = function(t, k, v)
@@ -254,6 +256,7 @@ for _, lib in ipairs({ 'util', 'time' }) do
 end
 -- ngx.headers_sent is a field read through the metatable, not a function
 headers_sent, ngx.headers_sent = ngx.headers_sent, nil
+is_subrequest, ngx.is_subrequest = ngx.is_subrequest, nil
 ngx.worker = host.worker
 ngx.config = host.config
 ngx.location = {}
@@ -272,7 +275,11 @@ do
     if opts then
       args = opts.args
       local t = type(args)
-      if t == 'table' then args = ngx.encode_args(args)
+      if t == 'table' then
+        for k in pairs(args) do
+          if type(k) ~= 'string' then error('attempt to use a non-string key in the "args" option table', 0) end
+        end
+        args = ngx.encode_args(args)
       elseif t ~= 'nil' and t ~= 'string' and t ~= 'number' then error('Bad args option value', 0) end
       local vars = opts.vars
       if type(vars) == 'table' then
