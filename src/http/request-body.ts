@@ -44,18 +44,36 @@ interface BodyState {
 }
 
 const states = new WeakMap<HttpRequest, BodyState>();
+/** Subrequests given a body of their own (ngx.location.capture's `body`), or none. */
+const ownBodies = new WeakSet<HttpRequest>();
 
-/** Whose body a request reads: a subrequest has its client request's (nginx's sr->request_body = r->request_body). */
+/**
+ * Whose body a request reads: a subrequest has its parent's (nginx's
+ * sr->request_body = r->request_body) unless it was given one of its own.
+ */
+function owner(r: HttpRequest): HttpRequest {
+  while (r.parent && !ownBodies.has(r)) r = r.parent;
+  return r;
+}
+
 function stateOf(r: HttpRequest): BodyState | undefined {
-  while (r.parent) r = r.parent;
-  return states.get(r);
+  return states.get(owner(r));
 }
 
 function createState(r: HttpRequest): BodyState {
-  while (r.parent) r = r.parent;
+  r = owner(r);
   let st = states.get(r);
   if (!st) states.set(r, (st = {}));
   return st;
+}
+
+/**
+ * A subrequest reads `bufs` as its body, already read, instead of its
+ * parent's (an empty list: no body at all).
+ */
+export function setSubrequestBody(sr: HttpRequest, bufs: Buffer[]): void {
+  ownBodies.add(sr);
+  states.set(sr, { body: { bufs, length: bufs.reduce((n, b) => n + b.length, 0), file: undefined } });
 }
 
 /** Whether the request announces a body (Content-Length > 0 or chunked; an HTTP/2 stream with data but no length counts as chunked). */

@@ -20,6 +20,8 @@ import { finalize, runPhases } from './phases.ts';
 import { HttpRequest } from './request.ts';
 import { endBody } from './response.ts';
 import { requestLog } from './request-log.ts';
+import { setSubrequestBody } from './request-body.ts';
+import { RequestBodySource } from './request-body-source.ts';
 
 /** nginx's NGX_HTTP_MAX_SUBREQUESTS + 1: how deep subrequests may nest. */
 const MAX_DEPTH = 51;
@@ -38,16 +40,31 @@ export interface SubrequestOptions {
   /** The body is captured in memory (nginx's NGX_HTTP_SUBREQUEST_IN_MEMORY): no subrequest may nest in it. */
   inMemory?: boolean;
   /**
-   * The parent's variable values: shared (nginx's default, sr->variables = r->variables),
-   * copied once, or none (ngx.location.capture without share_all_vars/copy_all_vars).
-   */
-  vars?: 'share' | 'copy' | 'fresh';
-  /**
    * Called once, as the body ends (before the sink hears of it) or when the
    * subrequest is cut short: nginx finalizes (and logs) a subrequest before
    * its parent goes on with what follows.
    */
   onBodyEnd?(sr: HttpRequest): void;
+  /**
+   * A request body of its own instead of the parent's (ngx.location.capture's
+   * `body`): its bytes, with a Content-Length of their size in place of the
+   * parent's; null: no body and no Content-Length.
+   */
+  requestBody?: Buffer | null;
+  /** Request headers of its own, copied from the parent's (OpenResty's captures): changing them leaves the parent's alone. */
+  copyHeaders?: boolean;
+  /**
+   * The parent's variable values: shared (nginx's default), copied as they
+   * are now, or none (OpenResty's captures without share_all_vars).
+   */
+  variables?: 'share' | 'copy' | 'own';
+  /**
+   * An error in it ends only it, and the client's request goes on (OpenResty's
+   * captures: their post_subrequest handler turns NGX_ERROR into a result).
+   */
+  contained?: boolean;
+  /** Whose subrequest it is in the log line for a cycle (`lua ` for OpenResty's copy of ngx_http_subrequest). */
+  logPrefix?: string;
 }
 
 interface SubState {
@@ -101,14 +118,33 @@ export class Subrequest {
   private readonly res: SubrequestResponse;
   private readonly socket = new SubrequestSocket();
   private readonly main: HttpRequest;
+  private readonly contained: boolean;
 
   constructor(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions) {
     this.main = mainRequest(parent);
+    this.contained = opts.contained === true;
     this.onBodyEnd = opts.onBodyEnd;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
     this.res = new SubrequestResponse(this, opts.sink, this.socket);
-    // the parent's request head, headers and body
-    const sr = new HttpRequest(parent.conn, parent.main, parent.server, parent.head, parent.headersIn, this.res, parent.body);
+    // the parent's request head, headers and body, or a body of its own
+    const own = opts.requestBody;
+    let { head, headersIn, body } = parent;
+    if (opts.copyHeaders) {
+      head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head);
+      headersIn = headersIn.slice();
+    }
+    if (own !== undefined) {
+      head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head, { contentLength: own ? own.length : -1, chunked: false });
+      headersIn = [];
+      for (let i = 0; i < parent.headersIn.length; i += 2) {
+        const name = parent.headersIn[i].toLowerCase();
+        if (name !== 'content-length' && name !== 'transfer-encoding') headersIn.push(parent.headersIn[i], parent.headersIn[i + 1]);
+      }
+      if (own) headersIn.unshift('Content-Length', String(own.length));
+      body = RequestBodySource.empty();
+    }
+    const sr = new HttpRequest(parent.conn, parent.main, parent.server, head, headersIn, this.res, body);
+    if (own !== undefined) setSubrequestBody(sr, own ? [own] : []);
     sr.parent = parent;
     sr.method = 'GET';
     sr.uri = uri;
@@ -117,7 +153,7 @@ export class Subrequest {
     sr.internal = true;
     sr.expectTested = true;
     // nginx's sr->variables = r->variables: cached values are shared with the parent
-    const vars = opts.vars ?? 'share';
+    const vars = opts.variables ?? 'share';
     sr.varCache = vars === 'share' ? parent.varCache : vars === 'copy' ? parent.varCache.slice() : [];
     sr.captures = undefined;
     this.r = sr;
@@ -182,11 +218,11 @@ export class Subrequest {
     this.socket.emit('end');
   }
 
-  /** An error in the subrequest after its head: the client's request ends too. */
+  /** An error in the subrequest after its head: the client's request ends too (unless contained). */
   terminate(): void {
     const wasOver = this.over;
     this.abort();
-    if (!wasOver) this.main.sink.abort();
+    if (!wasOver && !this.contained) this.main.sink.abort();
   }
 
   private forget(): void {
@@ -286,7 +322,7 @@ class SubrequestResponse extends SinkListeners implements ResponseSink {
 export function createSubrequest(parent: HttpRequest, uri: string, args: string, opts: SubrequestOptions): Subrequest | undefined {
   const ps = stateOf(parent);
   if (ps.left === 0) {
-    requestLog(parent).error(`subrequests cycle while processing "${uri}"`);
+    requestLog(parent).error(`${opts.logPrefix ?? ''}subrequests cycle while processing "${uri}"`);
     return undefined;
   }
   if (ps.inMemory) {

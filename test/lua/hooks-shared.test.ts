@@ -31,6 +31,17 @@ const pair = await luaPair({ after }, `
                 ngx.say("flushed ", #d:get_keys(), " ", tostring(d:get("s")))
             }
         }
+        location /nil-values {
+            content_by_lua_block {
+                local d = ngx.shared.cache
+                d:set("there", 1)
+                for _, op in ipairs({ "add", "safe_add", "replace" }) do
+                    local ok, err, forcible = d[op](d, op == "replace" and "there" or "fresh", nil)
+                    ngx.say(op, " ", tostring(ok), " ", tostring(err), " ", tostring(forcible))
+                end
+                ngx.say("kept ", d:get("there"), " ", tostring(d:get("fresh")))
+            }
+        }
         location /expire {
             content_by_lua_block {
                 local d = ngx.shared.cache
@@ -95,4 +106,9 @@ test('a reload keeps the dict\'s entries and starts a fresh VM (globals gone)', 
     await srv.reload();
     assert.equal((await ask(srv, '/get')).body, 'kept nil\n');
   }
+});
+
+test('add, safe_add and replace refuse a nil value (set deletes)', async () => {
+  assert.equal((await same(pair, '/nil-values')).body, 'add false attempt to add or replace nil values false\n'
+    + 'safe_add false attempt to add or replace nil values false\nreplace false attempt to add or replace nil values false\nkept 1 nil\n');
 });

@@ -7,13 +7,15 @@
  * whether the body was cut short. ngx.lua builds OpenResty's result tables.
  */
 import { Writable } from 'node:stream';
-import { LuaError } from '../../../lua/bridge.ts';
-import { createSubrequest } from '../../subrequest.ts';
+import { LuaError, T } from '../../../lua/bridge.ts';
+import { requestLog } from '../../request-log.ts';
+import { createSubrequest, mainRequest } from '../../subrequest.ts';
 import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { refuseIn, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
 import { bodyCut } from './filters.ts';
+import { prepareHeader } from './output.ts';
 import type { LuaRuntime } from './runtime.ts';
 
 interface Capture {
@@ -24,7 +26,69 @@ interface Capture {
   done: Promise<boolean>;
 }
 
-const METHODS: Record<number, string> = { 2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 512: 'OPTIONS', 16384: 'PATCH' };
+const METHODS: Record<number, string> = {
+  2: 'GET', 4: 'HEAD', 8: 'POST', 16: 'PUT', 32: 'DELETE', 64: 'MKCOL', 128: 'COPY', 256: 'MOVE', 512: 'OPTIONS',
+  1024: 'PROPFIND', 2048: 'PROPPATCH', 4096: 'LOCK', 8192: 'UNLOCK', 16384: 'PATCH', 32768: 'TRACE',
+};
+/** The `share_all_vars` / `copy_all_vars` options, as ngx.lua passes them. */
+const VARIABLES = ['own', 'share', 'copy'] as const;
+
+/**
+ * The `vars` option: each name set in the subrequest as OpenResty's
+ * ngx_http_lua_subrequest_add_extra_vars does; an error status (nginx's
+ * rc) when one cannot be, logged for the parent (the connection's request).
+ */
+function setExtraVariables(r: HttpRequest, sr: HttpRequest, list: string[]): number {
+  const vars = sr.main.variables;
+  for (let i = 0; i < list.length; i += 2) {
+    const name = list[i].toLowerCase();
+    const def = vars.lookup(name);
+    if (!def || def.prefix) {
+      requestLog(r).error(`variable "${name}" cannot be assigned a value (maybe you forgot to define it first?) `);
+      return -1;
+    }
+    if (!def.changeable && !def.set) {
+      requestLog(r).error(`variable "${name}" not changeable`);
+      return 500;
+    }
+    vars.assign(sr, vars.index(name), list[i + 1]);
+  }
+  return 0;
+}
+
+/** A capture's `header` table: the response's headers, with Last-Modified where its status keeps one (as OpenResty builds it). */
+function captureHeaders(sr: HttpRequest): string[] {
+  const list = responseHeaderList(sr);
+  const s = sr.status;
+  if (sr.lastModified !== undefined && (s === 200 || s === 206 || s === 304 || s === 204)) {
+    list.push('Last-Modified', new Date(sr.lastModified).toUTCString());
+  }
+  return list;
+}
+
+/**
+ * A capture finalized with a status before its head (OpenResty's
+ * ngx_http_lua_post_subrequest): an error status is its result, with no
+ * body and no error page; a closing status (444, 408, 499) ends the client's request.
+ */
+function finalizedCapture(sr: HttpRequest, rc: number, sink: Writable): boolean {
+  if (rc === 444 || rc === 408 || rc === 499) {
+    mainRequest(sr).sink.abort();
+    return true;
+  }
+  if (rc < 300 && rc !== 201 && rc !== 204) return false;
+  sr.status = rc;
+  sr.contentType = undefined;
+  sr.lastModified = undefined;
+  prepareHeader(sr);
+  // no last buffer went through the body filters: the result is `truncated`
+  unended.add(sr);
+  sink.end();
+  return true;
+}
+
+/** Captures that ended without their body's end (finalized with an error status). */
+const unended = new WeakSet<HttpRequest>();
 
 export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
@@ -45,7 +109,14 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         uri = target.slice(0, q);
         args = target.slice(q + 1) + (args ? '&' + args : '');
       }
-      const method = METHODS[bridge.toInteger(L, 3) ?? 2] ?? 'GET';
+      const code = bridge.toInteger(L, 3) ?? 2;
+      // then ngx.lua's checked options: 5 `body`, 6 the variables' mode, 7 `always_forward_body`, the `vars` pairs
+      const given = bridge.type(L, 5) === T.NIL ? undefined : bridge.toBuffer(L, 5) ?? Buffer.alloc(0);
+      const variables = VARIABLES[bridge.toInteger(L, 6) ?? 0] ?? 'own';
+      const extra: string[] = [];
+      for (let i = 8; i <= api.lua_gettop(L); i++) extra.push(bridge.toString(L, i) ?? '');
+      // the parent's body goes only to PUT and POST unless always_forward_body (OpenResty's adjust_subrequest)
+      const dropBody = given === undefined && !bridge.toBoolean(L, 7) && code !== 8 && code !== 16 && ctx.r.head.contentLength > 0;
       const chunks: Buffer[] = [];
       const sink = new Writable({
         write(chunk: Buffer, _enc, cb) {
@@ -53,14 +124,20 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
           cb();
         },
       });
-      // not nginx's in-memory subrequest: OpenResty gathers the body in its own filter, so captures nest
-      const vars = bridge.toBoolean(L, 5) ? 'share' : bridge.toBoolean(L, 6) ? 'copy' : 'fresh';
-      const sub = createSubrequest(ctx.r, uri, args, { sink, vars });
+      // a capture gathers the body itself (OpenResty's capture filter), so captures may nest
+      const sub = createSubrequest(ctx.r, uri, args, {
+        sink, variables, requestBody: dropBody ? null : given, logPrefix: 'lua ', contained: true, copyHeaders: true,
+        onFinalize: (sr, rc) => finalizedCapture(sr, rc, sink),
+      });
+      if (!sub) throw new LuaError('failed to issue subrequest: -1');
       const id = nextId++;
-      if (!sub) {
-        captures.set(id, { sr: undefined, chunks, done: Promise.resolve(false) });
-        bridge.pushInteger(L, id);
-        return 1;
+      requestLog(ctx.r).debug(`lua http subrequest "${uri}?${args}"`);
+      const method = METHODS[code];
+      const rc = method === undefined ? -1 : setExtraVariables(ctx.r, sub.r, extra);
+      if (method === undefined) requestLog(ctx.r).error(`unsupported HTTP method: ${code}`);
+      if (rc !== 0) {
+        sub.abort();
+        throw new LuaError(`failed to adjust the subrequest: ${rc}`);
       }
       sub.r.method = method;
       const sr = sub.r;
@@ -97,13 +174,18 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
         api.lua_createtable(L1, list.length * 4, 0);
         list.forEach((c, i) => {
           const sr = c.sr;
+          // one that failed before its head has a 500 with the head Lua would have sent
+          if (sr && !oks[i] && !sr.headerSent && !sr.status) {
+            sr.status = 500;
+            prepareHeader(sr);
+          }
           bridge.pushInteger(L1, sr ? sr.status || (oks[i] ? 200 : 500) : 500);
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 1));
           bridge.pushBytes(L1, Buffer.concat(c.chunks));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 2));
-          pushList(bridge, L1, sr ? responseHeaderList(sr) : []);
+          pushList(bridge, L1, sr ? captureHeaders(sr) : []);
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 3));
-          bridge.pushBoolean(L1, !oks[i] || (sr !== undefined && bodyCut(sr)));
+          bridge.pushBoolean(L1, !oks[i] || (sr !== undefined && (bodyCut(sr) || unended.has(sr))));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 4));
           if (sr) rt.release(sr);
         });

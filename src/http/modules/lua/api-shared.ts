@@ -107,6 +107,7 @@ export function sharedLibrary(rt: LuaRuntime, sizes: Map<string, number>): Recor
       type = TYPE_BOOLEAN;
       num = bridge.toBoolean(L, 3) ? 1 : 0;
     } else if (vt !== T.NIL) return fail(L, 'bad value type');
+    else if (mode !== 'set') return fail(L, 'attempt to add or replace nil values', 3);
     const exptime = bridge.toNumber(L, 4) ?? 0;
     if (exptime < 0) throw new LuaError('bad "exptime" argument', 2);
     const flags = bridge.toInteger(L, 5) ?? 0;

@@ -135,6 +135,11 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       bridge.pushBoolean(L, headStarted(requestContext(rt).r));
       return 1;
     },
+    /** ngx.is_subrequest (read through the ngx table's metatable). */
+    is_subrequest(L: number) {
+      bridge.pushBoolean(L, requestContext(rt).r.parent !== undefined);
+      return 1;
+    },
     eof(L: number) {
       const ctx = requestContext(rt);
       // (OpenResty answers this before it checks the context)

@@ -157,7 +157,7 @@ ngx.arg = setmetatable({}, {
 local ctxs = {}
 local ctx_id = host.ctx_id
 local status_get, status_set = host.status_get, host.status_set
-local headers_sent
+local headers_sent, is_subrequest
 setmetatable(ngx, {
   __index = function(_, k)
     if k == 'ctx' then
@@ -169,6 +169,8 @@ setmetatable(ngx, {
       return status_get()
     elseif k == 'headers_sent' then
       return headers_sent()
+    elseif k == 'is_subrequest' then
+      return is_subrequest()
     end
   end,
   __newindex = function(t, k, v)
@@ -255,19 +257,57 @@ for _, lib in ipairs({ 'util', 'time' }) do
 end
 -- ngx.headers_sent is a field read through the metatable, not a function
 headers_sent, ngx.headers_sent = ngx.headers_sent, nil
+is_subrequest, ngx.is_subrequest = ngx.is_subrequest, nil
 ngx.worker = host.worker
 ngx.config = host.config
 ngx.location = {}
 do
   local start, run, wait, unpack = host.location.start, host.location.run, host.location.wait, table.unpack
-  -- creates the subrequest, gives it the `ctx` option's table as its ngx.ctx, then runs it
+  -- a boolean option or nil (OpenResty's checks, in its order and words)
+  local function flag(opts, name)
+    local v = opts[name]
+    if v ~= nil and type(v) ~= 'boolean' then error('Bad ' .. name .. ' option value', 0) end
+    return v
+  end
+  -- checks the options, creates the subrequest, gives it the `ctx` option's table as its ngx.ctx, then runs it
   local function begin(uri, opts)
-    local args, method, ctx, share, copy
+    local args, method, ctx, body, mode, forward
+    local pairs_list = {}
     if opts then
-      args, method, ctx, share, copy = opts.args, opts.method, opts.ctx, opts.share_all_vars, opts.copy_all_vars
-      if type(args) == 'table' then args = ngx.encode_args(args) end
+      args = opts.args
+      local t = type(args)
+      if t == 'table' then
+        for k in pairs(args) do
+          if type(k) ~= 'string' then error('attempt to use a non-string key in the "args" option table', 0) end
+        end
+        args = ngx.encode_args(args)
+      elseif t ~= 'nil' and t ~= 'string' and t ~= 'number' then error('Bad args option value', 0) end
+      local vars = opts.vars
+      if type(vars) == 'table' then
+        for k, v in pairs(vars) do
+          if type(k) ~= 'string' then error('attempt to use a non-string key in the "vars" option table', 0) end
+          local vt = type(v)
+          if vt ~= 'string' and vt ~= 'number' then error('attempt to use bad variable value type ' .. vt, 0) end
+          pairs_list[#pairs_list + 1] = k
+          pairs_list[#pairs_list + 1] = tostring(v)
+        end
+      elseif vars ~= nil then
+        error('Bad vars option value', 0)
+      end
+      local share, copy = flag(opts, 'share_all_vars'), flag(opts, 'copy_all_vars')
+      mode = (share and 1) or (copy and 2) or 0
+      forward = opts.always_forward_body and true or false
+      method = opts.method
+      if method ~= nil and type(method) ~= 'number' then error('Bad http request method', 0) end
+      ctx = opts.ctx
+      if ctx ~= nil and type(ctx) ~= 'table' then
+        error('Bad ctx option value type ' .. type(ctx) .. ', expected a Lua table', 0)
+      end
+      body = opts.body
+      local bt = type(body)
+      if body ~= nil and bt ~= 'string' and bt ~= 'number' then error('Bad http request body', 0) end
     end
-    local id, ctx_id = start(uri, args, method, ctx ~= nil, share, copy)
+    local id, ctx_id = start(uri, args, method, ctx ~= nil, body, mode, forward, unpack(pairs_list))
     if ctx_id then ctxs[ctx_id] = ctx end
     run(id)
     return id

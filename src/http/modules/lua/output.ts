@@ -39,7 +39,7 @@ function outputOf(r: HttpRequest): Output {
 }
 
 /** Status and Content-Type before the head, as ngx_http_lua_send_header_if_needed sets them. */
-function prepareHeader(r: HttpRequest): void {
+export function prepareHeader(r: HttpRequest): void {
   if (!r.status) r.status = 200;
   // a 304 gets no default Content-Type (ngx_http_lua_set_content_type)
   if (r.contentType === undefined && r.status !== 304 && r.level.get(luaLoc).useDefaultType !== false) r.contentType = contentTypeFor(r);
