@@ -151,7 +151,8 @@ export function compileError(pattern: string, options: string): string | undefin
   }
 }
 
-export function regexTable(bridge: LuaBridge): HostFunction {
+/** The `ngx.re` table's pusher; `logError` takes what OpenResty logs at [error] with no request (a bad template). */
+export function regexTable(bridge: LuaBridge, logError: (message: string) => void = () => {}): HostFunction {
   const { api } = bridge;
 
   const args = (L: number, fname: string, withSubject = true) => {
@@ -249,19 +250,32 @@ export function regexTable(bridge: LuaBridge): HostFunction {
   };
   const matchEnd = (m: RegExpExecArray) => ({ start: m.index, end: m.index + m[0].length });
 
-  /** sub/gsub's template: `$0`..`$99`, `${N}`, `$$`; anything else after `$` (names too, as OpenResty) is an error. */
-  const template = (text: string): Array<string | number> | null => {
+  /**
+   * sub/gsub's template: `$0`..`$99`, `${N}`, `$$`; anything else after `$` (names too) fails, with
+   * the reason logged as ngx_lua's script compiler logs it. Returns the parts or that reason.
+   */
+  const template = (text: string): Array<string | number> | string => {
     const parts: Array<string | number> = [];
+    const invalid = `lua script: invalid capturing variable name found in "${text}"`;
     let literal = '';
     for (let i = 0; i < text.length; i++) {
       if (text[i] !== '$') { literal += text[i]; continue; }
-      const m = /^\$(?:(\d+)|\{(\d+)\}|(\$))/.exec(text.slice(i));
-      if (!m) return null;
-      i += m[0].length - 1;
-      if (m[3]) { literal += '$'; continue; }
+      if (++i === text.length) return invalid;
+      if (text[i] === '$') { literal += '$'; continue; }
+      const bracket = text[i] === '{';
+      if (bracket && ++i === text.length) return invalid;
+      const digits = /^\d+/.exec(text.slice(i))?.[0];
+      if (digits === undefined) {
+        const name = /^\w*/.exec(text.slice(i))![0];
+        if (!name) return invalid;
+        return `attempt to use named capturing variable "${name}" (named captures not supported yet)`;
+      }
+      i += digits.length;
+      if (bracket && text[i] !== '}') return `the closing bracket in "${digits}" variable is missing`;
+      if (!bracket) i--;
       if (literal) parts.push(literal);
       literal = '';
-      parts.push(Number(m[1] ?? m[2]));
+      parts.push(Number(digits));
     }
     if (literal) parts.push(literal);
     return parts;
@@ -277,8 +291,12 @@ export function regexTable(bridge: LuaBridge): HostFunction {
     if (!useFunction) {
       const text = bridge.toString(L, 3);
       if (text === undefined) throw new LuaError(`bad argument #3 to '${fname}' (string expected, got ${bridge.typeName(L, 3)})`);
-      parts = template(text);
-      if (!parts) return fail(L, 2, 'failed to compile the replacement template');
+      const compiled = template(text);
+      if (typeof compiled === 'string') {
+        logError(compiled);
+        return fail(L, 2, 'failed to compile the replacement template');
+      }
+      parts = compiled;
     }
     const s = new Subject(subject, c);
     let result = '';

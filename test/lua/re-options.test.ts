@@ -4,7 +4,7 @@
 // bad escape in a Lua string literal is reported.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { logged, luaPair, same } from './hooks-kit.ts';
+import { logged, luaPair, same, sameLog } from './hooks-kit.ts';
 
 /** Text as a client's body reads here (bytes as latin1). */
 const bytes = (text: string) => Buffer.from(text).toString('latin1');
@@ -12,6 +12,9 @@ const bytes = (text: string) => Buffer.from(text).toString('latin1');
 /** A Lua helper: `show(label, ...)` says the label and each value (tables as {0th value}). */
 const SHOW = 'local function show(label, ...) local t = {} for i = 1, select("#", ...) do local v = select(i, ...) '
   + 't[#t + 1] = type(v) == "table" and "{" .. tostring(v[0]) .. "}" or tostring(v) end ngx.say(label, ": ", table.concat(t, " ")) end';
+
+/** sub templates that do not compile, each for a reason of its own. */
+const TEMPLATES = ['[$hello]', '[$' + '{hello}]', '[$' + '{12]', '[$' + '{1a}]', '[$' + '{}]', '$-', 'a$', '$$$'];
 
 const pair = await luaPair({ after }, String.raw`
     server {
@@ -84,6 +87,13 @@ const pair = await luaPair({ after }, String.raw`
                 show("boolean", ngx.re.gsub("abcb", "b", function() return false end))
             }
         }
+        location /template {
+            content_by_lua_block {
+                for _, t in ipairs({ ${TEMPLATES.map((t) => `"${t}"`).join(', ')} }) do
+                    ngx.say(t, " ", select(3, ngx.re.sub("hello", "l+", t)))
+                end
+            }
+        }
         location /bad-escape-inline {
             content_by_lua_block {
                 local m = ngx.re.match("hello, 1234", "(\d+)")
@@ -153,18 +163,34 @@ test('a replacement function\'s result goes through tostring', async () => {
   ].join('\n'));
 });
 
+test('a template that does not compile: the call fails, the reason goes to error.log with no request', async () => {
+  assert.equal((await same(pair, '/template')).body, TEMPLATES.map((t) => `${t} failed to compile the replacement template\n`).join(''));
+  await logged(pair.gh, /found in "\$\$\$"/);
+  if (pair.ng) await logged(pair.ng, /found in "\$\$\$"/);
+  assert.deepEqual(await sameLog(pair, /capturing variable|closing bracket/), [
+    '[error] attempt to use named capturing variable "hello" (named captures not supported yet)',
+    '[error] attempt to use named capturing variable "hello" (named captures not supported yet)',
+    '[error] the closing bracket in "12" variable is missing',
+    '[error] the closing bracket in "1" variable is missing',
+    '[error] lua script: invalid capturing variable name found in "[$' + '{}]"',
+    '[error] lua script: invalid capturing variable name found in "$-"',
+    '[error] lua script: invalid capturing variable name found in "a$"',
+    '[error] lua script: invalid capturing variable name found in "$$$"',
+  ]);
+});
+
 test('a bad escape in a string literal: LuaJIT\'s words, the string quoted up to the backslash', async () => {
   assert.equal((await same(pair, '/bad-escape-inline')).status, 500);
   assert.equal((await same(pair, '/bad-escape-file')).status, 500);
   const badEscape = /invalid escape sequence/;
-  const withoutPrefix = (lines: string[]) => lines.map((l) => l.replace(/\/tmp\/gh-test-\w+\//g, 'PREFIX/').replace(/, client: .*/, ''));
+  const withoutPrefix = (lines: string[]) => lines.map((l) => l.replace(/\/tmp\/gh-test-\w+\//g, 'PREFIX/').replace(/, client: .*/, '').replace(/nginx\.conf:\d+/, 'nginx.conf:N'));
   const lines = async (srv: typeof pair.gh) => {
     await logged(srv, /bad-escape\.lua:1: invalid escape/);
     return withoutPrefix(await logged(srv, badEscape));
   };
   const gh = await lines(pair.gh);
   assert.deepEqual(gh, [
-    '[error] failed to load inlined Lua code: content_by_lua(nginx.conf:78):2: invalid escape sequence near \'"(\'',
+    '[error] failed to load inlined Lua code: content_by_lua(nginx.conf:N):2: invalid escape sequence near \'"(\'',
     '[error] failed to load external Lua file "PREFIX/html/bad-escape.lua": PREFIX/html/bad-escape.lua:1: invalid escape sequence near \'"(\\\'',
   ]);
   if (pair.ng) assert.deepEqual(gh, await lines(pair.ng));
