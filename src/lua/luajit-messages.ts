@@ -14,3 +14,14 @@ export function luajitMessage(message: string): string {
 export function luajitTraceback(traceback: string): string {
   return traceback.replace(/in (?:local|upvalue|field|method|global) '([^']*)'/g, "in function '$1'");
 }
+
+/** A bad escape in a string literal: 5.4 quotes the string read so far with the escape (`near '"(\d'`). */
+const BAD_ESCAPE = /(invalid escape sequence|hexadecimal digit expected|decimal escape too large|missing '\{' in \\u\{xxxx\}|missing '\}' in \\u\{xxxx\}|UTF-8 value too large) near '(.*)\\[^\\]*'$/s;
+
+/**
+ * A compile error as LuaJIT words it: every bad escape is `invalid escape sequence`, quoting the
+ * string only up to the backslash (`near '"('`), and the end of input is quoted (`near '<eof>'`).
+ */
+export function luajitSyntaxMessage(message: string): string {
+  return message.replace(BAD_ESCAPE, "invalid escape sequence near '$2'").replace(/near <eof>$/, "near '<eof>'");
+}

@@ -22,6 +22,10 @@ export interface PcreOptions {
   readonly extended: boolean;
   /** The pattern and subject are UTF-8 (the u/U options): the pattern arrives decoded. */
   readonly utf8: boolean;
+  /** Several groups may share a name (the D option; `(?J)` in the pattern does the same). */
+  readonly dupnames: boolean;
+  /** JavaScript compatibility (the J option): `\uHHHH` is a character, a lone `\u` or `\U` a letter. */
+  readonly javascript: boolean;
 }
 
 export interface TranslatedPattern {
@@ -32,7 +36,14 @@ export interface TranslatedPattern {
   readonly names: ReadonlyMap<string, readonly number[]>;
 }
 
-export class PcreError extends Error {}
+/** Why a pattern does not compile; `offset` is where in it PCRE points (its `at "…"`), when we know. */
+export class PcreError extends Error {
+  readonly offset: number | undefined;
+  constructor(message: string, offset?: number) {
+    super(message);
+    this.offset = offset;
+  }
+}
 
 interface Frame {
   i: boolean;
@@ -60,8 +71,10 @@ const IN_CLASS: Record<string, string> = { s: SPACE, h: '\\t \\xa0', v: '\\n\\x0
 const SIMPLE: Record<string, number> = { n: 10, r: 13, t: 9, f: 12, e: 27, a: 7 };
 const UNSUPPORTED: Record<string, string> = {
   K: '\\K (reset match start)', G: '\\G (match at the previous end)', p: '\\p (Unicode properties)', P: '\\P (Unicode properties)',
-  X: '\\X (extended grapheme)', C: '\\C (single byte in UTF-8 mode)', E: '\\E without \\Q',
+  X: '\\X (extended grapheme)', C: '\\C (single byte in UTF-8 mode)',
 };
+/** Perl's case-changing escapes, which PCRE refuses (`\N` is refused only as `\N{name}`). */
+const PERL_ONLY = 'PCRE does not support \\L, \\l, \\N{name}, \\U, or \\u';
 
 /** A literal character as JS source (escaped when it means something, \xHH outside printable ASCII). */
 function literal(ch: string): string {
@@ -73,8 +86,9 @@ function literal(ch: string): string {
   return ch;
 }
 
-/** Counts PCRE's capturing groups and their names (forward references need them). */
-function scanGroups(p: string): { count: number; names: Map<string, number[]> } {
+/** Counts PCRE's capturing groups and their names (forward references need them); a name used twice needs `dupnames`. */
+function scanGroups(p: string, dupnames: boolean): { count: number; names: Map<string, number[]> } {
+  const duplicatesAllowed = dupnames || /\(\?[imsxUX-]*J/.test(p);
   let count = 0;
   const names = new Map<string, number[]>();
   for (let i = 0; i < p.length; i++) {
@@ -86,7 +100,10 @@ function scanGroups(p: string): { count: number; names: Map<string, number[]> } 
     const named = /^\(\?(?:P?<(?![=!])|')([A-Za-z_]\w*)/.exec(p.slice(i, i + 40));
     if (named) {
       count++;
-      names.set(named[1]!, [...(names.get(named[1]!) ?? []), count]);
+      const seen = names.get(named[1]!);
+      // PCRE points just past the second name
+      if (seen && !duplicatesAllowed) throw new PcreError('two named subpatterns have the same name', i + named[0].length);
+      names.set(named[1]!, [...(seen ?? []), count]);
     }
   }
   return { count, names };
@@ -106,7 +123,7 @@ function classEnd(p: string, start: number): number {
 }
 
 export function translatePcre(pattern: string, options: PcreOptions): TranslatedPattern {
-  const { count, names } = scanGroups(pattern);
+  const { count, names } = scanGroups(pattern, options.dupnames);
   const p = pattern;
   let out = '';
   let i = 0;
@@ -143,6 +160,17 @@ export function translatePcre(pattern: string, options: PcreOptions): Translated
       i += hex.length;
       return codeEscape(parseInt(hex || '0', 16));
     }
+    if (c === 'u' && options.javascript) {
+      const hex = /^[0-9a-fA-F]{4}/.exec(p.slice(i))?.[0];
+      if (!hex) return 'u';
+      i += 4;
+      const code = parseInt(hex, 16);
+      if (code > 0xff && !options.utf8) throw new PcreError('character value in \\u.... sequence is too large', i - 1);
+      return codeEscape(code);
+    }
+    if (c === 'U' && options.javascript) return 'U';
+    if ('LlUu'.includes(c) || (c === 'N' && p[i] === '{')) throw new PcreError(PERL_ONLY, i - 1);
+    if (c === 'E') return ''; // a stray \E means nothing
     if (c === 'c') { const ch = p[i++]; if (!ch) throw new PcreError('\\c at end of pattern'); return codeEscape(ch.toUpperCase().charCodeAt(0) ^ 0x40); }
     if (c === 'Q') {
       const end = p.indexOf('\\E', i);
@@ -182,8 +210,7 @@ export function translatePcre(pattern: string, options: PcreOptions): Translated
       return codeEscape(parseInt(octal, 8));
     }
     if (c in UNSUPPORTED) throw new PcreError(`${UNSUPPORTED[c]} is not supported by Gatehouse's regex engine`);
-    if (/[A-Za-z]/.test(c)) throw new PcreError('unrecognized character follows \\');
-    return literal(c);
+    return literal(c); // PCRE 8 without PCRE_EXTRA: any other escaped letter is itself
   };
 
   const characterClass = () => {
@@ -219,6 +246,7 @@ export function translatePcre(pattern: string, options: PcreOptions): Translated
     const changed = { on: '', off: '' };
     for (const ch of spec) {
       if (ch === '-') { on = false; continue; }
+      if (ch === 'J') continue; // duplicate names: scanGroups has allowed them
       if (!'imsx'.includes(ch)) throw new PcreError(`inline option (?${ch}) is not supported by Gatehouse's regex engine`);
       f[ch as 'i' | 'm' | 's' | 'x'] = on;
       if (ch === 'i') changed[on ? 'on' : 'off'] = 'i';

@@ -5,9 +5,9 @@
  * are byte offsets; with `u`/`U` the subject is decoded from UTF-8 and offsets mapped back.
  * Unmatched captures are `false`; errors are returned, not raised, as OpenResty does:
  * match/gmatch `nil, err`, find/sub/gsub `nil, nil, err`. Options: a d(refused) D i j J m o s u U x.
- * After an empty match the next search starts one character later (JavaScript's rule; PCRE first
- * retries a non-empty match at the same place — differs only for patterns like `a??`).
+ * After an empty match the next search starts one byte later, as lua-resty-core's loops do.
  */
+import { isUtf8 } from 'node:buffer';
 import { type HostFunction, type LuaBridge, LuaError, T } from './bridge.ts';
 import { PcreError, type TranslatedPattern, translatePcre } from './pcre.ts';
 
@@ -16,17 +16,40 @@ export interface Compiled {
   readonly withIndices: RegExp;
   readonly pattern: TranslatedPattern;
   readonly utf8: boolean;
+  /** `u` (not `U`): PCRE checks that the subject is UTF-8 and that a search starts on a character. */
+  readonly utf8Check: boolean;
+  /** The D option: each name is a table of the values its groups matched. */
+  readonly dupnames: boolean;
 }
+
+/** PCRE's pcre_exec() errors for a subject that is not UTF-8, and for a start inside a character. */
+const BAD_UTF8 = 'pcre_exec() failed: -10';
+const BAD_UTF8_OFFSET = 'pcre_exec() failed: -11';
+
+/** A pcre_exec() failure, returned to Lua as the error. */
+class ExecError extends Error {}
 
 /** A subject as matched: `text` is the latin1 view, or the decoded text in UTF-8 mode. */
 class Subject {
   readonly bytes: string;
   readonly text: string;
   readonly utf8: boolean;
-  constructor(bytes: string, utf8: boolean) {
+  private readonly check: boolean;
+  private readonly valid: boolean;
+  constructor(bytes: string, c: Compiled) {
     this.bytes = bytes;
-    this.utf8 = utf8;
-    this.text = utf8 ? Buffer.from(bytes, 'latin1').toString('utf8') : bytes;
+    this.utf8 = c.utf8;
+    this.check = c.utf8Check;
+    const buffer = c.utf8 ? Buffer.from(bytes, 'latin1') : undefined;
+    this.text = buffer ? buffer.toString('utf8') : bytes;
+    this.valid = !c.utf8Check || isUtf8(buffer!);
+  }
+  /** What PCRE's UTF-8 check says of a search from `byteStart`, when it objects. */
+  refusal(byteStart: number): string | undefined {
+    if (!this.check) return undefined;
+    if (!this.valid) return BAD_UTF8;
+    const code = this.bytes.charCodeAt(byteStart);
+    return code >= 0x80 && code < 0xc0 ? BAD_UTF8_OFFSET : undefined;
   }
   index(byteOffset: number): number {
     return this.utf8 ? Buffer.from(this.bytes.slice(0, byteOffset), 'latin1').toString('utf8').length : byteOffset;
@@ -37,11 +60,16 @@ class Subject {
   out(s: string): string {
     return this.utf8 ? Buffer.from(s, 'utf8').toString('latin1') : s;
   }
-  /** Where the search goes on after a match ending at `end` (text index); one character on if it was empty. */
+  /**
+   * The byte offset where the search goes on after a match from `start` to `end` (text indexes).
+   * After an empty one, one byte on (resty.core's rule: with `u` that is inside a multibyte
+   * character, which the next search refuses); one character on with `U`, which checks nothing.
+   */
   next(start: number, end: number): number {
-    if (end > start) return end;
+    if (end > start) return this.byteOffset(end);
+    if (!this.utf8 || this.check) return this.byteOffset(end) + 1;
     const code = this.text.codePointAt(end);
-    return end + (this.utf8 && code !== undefined && code > 0xffff ? 2 : 1);
+    return this.byteOffset(end + (code !== undefined && code > 0xffff ? 2 : 1));
   }
 }
 
@@ -56,16 +84,20 @@ export function compile(pattern: string, options: string): Compiled {
   const key = options + '\0' + pattern;
   const hit = cache.get(key);
   if (hit) return hit;
-  let caseless = false, multiline = false, dotall = false, extended = false, utf8 = false, anchored = false;
+  let caseless = false, multiline = false, dotall = false, extended = false, utf8 = false, utf8Check = false, anchored = false;
+  let dupnames = false, javascript = false;
   for (const flag of options) {
     switch (flag) {
       case 'i': caseless = true; break;
       case 'm': multiline = true; break;
       case 's': dotall = true; break;
       case 'x': extended = true; break;
-      case 'u': case 'U': utf8 = true; break;
+      case 'u': utf8 = true; utf8Check = true; break;
+      case 'U': utf8 = true; break;
       case 'a': anchored = true; break;
-      case 'j': case 'o': case 'J': case 'D': break;
+      case 'D': dupnames = true; break;
+      case 'J': javascript = true; break;
+      case 'j': case 'o': break;
       case 'd': throw new PcreError('the DFA mode (option d) is not supported by Gatehouse\'s regex engine');
       default: throw new LuaError(`unknown flag "${flag}" (flags "${options}")`);
     }
@@ -78,11 +110,23 @@ export function compile(pattern: string, options: string): Compiled {
     source = source.slice(0, leadingG[0].length - 2) + source.slice(leadingG[0].length);
     anchored = true;
   }
-  const translated = translatePcre(source, { caseless, multiline, dotall, extended, utf8 });
+  let translated: TranslatedPattern;
+  try {
+    translated = translatePcre(source, { caseless, multiline, dotall, extended, utf8, dupnames, javascript });
+  } catch (e) {
+    // PCRE's offset is in bytes of the pattern as given: count back from its end
+    if (e instanceof PcreError && e.offset !== undefined) {
+      throw new PcreError(e.message, pattern.length - Buffer.byteLength(source.slice(e.offset), utf8 ? 'utf8' : 'latin1'));
+    }
+    throw e;
+  }
   const flags = (anchored ? 'y' : 'g') + (caseless ? 'i' : '') + (utf8 ? 'u' : '');
   let compiled: Compiled;
   try {
-    compiled = { regex: new RegExp(translated.source, flags), withIndices: new RegExp(translated.source, flags + 'd'), pattern: translated, utf8 };
+    compiled = {
+      regex: new RegExp(translated.source, flags), withIndices: new RegExp(translated.source, flags + 'd'),
+      pattern: translated, utf8, utf8Check, dupnames,
+    };
   } catch (e) {
     throw new PcreError((e as Error).message.replace(/^Invalid regular expression: \/.*\/[a-z]*: /s, ''));
   }
@@ -92,7 +136,8 @@ export function compile(pattern: string, options: string): Compiled {
 }
 
 function compileMessage(e: PcreError, pattern: string): string {
-  return `pcre_compile() failed: ${e.message} in "${pattern}"`;
+  const at = e.offset !== undefined && e.offset < pattern.length ? ` at "${pattern.slice(e.offset)}"` : '';
+  return `pcre_compile() failed: ${e.message} in "${pattern}"${at}`;
 }
 
 /** Why `pattern` does not compile, in OpenResty's words (resty.core.regex's re_match_compile), or undefined. */
@@ -106,7 +151,8 @@ export function compileError(pattern: string, options: string): string | undefin
   }
 }
 
-export function regexTable(bridge: LuaBridge): HostFunction {
+/** The `ngx.re` table's pusher; `logError` takes what OpenResty logs at [error] with no request (a bad template). */
+export function regexTable(bridge: LuaBridge, logError: (message: string) => void = () => {}): HostFunction {
   const { api } = bridge;
 
   const args = (L: number, fname: string, withSubject = true) => {
@@ -143,45 +189,93 @@ export function regexTable(bridge: LuaBridge): HostFunction {
     bridge.pushInteger(L, bytePos + 1);
     bridge.setField(L, idx, 'pos');
   };
+  /** The match from `byteStart` on, or null; throws ExecError where PCRE's UTF-8 check fails. */
   const exec = (c: Compiled, s: Subject, byteStart: number, indices = false): RegExpExecArray | null => {
     if (byteStart > s.bytes.length) return null;
+    const refused = s.refusal(byteStart);
+    if (refused) throw new ExecError(refused);
     const regex = indices ? c.withIndices : c.regex;
     regex.lastIndex = s.index(byteStart);
     return regex.exec(s.text);
   };
   const capture = (c: Compiled, m: RegExpExecArray, n: number): string | undefined => (n === 0 ? m[0] : m.groups?.[`_${n}`]);
-  const pushCaptures = (L: number, c: Compiled, s: Subject, m: RegExpExecArray) => {
+  const pushCapture = (L: number, s: Subject, v: string | undefined) => {
+    if (v === undefined) bridge.pushBoolean(L, false);
+    else bridge.pushString(L, s.out(v));
+  };
+  /**
+   * The captures as OpenResty's table: 0..n (unmatched `false`) and each name; with D a name is a
+   * table of what its groups matched (absent if none did), else the value of its last group.
+   * Filled into the table at `into` (match's res_table: other keys stay) or a new one.
+   */
+  const pushCaptures = (L: number, c: Compiled, s: Subject, m: RegExpExecArray, into = 0) => {
     const { captures, names } = c.pattern;
     api.lua_checkstack(L, 4);
-    api.lua_createtable(L, captures, 1 + names.size);
+    if (into) api.lua_pushvalue(L, into);
+    else api.lua_createtable(L, captures, 1 + names.size);
     for (let n = 0; n <= captures; n++) {
-      const v = capture(c, m, n);
-      if (v === undefined) bridge.pushBoolean(L, false);
-      else bridge.pushString(L, s.out(v));
+      pushCapture(L, s, capture(c, m, n));
       api.lua_rawseti(L, -2, BigInt(n));
     }
     for (const [name, groups] of names) {
-      const v = groups.map((g) => capture(c, m, g)).find((x) => x !== undefined);
-      if (v === undefined) bridge.pushBoolean(L, false);
-      else bridge.pushString(L, s.out(v));
+      if (!c.dupnames) {
+        pushCapture(L, s, capture(c, m, groups[groups.length - 1]!));
+        bridge.setField(L, -2, name);
+        continue;
+      }
+      const matched = groups.map((g) => capture(c, m, g)).filter((x) => x !== undefined);
+      if (matched.length === 0) continue;
+      api.lua_createtable(L, matched.length, 0);
+      matched.forEach((v, k) => { pushCapture(L, s, v); api.lua_rawseti(L, -2, BigInt(k + 1)); });
       bridge.setField(L, -2, name);
     }
   };
+  /** `fn`, with a failed UTF-8 check returned as its error after `nils` nils. */
+  const refusing = (nils: number, fn: HostFunction): HostFunction => (L) => {
+    try {
+      return fn(L);
+    } catch (e) {
+      if (e instanceof ExecError) return fail(L, nils, e.message);
+      throw e;
+    }
+  };
+  /** Lua's tostring() of the value on top (a replacement function's result that is no string). */
+  const luaToString = (L: number): string => {
+    bridge.getGlobal(L, 'tostring');
+    api.lua_pushvalue(L, -2);
+    api.lua_callk(L, 1, 1, 0, 0);
+    const text = bridge.toString(L, -1) ?? '';
+    api.lua_settop(L, -2);
+    return text;
+  };
   const matchEnd = (m: RegExpExecArray) => ({ start: m.index, end: m.index + m[0].length });
 
-  /** sub/gsub's template: `$0`..`$99`, `${N}`, `$$`; anything else after `$` (names too, as OpenResty) is an error. */
-  const template = (text: string): Array<string | number> | null => {
+  /**
+   * sub/gsub's template: `$0`..`$99`, `${N}`, `$$`; anything else after `$` (names too) fails, with
+   * the reason logged as ngx_lua's script compiler logs it. Returns the parts or that reason.
+   */
+  const template = (text: string): Array<string | number> | string => {
     const parts: Array<string | number> = [];
+    const invalid = `lua script: invalid capturing variable name found in "${text}"`;
     let literal = '';
     for (let i = 0; i < text.length; i++) {
       if (text[i] !== '$') { literal += text[i]; continue; }
-      const m = /^\$(?:(\d+)|\{(\d+)\}|(\$))/.exec(text.slice(i));
-      if (!m) return null;
-      i += m[0].length - 1;
-      if (m[3]) { literal += '$'; continue; }
+      if (++i === text.length) return invalid;
+      if (text[i] === '$') { literal += '$'; continue; }
+      const bracket = text[i] === '{';
+      if (bracket && ++i === text.length) return invalid;
+      const digits = /^\d+/.exec(text.slice(i))?.[0];
+      if (digits === undefined) {
+        const name = /^\w*/.exec(text.slice(i))![0];
+        if (!name) return invalid;
+        return `attempt to use named capturing variable "${name}" (named captures not supported yet)`;
+      }
+      i += digits.length;
+      if (bracket && text[i] !== '}') return `the closing bracket in "${digits}" variable is missing`;
+      if (!bracket) i--;
       if (literal) parts.push(literal);
       literal = '';
-      parts.push(Number(m[1] ?? m[2]));
+      parts.push(Number(digits));
     }
     if (literal) parts.push(literal);
     return parts;
@@ -197,10 +291,14 @@ export function regexTable(bridge: LuaBridge): HostFunction {
     if (!useFunction) {
       const text = bridge.toString(L, 3);
       if (text === undefined) throw new LuaError(`bad argument #3 to '${fname}' (string expected, got ${bridge.typeName(L, 3)})`);
-      parts = template(text);
-      if (!parts) return fail(L, 2, 'failed to compile the replacement template');
+      const compiled = template(text);
+      if (typeof compiled === 'string') {
+        logError(compiled);
+        return fail(L, 2, 'failed to compile the replacement template');
+      }
+      parts = compiled;
     }
-    const s = new Subject(subject, c.utf8);
+    const s = new Subject(subject, c);
     let result = '';
     let copied = 0; // byte offset in the subject copied so far
     let count = 0;
@@ -219,18 +317,20 @@ export function regexTable(bridge: LuaBridge): HostFunction {
           }
         }
       } else {
+        const top = api.lua_gettop(L);
         api.lua_pushvalue(L, 3);
         pushCaptures(L, c, s, m);
-        api.lua_callk(L, 1, 1, 0, 0);
-        result += bridge.toString(L, -1) ?? '';
-        api.lua_settop(L, -2);
+        api.lua_callk(L, 1, -1, 0, 0); // all results: none at all is an error, as tostring() says
+        if (api.lua_gettop(L) === top) throw new LuaError("bad argument #1 to 'tostring' (value expected)");
+        api.lua_settop(L, top + 1);
+        result += bridge.toString(L, -1) ?? luaToString(L);
+        api.lua_settop(L, top);
       }
       count++;
       copied = s.byteOffset(end);
       if (!global) break;
-      const next = s.next(start, end);
-      if (next > s.text.length) break;
-      pos = s.byteOffset(next);
+      pos = s.next(start, end);
+      if (pos > s.bytes.length) break;
     }
     bridge.pushString(L, result + subject.slice(copied));
     bridge.pushInteger(L, count);
@@ -238,24 +338,25 @@ export function regexTable(bridge: LuaBridge): HostFunction {
   };
 
   const functions: Record<string, HostFunction> = {
-    match(L) {
+    match: refusing(1, (L) => {
       const { subject, pattern, options } = args(L, 'match');
       const c = compileOr(pattern, options);
       if (typeof c === 'string') return fail(L, 1, c);
-      const s = new Subject(subject, c.utf8);
+      const s = new Subject(subject, c);
       const m = exec(c, s, ctxPos(L, 4));
       if (!m) { bridge.pushNil(L); return 1; }
       setCtxPos(L, 4, s.byteOffset(matchEnd(m).end));
-      pushCaptures(L, c, s, m); // a new table each time: the res_table argument is not reused
+      // the 5th argument, res_table, is filled and returned instead of a new table
+      pushCaptures(L, c, s, m, api.lua_type(L, 5) === T.TABLE ? 5 : 0);
       return 1;
-    },
-    find(L) {
+    }),
+    find: refusing(2, (L) => {
       const { subject, pattern, options } = args(L, 'find');
       const c = compileOr(pattern, options);
       if (typeof c === 'string') return fail(L, 2, c);
       const nth = bridge.toInteger(L, 5) ?? 0;
       if (nth > c.pattern.captures) return fail(L, 2, 'nth out of bound');
-      const s = new Subject(subject, c.utf8);
+      const s = new Subject(subject, c);
       const m = exec(c, s, ctxPos(L, 4), nth > 0);
       if (!m) { bridge.pushNil(L); return 1; }
       setCtxPos(L, 4, s.byteOffset(matchEnd(m).end));
@@ -264,9 +365,9 @@ export function regexTable(bridge: LuaBridge): HostFunction {
       bridge.pushInteger(L, s.byteOffset(span[0]) + 1);
       bridge.pushInteger(L, s.byteOffset(span[1]));
       return 2;
-    },
-    sub: (L) => replace(L, false),
-    gsub: (L) => replace(L, true),
+    }),
+    sub: refusing(2, (L) => replace(L, false)),
+    gsub: refusing(2, (L) => replace(L, true)),
   };
   // gmatch's iterator is a Lua closure over these two (a host function per call would leak ids)
   const gmatchHelpers: Record<string, HostFunction> = {
@@ -276,22 +377,21 @@ export function regexTable(bridge: LuaBridge): HostFunction {
       bridge.pushBoolean(L, true);
       return 1;
     },
-    step(L) {
+    step: refusing(1, (L) => {
       const { subject, pattern, options } = args(L, 'gmatch');
       const c = compile(pattern, options);
-      const s = new Subject(subject, c.utf8);
+      const s = new Subject(subject, c);
       bridge.getField(L, 4, 'pos');
       const pos = bridge.toInteger(L, -1) ?? 0;
       api.lua_settop(L, 4);
       const m = exec(c, s, pos);
       if (!m) return 0;
       const { start, end } = matchEnd(m);
-      const next = s.next(start, end);
-      bridge.pushInteger(L, next > s.text.length ? s.bytes.length + 1 : s.byteOffset(next));
+      bridge.pushInteger(L, s.next(start, end));
       bridge.setField(L, 4, 'pos');
       pushCaptures(L, c, s, m);
       return 1;
-    },
+    }),
   };
   let gmatchRef = 0;
 
@@ -322,8 +422,10 @@ return function(subject, regex, options)
   local state = { pos = 0 }
   return function()
     if not state.pos then return nil end
-    local m = step(subject, regex, options, state)
-    if not m then state.pos = nil end
-    return m
+    local m, err = step(subject, regex, options, state)
+    if m then return m end
+    state.pos = nil
+    if err then return nil, err end
+    return nil
   end
 end`;

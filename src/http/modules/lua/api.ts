@@ -20,6 +20,7 @@ import type { LuaRuntime } from './runtime.ts';
 import type { LuaTimers } from './api-timer.ts';
 import { CONSTANTS } from './constants.ts';
 import { regexTable } from '../../../lua/re.ts';
+import { mainErrorLog } from '../../../core/error-log.ts';
 import { luaLoc } from './conf.ts';
 import { balancerLibrary } from './balancer.ts';
 import { abortLibrary } from './api-abort.ts';
@@ -282,7 +283,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     shdict: sharedLibrary(rt, rt.conf.sharedDicts),
     location: locationLibrary(rt),
     timer: timers.library(),
-    re_table: regexTable(bridge),
+    re_table: regexTable(bridge, (message) => mainErrorLog().error(message)),
     thread: threadLibrary(rt),
     balancer: balancerLibrary(rt),
     abort: abortLibrary(rt),

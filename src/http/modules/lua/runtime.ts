@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { LuaError, LuaSyntaxError } from '../../../lua/bridge.ts';
 import { abortedMessage } from '../../../lua/coroutine.ts';
+import { luajitSyntaxMessage } from '../../../lua/luajit-messages.ts';
 import type { KillSignal, LuaOutcome, RunOptions } from '../../../lua/coroutine.ts';
 import { pathsFromEnv } from '../../../lua/package.ts';
 import { LuaVm } from '../../../lua/vm.ts';
@@ -126,8 +127,7 @@ export class LuaRuntime {
       } catch (e) {
         if (!(e instanceof LuaSyntaxError)) this.unreadable.add(hook);
         c = e instanceof LuaSyntaxError
-          // LuaJIT quotes the end of input: near '<eof>'
-          ? `failed to load ${hook.file ? 'external' : 'inlined'} Lua code: ${e.message.replace(/near <eof>$/, "near '<eof>'")}`
+          ? `failed to load ${hook.file ? `external Lua file "${hook.file}"` : 'inlined Lua code'}: ${luajitSyntaxMessage(e.message)}`
           : `failed to load external Lua file "${hook.file}": cannot open ${hook.file}${openFailure(e)}`;
       }
       if (this.conf.codeCache !== false || typeof c === 'string') this.chunks.set(hook, c);
