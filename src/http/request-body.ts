@@ -44,15 +44,14 @@ interface BodyState {
 }
 
 const states = new WeakMap<HttpRequest, BodyState>();
-/** Subrequests given a body of their own (ngx.location.capture's `body`), or none. */
-const ownBodies = new WeakSet<HttpRequest>();
 
 /**
  * Whose body a request reads: a subrequest has its parent's (nginx's
- * sr->request_body = r->request_body) unless it was given one of its own.
+ * sr->request_body = r->request_body) unless it was given one of its own
+ * (setSubrequestBody: the only way a subrequest gets a state).
  */
 function owner(r: HttpRequest): HttpRequest {
-  while (r.parent && !ownBodies.has(r)) r = r.parent;
+  while (r.parent && !states.has(r)) r = r.parent;
   return r;
 }
 
@@ -72,7 +71,6 @@ function createState(r: HttpRequest): BodyState {
  * parent's (an empty list: no body at all).
  */
 export function setSubrequestBody(sr: HttpRequest, bufs: Buffer[]): void {
-  ownBodies.add(sr);
   states.set(sr, { body: { bufs, length: bufs.reduce((n, b) => n + b.length, 0), file: undefined } });
 }
 

@@ -108,6 +108,25 @@ function stateOf(r: HttpRequest): SubState {
   return s;
 }
 
+/**
+ * A subrequest's request: its parent's head, headers and body (nginx's), or
+ * copies of the head and headers (copyHeaders), or a body of its own with a
+ * Content-Length of its size instead of the parent's framing (requestBody).
+ */
+function requestOf(parent: HttpRequest, opts: SubrequestOptions): Pick<HttpRequest, 'head' | 'headersIn' | 'body'> {
+  const own = opts.requestBody;
+  if (own === undefined && !opts.copyHeaders) return parent;
+  const framing = own === undefined ? {} : { contentLength: own ? own.length : -1, chunked: false };
+  const head = Object.assign(Object.create(Object.getPrototypeOf(parent.head) as object), parent.head, framing) as HttpRequest['head'];
+  if (own === undefined) return { head, headersIn: parent.headersIn.slice(), body: parent.body };
+  const headersIn = own ? ['Content-Length', String(own.length)] : [];
+  for (let i = 0; i < parent.headersIn.length; i += 2) {
+    const name = parent.headersIn[i].toLowerCase();
+    if (name !== 'content-length' && name !== 'transfer-encoding') headersIn.push(parent.headersIn[i], parent.headersIn[i + 1]);
+  }
+  return { head, headersIn, body: RequestBodySource.empty() };
+}
+
 export class Subrequest {
   readonly r: HttpRequest;
   /** Resolves when the subrequest is over: true when its body ended, false when it was cut short. */
@@ -126,25 +145,9 @@ export class Subrequest {
     this.onBodyEnd = opts.onBodyEnd;
     this.done = new Promise((resolve) => { this.resolve = resolve; });
     this.res = new SubrequestResponse(this, opts.sink, this.socket);
-    // the parent's request head, headers and body, or a body of its own
-    const own = opts.requestBody;
-    let { head, headersIn, body } = parent;
-    if (opts.copyHeaders) {
-      head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head);
-      headersIn = headersIn.slice();
-    }
-    if (own !== undefined) {
-      head = Object.assign(Object.create(Object.getPrototypeOf(head) as object), head, { contentLength: own ? own.length : -1, chunked: false });
-      headersIn = [];
-      for (let i = 0; i < parent.headersIn.length; i += 2) {
-        const name = parent.headersIn[i].toLowerCase();
-        if (name !== 'content-length' && name !== 'transfer-encoding') headersIn.push(parent.headersIn[i], parent.headersIn[i + 1]);
-      }
-      if (own) headersIn.unshift('Content-Length', String(own.length));
-      body = RequestBodySource.empty();
-    }
+    const { head, headersIn, body } = requestOf(parent, opts);
     const sr = new HttpRequest(parent.conn, parent.main, parent.server, head, headersIn, this.res, body);
-    if (own !== undefined) setSubrequestBody(sr, own ? [own] : []);
+    if (opts.requestBody !== undefined) setSubrequestBody(sr, opts.requestBody ? [opts.requestBody] : []);
     sr.parent = parent;
     sr.method = 'GET';
     sr.uri = uri;

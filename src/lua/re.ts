@@ -7,9 +7,9 @@
  * match/gmatch `nil, err`, find/sub/gsub `nil, nil, err`. Options: a d(refused) D i j J m o s u U x.
  * After an empty match the next search starts one byte later, as lua-resty-core's loops do.
  */
-import { isUtf8 } from 'node:buffer';
 import { type HostFunction, type LuaBridge, LuaError, T } from './bridge.ts';
 import { PcreError, type TranslatedPattern, translatePcre } from './pcre.ts';
+import { ExecError, Subject } from './re-subject.ts';
 
 export interface Compiled {
   readonly regex: RegExp;
@@ -20,57 +20,6 @@ export interface Compiled {
   readonly utf8Check: boolean;
   /** The D option: each name is a table of the values its groups matched. */
   readonly dupnames: boolean;
-}
-
-/** PCRE's pcre_exec() errors for a subject that is not UTF-8, and for a start inside a character. */
-const BAD_UTF8 = 'pcre_exec() failed: -10';
-const BAD_UTF8_OFFSET = 'pcre_exec() failed: -11';
-
-/** A pcre_exec() failure, returned to Lua as the error. */
-class ExecError extends Error {}
-
-/** A subject as matched: `text` is the latin1 view, or the decoded text in UTF-8 mode. */
-class Subject {
-  readonly bytes: string;
-  readonly text: string;
-  readonly utf8: boolean;
-  private readonly check: boolean;
-  private readonly valid: boolean;
-  constructor(bytes: string, c: Compiled) {
-    this.bytes = bytes;
-    this.utf8 = c.utf8;
-    this.check = c.utf8Check;
-    const buffer = c.utf8 ? Buffer.from(bytes, 'latin1') : undefined;
-    this.text = buffer ? buffer.toString('utf8') : bytes;
-    this.valid = !c.utf8Check || isUtf8(buffer!);
-  }
-  /** What PCRE's UTF-8 check says of a search from `byteStart`, when it objects. */
-  refusal(byteStart: number): string | undefined {
-    if (!this.check) return undefined;
-    if (!this.valid) return BAD_UTF8;
-    const code = this.bytes.charCodeAt(byteStart);
-    return code >= 0x80 && code < 0xc0 ? BAD_UTF8_OFFSET : undefined;
-  }
-  index(byteOffset: number): number {
-    return this.utf8 ? Buffer.from(this.bytes.slice(0, byteOffset), 'latin1').toString('utf8').length : byteOffset;
-  }
-  byteOffset(index: number): number {
-    return this.utf8 ? Buffer.byteLength(this.text.slice(0, index), 'utf8') : index;
-  }
-  out(s: string): string {
-    return this.utf8 ? Buffer.from(s, 'utf8').toString('latin1') : s;
-  }
-  /**
-   * The byte offset where the search goes on after a match from `start` to `end` (text indexes).
-   * After an empty one, one byte on (resty.core's rule: with `u` that is inside a multibyte
-   * character, which the next search refuses); one character on with `U`, which checks nothing.
-   */
-  next(start: number, end: number): number {
-    if (end > start) return this.byteOffset(end);
-    if (!this.utf8 || this.check) return this.byteOffset(end) + 1;
-    const code = this.text.codePointAt(end);
-    return this.byteOffset(end + (code !== undefined && code > 0xffff ? 2 : 1));
-  }
 }
 
 const CACHE_MAX = 1024;
@@ -298,7 +247,7 @@ export function regexTable(bridge: LuaBridge, logError: (message: string) => voi
       }
       parts = compiled;
     }
-    const s = new Subject(subject, c);
+    const s = new Subject(subject, c.utf8, c.utf8Check);
     let result = '';
     let copied = 0; // byte offset in the subject copied so far
     let count = 0;
@@ -342,7 +291,7 @@ export function regexTable(bridge: LuaBridge, logError: (message: string) => voi
       const { subject, pattern, options } = args(L, 'match');
       const c = compileOr(pattern, options);
       if (typeof c === 'string') return fail(L, 1, c);
-      const s = new Subject(subject, c);
+      const s = new Subject(subject, c.utf8, c.utf8Check);
       const m = exec(c, s, ctxPos(L, 4));
       if (!m) { bridge.pushNil(L); return 1; }
       setCtxPos(L, 4, s.byteOffset(matchEnd(m).end));
@@ -356,7 +305,7 @@ export function regexTable(bridge: LuaBridge, logError: (message: string) => voi
       if (typeof c === 'string') return fail(L, 2, c);
       const nth = bridge.toInteger(L, 5) ?? 0;
       if (nth > c.pattern.captures) return fail(L, 2, 'nth out of bound');
-      const s = new Subject(subject, c);
+      const s = new Subject(subject, c.utf8, c.utf8Check);
       const m = exec(c, s, ctxPos(L, 4), nth > 0);
       if (!m) { bridge.pushNil(L); return 1; }
       setCtxPos(L, 4, s.byteOffset(matchEnd(m).end));
@@ -380,7 +329,7 @@ export function regexTable(bridge: LuaBridge, logError: (message: string) => voi
     step: refusing(1, (L) => {
       const { subject, pattern, options } = args(L, 'gmatch');
       const c = compile(pattern, options);
-      const s = new Subject(subject, c);
+      const s = new Subject(subject, c.utf8, c.utf8Check);
       bridge.getField(L, 4, 'pos');
       const pos = bridge.toInteger(L, -1) ?? 0;
       api.lua_settop(L, 4);

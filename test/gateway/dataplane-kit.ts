@@ -5,6 +5,7 @@
  * change to reach the proxy (the Admin API answers before the workers
  * applied the change: the wait is for the first request routed the new way).
  */
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -125,4 +126,16 @@ export async function startHoldingOrigin(): Promise<HoldingOrigin> {
       else waiting.push(resolve);
     }),
   };
+}
+
+/** A route for `uri` with `plugins`, proxied to `origin`. */
+export function routeTo(origin: Origin, uri: string, plugins: Record<string, unknown>): Record<string, unknown> {
+  return { uri, plugins, upstream: { type: 'roundrobin', nodes: { [origin.node]: 1 } } };
+}
+
+/** The Admin API refuses a route with `plugins`: 400 and APISIX's `error_msg`. */
+export async function assertRefused(gw: Gateway, origin: Origin, plugins: Record<string, unknown>, message: string): Promise<void> {
+  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', routeTo(origin, '/refused', plugins));
+  assert.equal(r.status, 400, JSON.stringify(plugins));
+  assert.deepEqual(r.json, { error_msg: message });
 }

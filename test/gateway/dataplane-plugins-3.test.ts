@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { GATEHOUSE_VERSION } from '../../src/core/version.ts';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { assertRefused, proxy, put, routeTo, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
@@ -26,16 +26,9 @@ before(async () => {
 });
 after(async () => { await Promise.all([gw.stop(), o.close()]); });
 
-const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
-const route = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: up() });
+const route = (uri: string, plugins: Record<string, unknown>) => routeTo(o, uri, plugins);
 const fromOrigin = (x: { body: string }) => x.body === 'from origin\n';
-
-/** A PUT the Admin API must refuse with `message`. */
-async function refused(plugins: Record<string, unknown>, message: string): Promise<void> {
-  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', plugins));
-  assert.equal(r.status, 400, JSON.stringify(plugins));
-  assert.deepEqual(r.json, { error_msg: message });
-}
+const refused = (plugins: Record<string, unknown>, message: string) => assertRefused(gw, o, plugins, message);
 
 describe('fault-injection', () => {
   it('abort answers http_status with the body, its $vars and headers resolved', async () => {

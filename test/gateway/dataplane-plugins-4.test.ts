@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { assertRefused, proxy, put, routeTo, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
@@ -35,14 +35,8 @@ before(async () => {
 });
 after(async () => { await Promise.all([gw.stop(), o.close()]); });
 
-const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
-const route = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: up() });
-
-async function refused(plugins: Record<string, unknown>, message: string): Promise<void> {
-  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', plugins));
-  assert.equal(r.status, 400, JSON.stringify(plugins));
-  assert.deepEqual(r.json, { error_msg: message });
-}
+const route = (uri: string, plugins: Record<string, unknown>) => routeTo(o, uri, plugins);
+const refused = (plugins: Record<string, unknown>, message: string) => assertRefused(gw, o, plugins, message);
 
 const json = (body: string, headers: Record<string, string> = {}) => ({ method: 'POST', body, headers: { 'Content-Type': 'application/json', ...headers } });
 

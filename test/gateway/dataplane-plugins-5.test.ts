@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { assertRefused, proxy, put, routeTo, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin, Seen } from './dataplane-kit.ts';
 import { TestCa } from './tls-kit.ts';
 
@@ -55,14 +55,8 @@ after(async () => {
   await Promise.all([gw.stop(), o.close(), new Promise((resolve) => auth.close(resolve))]);
 });
 
-const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
-const route = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: up() });
-
-async function refused(plugins: Record<string, unknown>, message: string): Promise<void> {
-  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', plugins));
-  assert.equal(r.status, 400, JSON.stringify(plugins));
-  assert.deepEqual(r.json, { error_msg: message });
-}
+const route = (uri: string, plugins: Record<string, unknown>) => routeTo(o, uri, plugins);
+const refused = (plugins: Record<string, unknown>, message: string) => assertRefused(gw, o, plugins, message);
 
 describe('forward-auth', () => {
   it('refuses a conf without uri or with values out of range', async () => {

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from './harness.ts';
 import type { Gateway } from './harness.ts';
-import { proxy, put, startOrigin, untilRouted } from './dataplane-kit.ts';
+import { assertRefused, proxy, put, routeTo, startOrigin, untilRouted } from './dataplane-kit.ts';
 import type { Origin } from './dataplane-kit.ts';
 
 let gw: Gateway;
@@ -20,14 +20,8 @@ let o: Origin;
 before(async () => { [gw, o] = await Promise.all([startGateway(), startOrigin()]); });
 after(async () => { await Promise.all([gw.stop(), o.close()]); });
 
-const up = () => ({ type: 'roundrobin', nodes: { [o.node]: 1 } });
-const route = (uri: string, plugins: Record<string, unknown>) => ({ uri, plugins, upstream: up() });
-
-async function refused(plugins: Record<string, unknown>, message: string): Promise<void> {
-  const r = await gw.admin('PUT', '/gateway/admin/routes/refused', route('/refused', plugins));
-  assert.equal(r.status, 400, JSON.stringify(plugins));
-  assert.deepEqual(r.json, { error_msg: message });
-}
+const route = (uri: string, plugins: Record<string, unknown>) => routeTo(o, uri, plugins);
+const refused = (plugins: Record<string, unknown>, message: string) => assertRefused(gw, o, plugins, message);
 
 describe('regex_uri templates', () => {
   it('proxy-rewrite: ${1} in the template and $1 / ${2} in header values are the captures; a header of an unset variable is not sent', async () => {

@@ -35,6 +35,11 @@ function headerTable(flat: readonly string[]): Record<string, string | string[]>
   return out;
 }
 
+/** What a route's plugin state is counted under (ctx.routeKey): `route#id`, or `global` without a route. */
+export function routeKeyOf(route: MatchedRoute | undefined): string {
+  return route ? `route#${route.id}` : 'global';
+}
+
 export class RequestContext implements PluginContext {
   readonly r: HttpRequest;
   readonly route: MatchedRoute | undefined;
@@ -73,7 +78,7 @@ export class RequestContext implements PluginContext {
     this.route = route;
     this.matchedUri = hit?.written ?? '';
     this.matchedHost = hit?.host ?? '';
-    this.routeKey = route ? `route#${route.id}` : 'global';
+    this.routeKey = routeKeyOf(route);
     this.keys = keys;
     this.consumers = consumers;
     // APISIX's ctx.var also answers its own names (apisix/core/ctx.lua): the matched route's, the consumer's...

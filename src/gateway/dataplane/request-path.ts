@@ -26,7 +26,7 @@ import { afterResponse, balancerFor, chooserFor } from './balancer.ts';
 import { pruneCheckers } from './health.ts';
 import { chainOf } from './plugin-chain.ts';
 import type { ChainLink } from './plugin-chain.ts';
-import { RequestContext } from './request-context.ts';
+import { RequestContext, routeKeyOf } from './request-context.ts';
 import { luaNow, luaReady } from '../plugins/serverless.ts';
 
 /** Answers and continuations of the access handler (the engine's DECLINED / DONE are passed in). */
@@ -115,13 +115,12 @@ export class DataPlane {
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));
     state.chains.push(...globals);
-    return this.globalsFrom(0, globals, v.view.globalRules.map((g) => `global_rule#${g.id}`), r, hit?.route, state, codes);
+    return this.globalsFrom(0, globals, globalRuleKeys(v.view.globalRules), r, hit?.route, state, codes);
   }
 
   /** Global rules from the `i`th: rewrite then access of each (a function that waits makes the rest wait). */
   private globalsFrom(i: number, globals: ChainLink[][], keys: string[], r: HttpRequest, route: MatchedRoute | undefined, state: GatewayRequestState, codes: PhaseCodes): number | Promise<number> {
     const ctx = state.ctx;
-    const routeKey = route ? `route#${route.id}` : 'global';
     for (; i < globals.length; i++) {
       const chain = globals[i];
       // a global rule's limiters count for the rule, over all routes (APISIX keys them by the conf's resource)
@@ -133,7 +132,7 @@ export class DataPlane {
       }
       if (a) return answer(r, ctx, a, codes);
     }
-    ctx.routeKey = routeKey;
+    ctx.routeKey = routeKeyOf(route);
     if (!route) return answer(r, ctx, { status: 404, body: { error_msg: '404 Route Not Found' } }, codes);
     const chain = chainOf(this.registry, route.plugins);
     state.chains.push(chain);
@@ -288,6 +287,15 @@ export class DataPlane {
 }
 
 /** Whether the last status of `$upstream_status` ("200", "502, 502", "502 : 504") is a 5xx (trailing blanks and colons aside). */
+/** Each global rule's key for its plugins' state (`global_rule#id`), made once per configuration version. */
+const ruleKeys = new WeakMap<ReadonlyArray<{ id: string | number }>, string[]>();
+
+function globalRuleKeys(rules: ReadonlyArray<{ id: string | number }>): string[] {
+  let keys = ruleKeys.get(rules);
+  if (keys === undefined) ruleKeys.set(rules, (keys = rules.map((g) => `global_rule#${g.id}`)));
+  return keys;
+}
+
 function lastIs5xx(v: string): boolean {
   let end = v.length;
   while (end > 0 && (v[end - 1] === ':' || v.charCodeAt(end - 1) <= 32)) end--;

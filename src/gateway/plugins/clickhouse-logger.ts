@@ -12,7 +12,8 @@ import { BatchProcessorManager } from './batch-processor.ts';
 import type { BatchConf } from './batch-processor.ts';
 import { bodyLogPhases, logEntry } from './log-entry.ts';
 import type { BodyLogConf } from './log-entry.ts';
-import { pickEndpoint, postOrFail, serverOf } from './log-http.ts';
+import { pickEndpoint, postOrFail } from './log-http.ts';
+import { serverOf } from './http-call.ts';
 
 interface ClickHouseConf extends BatchConf, BodyLogConf {
   endpoint_addr?: string;

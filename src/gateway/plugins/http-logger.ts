@@ -12,7 +12,8 @@ import { BatchProcessorManager, batchJson } from './batch-processor.ts';
 import type { BatchConf } from './batch-processor.ts';
 import { bodyLogPhases, checkLogConf, logEntry } from './log-entry.ts';
 import type { BodyLogConf } from './log-entry.ts';
-import { postOrFail, serverOf } from './log-http.ts';
+import { postOrFail } from './log-http.ts';
+import { serverOf } from './http-call.ts';
 
 interface HttpLoggerConf extends BatchConf, BodyLogConf {
   uri: string;

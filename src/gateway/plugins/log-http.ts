@@ -6,7 +6,6 @@
  */
 import { HttpCallError, httpCall, serverOf } from './http-call.ts';
 
-export { serverOf };
 
 export interface LogRequest {
   method: 'GET' | 'POST';

@@ -7,7 +7,7 @@
  * older flat `{name: value}` form (set; an empty value removes).
  */
 import type { PluginContext } from './phase-api.ts';
-import { reCaptures, reSub, templateError, withCaptures } from './regex-sub.ts';
+import { firstMatch, regexUriError, replaceMatch, withCaptures } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface HeaderOps { add?: Record<string, string | string[]>; set?: Record<string, string | string[]>; remove?: string[] }
@@ -56,8 +56,7 @@ export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
     const r = conf.regex_uri;
     if (r && r.length % 2 !== 0) return 'The length of regex_uri should be an even number';
     for (let i = 0; r && i < r.length; i += 2) {
-      let err = templateError(r[i + 1]);
-      try { new RegExp(r[i]); } catch (e) { err = (e as Error).message; }
+      const err = regexUriError(r[i], r[i + 1]);
       if (err) return `invalid regex_uri(${r[i]}, ${r[i + 1]}): ${err}`;
     }
     const h = conf.headers;
@@ -79,9 +78,10 @@ export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
     else if (conf.regex_uri) {
       const path = ctx.variable('uri') ?? '/';
       for (let i = 0; i + 1 < conf.regex_uri.length; i += 2) {
-        captures = reCaptures(path, conf.regex_uri[i]);
-        if (captures) {
-          uri = reSub(path, conf.regex_uri[i], conf.regex_uri[i + 1]);
+        const m = firstMatch(path, conf.regex_uri[i]);
+        if (m) {
+          captures = Array.from(m, (c) => c ?? '');
+          uri = replaceMatch(path, m, conf.regex_uri[i + 1]);
           break;
         }
       }

@@ -8,7 +8,7 @@
  */
 import { escapeUri } from '../../http/uri.ts';
 import type { PluginContext } from './phase-api.ts';
-import { reSub, templateError } from './regex-sub.ts';
+import { regexUriError, reSub } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface RedirectConf {
@@ -41,8 +41,7 @@ export const redirect: GatewayPlugin<RedirectConf> = {
   },
   checkConf(conf) {
     if (conf.regex_uri) {
-      let err = templateError(conf.regex_uri[1]);
-      try { new RegExp(conf.regex_uri[0]); } catch (e) { err = (e as Error).message; }
+      const err = regexUriError(conf.regex_uri[0], conf.regex_uri[1]);
       if (err) return `invalid regex_uri (${conf.regex_uri[0]}, ${conf.regex_uri[1]}), err:${err}`;
     }
     // APISIX's check: the https target is $request_uri, arguments included already

@@ -20,19 +20,22 @@ function regexOf(pattern: string): RegExp {
   return re;
 }
 
-/** The subject with the pattern's first match replaced as ngx.re.sub would; undefined when it does not match. */
-export function reSub(subject: string, pattern: string, template: string): string | undefined {
-  const m = regexOf(pattern).exec(subject);
-  if (!m) return undefined;
+/** The pattern's first match in the subject, or null. */
+export function firstMatch(subject: string, pattern: string): RegExpExecArray | null {
+  return regexOf(pattern).exec(subject);
+}
+
+/** The subject with match `m` replaced by the template as ngx.re.sub replaces it. */
+export function replaceMatch(subject: string, m: RegExpExecArray, template: string): string {
   const replacement = template.replace(/\$(?:\{(\d+)\}|(\d+)|(\$))/g, (_t, braced: string | undefined, plain: string | undefined) =>
     (braced ?? plain) === undefined ? '$' : m[Number(braced ?? plain)] ?? '');
   return subject.slice(0, m.index) + replacement + subject.slice(m.index + m[0].length);
 }
 
-/** The captures of the pattern's first match (index 0 the whole match), or undefined. */
-export function reCaptures(subject: string, pattern: string): string[] | undefined {
-  const m = regexOf(pattern).exec(subject);
-  return m ? Array.from(m, (c) => c ?? '') : undefined;
+/** The subject with the pattern's first match replaced as ngx.re.sub would; undefined when it does not match. */
+export function reSub(subject: string, pattern: string, template: string): string | undefined {
+  const m = firstMatch(subject, pattern);
+  return m ? replaceMatch(subject, m, template) : undefined;
 }
 
 /** `$N` / `${N}` (not after a backslash) replaced by capture N, empty when there is none. */
@@ -42,6 +45,16 @@ export function withCaptures(template: string, captures: string[] | undefined): 
 }
 
 /** ngx.re.sub's refusal of a template with a `$` that starts neither `$N`, `${N}` nor `$$`. */
-export function templateError(template: string): string | undefined {
+function templateError(template: string): string | undefined {
   return /\$(?!\d|\{\d+\}|\$)/.test(template.replace(/\$\$/g, '')) ? 'invalid capturing variable name found' : undefined;
+}
+
+/** Why a regex_uri pair cannot work (the pattern does not compile, or the template is bad), or undefined. */
+export function regexUriError(pattern: string, template: string): string | undefined {
+  try {
+    new RegExp(pattern);
+  } catch (e) {
+    return (e as Error).message;
+  }
+  return templateError(template);
 }
