@@ -166,7 +166,7 @@ async function runRange(r: HttpRequest, list: Command[], from: number, to: numbe
       case 'echo_blocking_sleep': {
         await out.flush();
         const s = Number(args[0].evaluate(r));
-        await new Promise((resolve) => setTimeout(resolve, Number.isFinite(s) && s > 0 ? s * 1000 : 0));
+        await sleepAtLeast(Number.isFinite(s) && s > 0 ? s * 1000 : 0);
         break;
       }
       case 'echo_reset_timer':
@@ -272,6 +272,15 @@ function echoBodyFilter(r: HttpRequest, chunk: Buffer, eof: boolean, self: BodyF
   parts.push(chunk);
   if (eof) for (const e of conf.after ?? []) parts.push(Buffer.from(echoText(r, e), 'latin1'));
   return nextBodyFilter(r, self, parts.length === 1 ? chunk : Buffer.concat(parts), eof);
+}
+
+/** Node's timers count from the loop's cached clock, which can lag Date.now()
+ *  by a millisecond: sleep again for what is left, so $echo_timer_elapsed
+ *  never reads less than the sleep. */
+async function sleepAtLeast(ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  do await new Promise((resolve) => setTimeout(resolve, Math.max(0, until - Date.now())));
+  while (Date.now() < until);
 }
 
 export const echoModule: HttpModule = {
