@@ -185,10 +185,13 @@ const PORT_SPAN = 32_768 - PORT_MIN;
 const reservations = path.join(os.tmpdir(), 'gatehouse-test-ports');
 const reservedHere: string[] = [];
 
+/** The one port of our range on the Fetch standard's "bad ports" list: fetch() refuses it ("bad port"). */
+const FETCH_BAD_PORT = 10_080;
+
 function randomPort(): number {
   for (;;) {
     const port = PORT_MIN + Math.floor(Math.random() * PORT_SPAN);
-    if (reserve(port)) return port;
+    if (port !== FETCH_BAD_PORT && reserve(port)) return port;
   }
 }
 
