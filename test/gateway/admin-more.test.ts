@@ -54,6 +54,22 @@ describe('smaller collections', () => {
     assert.deepEqual([patch.status, patch.json], [405, { error_msg: 'not supported `PATCH` method for proto' }]);
   });
 
+  it("a proto's content must compile: .proto text or a base64 descriptor set; else 400 and nothing stored (protos.t)", async () => {
+    const text = 'syntax = "proto3";\npackage hello;\nservice Greeter { rpc Say (Req) returns (Rep) {} }\n'
+      + 'message Req { string name = 1; }\nmessage Rep { int32 code = 1; string msg = 2; }';
+    assert.equal((await gw.admin('PUT', '/gateway/admin/protos/p1', { content: text })).status, 201);
+    const clash = await gw.admin('PUT', '/gateway/admin/protos/p2', { content: text.replace('msg = 2', 'msg = 1') });
+    assert.equal(clash.status, 400);
+    assert.match((clash.json as { error_msg: string }).error_msg, /^invalid content: .*duplicate id 1/);
+    const unknownType = await gw.admin('PUT', '/gateway/admin/protos/p2', { content: text.replace('string name', 'strng name') });
+    assert.match((unknownType.json as { error_msg: string }).error_msg, /^invalid content: /);
+    assert.equal((await gw.admin('GET', '/gateway/admin/protos/p2')).status, 404);
+    // the same file as `protoc --descriptor_set_out` writes it (base64): accepted as APISIX accepts it
+    const set = 'CpwBChBoZWxsb3dvcmxkLnByb3RvEgpoZWxsb3dvcmxkIiAKDEhlbGxvUmVxdWVzdBIQCgRuYW1lGAEgASgJQgIQACIhCgpIZWxsb1JlcGx5EhMKB21lc3NhZ2UYASABKAlCAhAAMi8KB0dyZWV0ZXISJAoIU2F5SGVsbG8SDEhlbGxvUmVxdWVzdBoKSGVsbG9SZXBseWIGcHJvdG8z';
+    assert.equal((await gw.admin('PUT', '/gateway/admin/protos/p3', { content: set })).status, 201);
+    assert.equal((await gw.admin('PUT', '/gateway/admin/protos/p4', { content: 'bm90IGEgcHJvdG8=' })).status, 400);
+  });
+
   it('secrets live under their manager with the id `manager/id` (secrets.t)', async () => {
     const body = { uri: 'http://127.0.0.1:12800', prefix: 'kv/apisix', token: 'root' };
     const r = await gw.admin('PUT', '/gateway/admin/secrets/vault/test1', body);

@@ -1,10 +1,16 @@
-/** /protos (apisix/admin/proto.lua): a proto may not be deleted while a route's or service's grpc-transcode names it. */
+/** /protos (apisix/admin/proto.lua): the content must compile (text or a base64
+ *  descriptor set), and a proto may not be deleted while a route's or service's grpc-transcode names it. */
+import { compileProto } from '../grpc/proto-content.ts';
 import { protoSchema } from '../schema/resources.ts';
 import { defineResource } from './resource.ts';
 
 export const protos = defineResource({
   name: 'protos', kind: 'proto', schema: protoSchema,
   unsupported: ['patch'],
+  check(conf) {
+    const { error } = compileProto((conf as { content: string }).content);
+    return error === undefined ? undefined : `invalid content: ${error}`;
+  },
   async deleteCheck(id, ctx) {
     for (const [dir, kind] of [['routes', 'route'], ['services', 'service']]) {
       const { kvs } = await ctx.store.list(`${ctx.settings.keyPrefix}/${dir}/`);
