@@ -61,6 +61,8 @@ export interface GatewayConfig {
   pluginsDir: string | undefined;
   /** gatehouse.acme (Gatehouse's own): the ACME issuers SSL objects can name (src/gateway/config/acme-yaml.ts). */
   acme: AcmeYaml | undefined;
+  /** plugin_attr: each plugin's own section as written (APISIX's plugin.plugin_attr, e.g. redirect's https_port). */
+  pluginAttr: Record<string, Obj>;
   /** plugin_attr.prometheus: where the metrics are exported (undefined address: no export server). */
   prometheus: { exportAddr: Listen | undefined; exportUri: string; metricPrefix: string };
   /** Keys generated at this start (printed once). */
@@ -208,6 +210,7 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       envs: envsOf(at(root, 'nginx_config.envs')),
       pluginsDir: optionalStr(at(root, 'gatehouse.plugins_dir'), 'gatehouse.plugins_dir'),
       acme: acmeOf(root),
+      pluginAttr: pluginAttrOf(root),
       prometheus: prometheusOf(root),
       generated,
       ssl: sslOf(root),
@@ -239,6 +242,13 @@ function keyringOf(root: Obj): string[] | undefined {
     if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
     return v;
   });
+}
+
+function pluginAttrOf(root: Obj): Record<string, Obj> {
+  const raw = at(root, 'plugin_attr');
+  if (raw === undefined || raw === null) return {};
+  if (!isObj(raw)) throw new ConfigError('plugin_attr: expected a mapping of plugin names');
+  return Object.fromEntries(Object.entries(raw).filter((e): e is [string, Obj] => isObj(e[1])));
 }
 
 /** plugin_attr.prometheus (APISIX's defaults: 127.0.0.1:9091, /apisix/prometheus/metrics, apisix_). */

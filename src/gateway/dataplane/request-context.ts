@@ -14,6 +14,9 @@ import type { Consumer, UpstreamConf } from '../router/config-view.ts';
 import type { MatchedRoute, RouteMatch } from '../router/router.ts';
 import type { VarReader } from '../router/expr.ts';
 
+/** The parts of config.yaml plugins read: plugin_attr, apisix.ssl.listen's ports. */
+export interface LocalConf { pluginAttr: Record<string, Record<string, unknown>>; sslPorts: readonly number[] }
+
 type ConsumerKeys = Map<string, { consumer: Consumer; credentialId: string | undefined }>;
 
 function decodeArg(s: string): string {
@@ -33,6 +36,19 @@ function headerTable(flat: readonly string[]): Record<string, string | string[]>
     out[name] = had === undefined ? flat[i + 1] : Array.isArray(had) ? [...had, flat[i + 1]] : [had, flat[i + 1]];
   }
   return out;
+}
+
+/**
+ * The X-Forwarded-* headers APISIX's configuration writes into the request before any plugin
+ * (ngx_tpl.lua's more_set_input_headers): the client's own are replaced, and a plugin may change
+ * them (proxy-rewrite `headers`). Host is the Host header as sent (port included; none: `$host`),
+ * Port the Host header's port, else the port the request came to; Forwarded goes.
+ */
+export function forwardedHeaders(ctx: RequestContext, rawHost: string): void {
+  ctx.setRequestHeader('X-Forwarded-Proto', ctx.variable('scheme'));
+  ctx.setRequestHeader('X-Forwarded-Host', rawHost === '' ? ctx.variable('host') : rawHost);
+  ctx.setRequestHeader('X-Forwarded-Port', /:(\d+)$/.exec(rawHost)?.[1] ?? ctx.variable('server_port'));
+  ctx.setRequestHeader('Forwarded', undefined);
 }
 
 /** What a route's plugin state is counted under (ctx.routeKey): `route#id`, or `global` without a route. */
@@ -63,6 +79,8 @@ export class RequestContext implements PluginContext {
   upstreamChoice: { upstream: UpstreamConf; key: string } | undefined;
   /** The configuration version's upstream objects (set by the request path). */
   upstreams: Map<string, UpstreamConf> | undefined;
+  /** What config.yaml says that plugins read (set by the request path). */
+  localConf: LocalConf = { pluginAttr: {}, sslPorts: [] };
   /** The configuration version's plugin metadata (set by the request path). */
   metadata: Map<string, Record<string, unknown>> | undefined;
   private uri: string | undefined;
@@ -81,6 +99,8 @@ export class RequestContext implements PluginContext {
     this.routeKey = routeKeyOf(route);
     this.keys = keys;
     this.consumers = consumers;
+    // APISIX's ctx.var caches the path the router read: a later ngx.req.set_uri does not change it
+    const routedUri = r.uri;
     // APISIX's ctx.var also answers its own names (apisix/core/ctx.lua): the matched route's, the consumer's...
     this.variable = (name) => {
       switch (name) {
@@ -90,8 +110,16 @@ export class RequestContext implements PluginContext {
         case 'consumer_name': return this.consumer?.username;
         // apisix/init.lua: request_uri is the normalized path and the arguments (a `/./` or `//` cannot slip past
         // uri-blocker, redirect...), the client's own text is real_request_uri
-        case 'request_uri': return `${read('uri') ?? ''}${read('is_args') ?? ''}${read('args') ?? ''}`;
+        case 'uri': return routedUri;
+        case 'request_uri': return `${routedUri}${read('is_args') ?? ''}${read('args') ?? ''}`;
         case 'real_request_uri': return read('request_uri');
+        // the node the last try went to (APISIX's api_ctx.balancer_ip / balancer_port)
+        case 'balancer_ip': case 'balancer_port': {
+          const addr = read('upstream_addr')?.split(/[,:] /).pop();
+          const colon = addr?.lastIndexOf(':') ?? -1;
+          if (addr === undefined || colon < 0) return undefined;
+          return name === 'balancer_ip' ? addr.slice(0, colon).replace(/^\[(.*)\]$/, '$1') : addr.slice(colon + 1);
+        }
         default: return read(name);
       }
     };
@@ -155,6 +183,10 @@ export class RequestContext implements PluginContext {
     if (q >= 0) this.args = value.slice(q + 1);
   }
 
+  setUri(uri: string): void {
+    this.r.uri = uri;
+  }
+
   setRequestHeader(name: string, value: string | undefined): void {
     const list = this.r.headersIn as string[];
     const lower = name.toLowerCase();
@@ -211,6 +243,14 @@ export class RequestContext implements PluginContext {
 
   upstreamById(id: string): UpstreamConf | undefined {
     return this.upstreams?.get(id);
+  }
+
+  pluginAttr(name: string): Record<string, unknown> | undefined {
+    return this.localConf.pluginAttr[name];
+  }
+
+  get sslPorts(): readonly number[] {
+    return this.localConf.sslPorts;
   }
 
   pluginMetadata(name: string): Record<string, unknown> | undefined {
