@@ -5,15 +5,17 @@
  * beyond `conn`: the request waits `default_conn_delay` × how many times
  * over `conn` it is (or just `default_conn_delay` with
  * `only_use_default_delay`); the count drops when the request is over (log
- * phase).
+ * phase). `conn` and `burst` may be variables (`$http_x_conn`), read per
+ * request. Not yet: `rules`, redis.
  */
 import { addToCount } from '../dataplane/counters.ts';
-import { limitKeyValue } from './limit-key.ts';
+import { pluginLog } from './batch-processor.ts';
+import { INTEGER_OR_VAR, limitKeyValue, limitNumber } from './limit-key.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface LimitConnConf {
-  conn: number; burst: number; default_conn_delay: number; only_use_default_delay: boolean;
-  key: string; key_type: string; rejected_code: number; rejected_msg?: string;
+  conn: number | string; burst: number | string; default_conn_delay: number; only_use_default_delay: boolean;
+  key: string; key_type: string; rejected_code: number; rejected_msg?: string; allow_degradation: boolean; rules?: unknown[];
 }
 
 /** Per request: the counter key this plugin took a place on. */
@@ -24,8 +26,8 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
   schema: {
     type: 'object',
     properties: {
-      conn: { type: 'integer', exclusiveMinimum: 0 },
-      burst: { type: 'integer', minimum: 0 },
+      conn: INTEGER_OR_VAR(1),
+      burst: INTEGER_OR_VAR(0),
       default_conn_delay: { type: 'number', exclusiveMinimum: 0 },
       only_use_default_delay: { type: 'boolean', default: false },
       key_type: { type: 'string', enum: ['var', 'var_combination'], default: 'var' },
@@ -34,13 +36,30 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
       rejected_msg: { type: 'string', minLength: 1 },
       allow_degradation: { type: 'boolean', default: false },
       policy: { type: 'string', enum: ['redis', 'redis-cluster', 'local'], default: 'local' },
+      rules: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { conn: INTEGER_OR_VAR(1), burst: INTEGER_OR_VAR(0), key: { type: 'string' } },
+          required: ['conn', 'burst', 'key'],
+        },
+      },
     },
-    required: ['conn', 'burst', 'default_conn_delay', 'key'],
+    oneOf: [{ required: ['conn', 'burst', 'default_conn_delay', 'key'] }, { required: ['default_conn_delay', 'rules'] }],
   },
+  // Gatehouse does not run `rules` yet
+  checkConf: (conf) => (conf.rules ? 'rules are not supported by Gatehouse yet' : undefined),
   access(conf, ctx) {
-    const key = `limit-conn:${ctx.routeKey}:${conf.conn}/${conf.burst}:${limitKeyValue(conf, ctx)}`;
+    // conn and burst given as variables are read per request; one that is no whole number fails it
+    const conn = limitNumber(conf.conn, ctx);
+    const burst = limitNumber(conf.burst, ctx, true);
+    if (typeof conn !== 'number' || typeof burst !== 'number') {
+      pluginLog().error(`failed to get limit conn rules: ${(typeof conn === 'number' ? burst as { error: string } : conn).error}`);
+      return conf.allow_degradation ? undefined : { status: 500 };
+    }
+    const key = `limit-conn:${ctx.routeKey}:${conn}/${burst}:${limitKeyValue(conf, ctx)}`;
     const n = addToCount(key, 1);
-    if (n > conf.conn + conf.burst) {
+    if (n > conn + burst) {
       addToCount(key, -1);
       return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
     }
@@ -48,8 +67,8 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
     const taken = (ctx.state.get(TAKEN) as string[] | undefined) ?? [];
     taken.push(key);
     ctx.state.set(TAKEN, taken);
-    if (n > conf.conn) {
-      const times = conf.only_use_default_delay ? 1 : Math.floor((n - 1) / conf.conn);
+    if (n > conn) {
+      const times = conf.only_use_default_delay ? 1 : Math.floor((n - 1) / conn);
       ctx.delay(conf.default_conn_delay * times * 1000);
     }
     return undefined;

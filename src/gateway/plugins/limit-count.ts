@@ -6,42 +6,76 @@
  * `group`). Over the limit: `rejected_code` (503), with `{"error_msg":
  * rejected_msg}` when there is one; X-RateLimit-Limit/-Remaining/-Reset (or
  * the plugin metadata's names) on every answer unless `show_limit_quota_header` is false. The counters are
- * shared by every worker (APISIX's shared dict), src/gateway/dataplane/counters.ts.
+ * shared by every worker (APISIX's shared dict), src/gateway/dataplane/counters.ts. `count` and
+ * `time_window` may be variables (`$http_x_count`), read per request; the confs of one `group`
+ * must be the same. Not yet: `rules`, the sliding window (counted as fixed), redis.
  */
 import { countHit } from '../dataplane/counters.ts';
-import { confVersion, limitKeyValue } from './limit-key.ts';
+import { pluginLog } from './batch-processor.ts';
+import { confVersion, INTEGER_OR_VAR, limitKeyValue, limitNumber, stableJson } from './limit-key.ts';
 import type { PluginContext } from './phase-api.ts';
 import type { GatewayPlugin } from './registry.ts';
 
 interface LimitCountConf {
-  count: number; time_window: number; group?: string; key: string; key_type: string;
-  rejected_code: number; rejected_msg?: string; show_limit_quota_header: boolean;
+  count: number | string; time_window: number | string; group?: string; key: string; key_type: string;
+  rejected_code: number; rejected_msg?: string; show_limit_quota_header: boolean; allow_degradation: boolean;
+  policy: string; sync_interval: number; rules?: unknown[];
 }
+
+const NO_DELAYED_SYNC = -1;
 
 function limitKey(conf: LimitCountConf, ctx: PluginContext): string {
   const scope = conf.group !== undefined ? conf.group : `${ctx.routeKey}:${confVersion(conf)}`;
   return `limit-count:${scope}:${limitKeyValue(conf, ctx)}`;
 }
 
+const PROPERTIES = {
+  count: INTEGER_OR_VAR(1),
+  time_window: INTEGER_OR_VAR(1),
+  window_type: { type: 'string', enum: ['fixed', 'sliding'], default: 'fixed' },
+  rules: {
+    type: 'array',
+    items: {
+      type: 'object',
+      properties: { count: INTEGER_OR_VAR(1), time_window: INTEGER_OR_VAR(1), key: { type: 'string' }, header_prefix: { type: 'string' } },
+      required: ['count', 'time_window', 'key'],
+    },
+  },
+  group: { type: 'string' },
+  key: { type: 'string', default: 'remote_addr' },
+  key_type: { type: 'string', enum: ['var', 'var_combination', 'constant'], default: 'var' },
+  rejected_code: { type: 'integer', minimum: 200, maximum: 599, default: 503 },
+  rejected_msg: { type: 'string', minLength: 1 },
+  policy: { type: 'string', enum: ['local', 'redis', 'redis-cluster', 'redis-sentinel'], default: 'local' },
+  allow_degradation: { type: 'boolean', default: false },
+  show_limit_quota_header: { type: 'boolean', default: true },
+  sync_interval: { type: 'number', default: NO_DELAYED_SYNC },
+};
+
+/**
+ * The first conf the Admin API checked for each group (APISIX's group_conf_lru): every route of a
+ * group shares its counter, so their confs must be the same.
+ */
+const groups = new Map<string, LimitCountConf>();
+const MAX_GROUPS = 512;
+
+function groupMismatch(conf: LimitCountConf & { group: string }): boolean {
+  const first = groups.get(conf.group);
+  if (first === undefined) {
+    if (groups.size >= MAX_GROUPS) groups.delete(groups.keys().next().value!);
+    groups.set(conf.group, conf);
+    return false;
+  }
+  const fields = Object.keys(PROPERTIES) as Array<keyof LimitCountConf>;
+  return fields.some((f) => stableJson(first[f]) !== stableJson(conf[f]));
+}
+
 export const limitCount: GatewayPlugin<LimitCountConf> = {
   name: 'limit-count', version: 0.5, priority: 1002,
   schema: {
     type: 'object',
-    properties: {
-      count: { type: 'integer', exclusiveMinimum: 0 },
-      time_window: { type: 'integer', exclusiveMinimum: 0 },
-      group: { type: 'string' },
-      key: { type: 'string', default: 'remote_addr' },
-      key_type: { type: 'string', enum: ['var', 'var_combination', 'constant'], default: 'var' },
-      rejected_code: { type: 'integer', minimum: 200, maximum: 599, default: 503 },
-      rejected_msg: { type: 'string', minLength: 1 },
-      policy: { type: 'string', enum: ['local', 'redis', 'redis-cluster'], default: 'local' },
-      allow_degradation: { type: 'boolean', default: false },
-      show_limit_quota_header: { type: 'boolean', default: true },
-    },
-    // APISIX's schema: count and time_window, or `rules`; Gatehouse does not run `rules` yet, so they are refused
+    properties: PROPERTIES,
     oneOf: [{ required: ['count', 'time_window'] }, { required: ['rules'] }],
-    not: { required: ['rules'] },
   },
   metadataSchema: {
     type: 'object',
@@ -51,15 +85,36 @@ export const limitCount: GatewayPlugin<LimitCountConf> = {
       reset_header: { type: 'string', default: 'X-RateLimit-Reset' },
     },
   },
+  // limit-count/init.lua's check_schema, after the schema
+  checkConf(conf) {
+    if (conf.rules && (conf.count !== undefined || conf.time_window !== undefined)) return 'count/time_window and rules cannot be specified at the same time';
+    if (conf.group !== undefined && conf.rules) return 'group and rules cannot be specified at the same time';
+    // Gatehouse does not run `rules` yet
+    if (conf.rules) return 'rules are not supported by Gatehouse yet';
+    if (conf.group !== undefined && groupMismatch(conf as LimitCountConf & { group: string })) return 'group conf mismatched';
+    if (conf.policy !== 'local' && conf.sync_interval !== NO_DELAYED_SYNC) {
+      if (conf.sync_interval < 0.1) return 'sync_interval should not be smaller than 0.1';
+      if (typeof conf.time_window === 'number' && conf.sync_interval >= conf.time_window) return 'sync_interval should be smaller than time_window';
+    }
+    return undefined;
+  },
   access(conf, ctx) {
-    const hit = countHit(limitKey(conf, ctx), conf.time_window * 1000, conf.count);
+    // a count or window given as variables is read per request; one that is no positive integer fails it
+    const count = limitNumber(conf.count, ctx);
+    const window = limitNumber(conf.time_window, ctx);
+    const bad = typeof count === 'object' ? count : typeof window === 'object' ? window : undefined;
+    if (bad || typeof count !== 'number' || typeof window !== 'number') {
+      pluginLog().error(`failed to get rate limit rules: ${bad?.error}`);
+      return conf.allow_degradation ? undefined : { status: 500 };
+    }
+    const hit = countHit(limitKey(conf, ctx), window * 1000, count);
     // the hit that opens a window says the whole window, later ones what is left (to 1/100 s)
-    const reset = hit.leftMs < 0 ? conf.time_window : Math.floor(hit.leftMs / 10) / 100;
-    const remaining = conf.count - hit.used - 1;
+    const reset = hit.leftMs < 0 ? window : Math.floor(hit.leftMs / 10) / 100;
+    const remaining = count - hit.used - 1;
     if (conf.show_limit_quota_header) {
       // the header names: the plugin metadata's, else APISIX's defaults
       const names = ctx.pluginMetadata('limit-count') as { limit_header?: string; remaining_header?: string; reset_header?: string } | undefined;
-      ctx.setResponseHeader(names?.limit_header ?? 'X-RateLimit-Limit', String(conf.count));
+      ctx.setResponseHeader(names?.limit_header ?? 'X-RateLimit-Limit', String(count));
       ctx.setResponseHeader(names?.remaining_header ?? 'X-RateLimit-Remaining', String(Math.max(remaining, 0)));
       ctx.setResponseHeader(names?.reset_header ?? 'X-RateLimit-Reset', String(reset));
     }
