@@ -161,4 +161,32 @@ describe('limit-count and limit-conn as APISIX checks them', () => {
     assert.equal((await proxy(gw, '/varcount', { headers: { 'X-Count': '1', 'X-Who': 'a' } })).status, 503);
     assert.equal((await proxy(gw, '/varcount', { headers: { 'X-Count': 'many', 'X-Who': 'b' } })).status, 500);
   });
+
+  it('rules: each rule whose key resolves counts on its own, its headers prefixed (its header_prefix, else its number); none applies: 500', async () => {
+    await put(gw, 'routes/rules', route('/rules', { 'limit-count': { rejected_code: 429, rules: [
+      { key: '${http_user}', count: 1, time_window: 60, header_prefix: 'User' },
+      { key: '${http_project}', count: '${http_project_count}', time_window: 60 },
+    ] } }));
+    const user = await untilRouted(gw, '/rules', (x) => x.status !== 404, { headers: { User: 'jack' } });
+    assert.equal(user.status, 200);
+    assert.equal(user.headers['x-user-ratelimit-limit'], '1');
+    assert.equal((await proxy(gw, '/rules', { headers: { User: 'jack' } })).status, 429);
+    const project = await proxy(gw, '/rules', { headers: { Project: 'p', 'Project-Count': '2' } });
+    assert.equal(project.status, 200);
+    assert.equal(project.headers['x-2-ratelimit-remaining'], '1');
+    assert.equal((await proxy(gw, '/rules')).status, 500);
+    await refused({ 'limit-count': { count: 1, time_window: 60, rules: [{ key: 'a', count: 1, time_window: 1 }] } },
+      `${p('limit-count')}count/time_window and rules cannot be specified at the same time`);
+    await refused({ 'limit-count': { rules: [{ key: '$a', count: 1, time_window: 1 }, { key: '$a', count: 2, time_window: 1 }] } },
+      `${p('limit-count')}duplicate key '$a' in rules`);
+  });
+
+  it('limit-conn rules: a conn from a variable per rule; a rule whose key does not resolve is left out', async () => {
+    await put(gw, 'routes/conn-rules', route('/conn-rules', { 'limit-conn': { default_conn_delay: 0.1, rejected_code: 429, rules: [
+      { key: '${http_user}', conn: '${http_user_conn}', burst: 0 },
+    ] } }));
+    const r = await untilRouted(gw, '/conn-rules', (x) => x.status !== 404, { headers: { User: 'jack', 'User-Conn': '1' } });
+    assert.equal(r.status, 200);
+    assert.equal((await proxy(gw, '/conn-rules')).status, 500);
+  });
 });
