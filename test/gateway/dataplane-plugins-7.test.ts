@@ -25,9 +25,9 @@ const withSsl = (port: number, extra = '') => defaultYaml().replace('nginx_confi
 before(async () => {
   const ports = await freePorts(2);
   sslPort = ports[0];
-  // the origin answers /validators with an upstream's validators and length
+  // the origin answers a uri naming validators with an upstream's validators and length
   o = await startOrigin((req, res) => {
-    if (!req.url?.startsWith('/validators')) return false;
+    if (!req.url?.includes('validators')) return false;
     res.writeHead(200, { 'Content-Type': 'text/plain', 'Last-Modified': 'Wed, 21 Oct 2015 07:28:00 GMT', ETag: '"abc"', 'Content-Length': '9' });
     res.end('upstream\n');
     return true;
@@ -134,6 +134,13 @@ describe('response-rewrite and the upstream\'s validators', () => {
     assert.equal(r.headers['x-node'], o.node);
     const head = await proxy(gw, '/validators', { method: 'HEAD' });
     for (const name of ['last-modified', 'etag', 'content-length']) assert.equal(head.headers[name], undefined, `HEAD ${name}`);
+  });
+  it('filters: $1 is PCRE\'s first capture (after an atomic group too); max_resp_body_size cuts the body before filtering', async () => {
+    await put(gw, 'routes/filters', route('/filters', { 'response-rewrite': { filters: [{ regex: '(?>up)(stream)', replace: '[$1]' }] } }));
+    await put(gw, 'routes/cut', route('/cut', { 'response-rewrite': { max_resp_body_size: 4, filters: [{ regex: 'x', replace: 'y' }] } }));
+    assert.equal((await untilRouted(gw, '/filters?validators', (x) => x.status === 200)).body, '[stream]\n');
+    // the echo's JSON, cut after 4 bytes
+    assert.equal((await untilRouted(gw, '/cut', (x) => x.status === 200 && x.body.length < 10)).body, '{"po');
   });
 });
 

@@ -12,23 +12,30 @@ import { parseTemplate, TEMPLATE_ERROR } from '../../lua/re-template.ts';
 /** A match: where it starts, how long it is, and PCRE's captures (0 the whole match; unset ones undefined). */
 export interface UriMatch { index: number; length: number; captures: Array<string | undefined> }
 
+/** PCRE's captures of a match of a compiled pattern (its groups are named `_N` by the translation). */
+export function capturesOf(m: RegExpExecArray, count: number): Array<string | undefined> {
+  const captures: Array<string | undefined> = [m[0]];
+  for (let n = 1; n <= count; n++) captures.push(m.groups?.[`_${n}`]);
+  return captures;
+}
+
 /** The pattern's first match in the subject (ngx.re.match, "jo"), or null; throws when the pattern does not compile. */
 export function firstMatch(subject: string, pattern: string): UriMatch | null {
   const c = compile(pattern, 'jo');
   c.regex.lastIndex = 0;
   const m = c.regex.exec(subject);
-  if (!m) return null;
-  const captures: Array<string | undefined> = [m[0]];
-  for (let n = 1; n <= c.pattern.captures; n++) captures.push(m.groups?.[`_${n}`]);
-  return { index: m.index, length: m[0].length, captures };
+  return m && { index: m.index, length: m[0].length, captures: capturesOf(m, c.pattern.captures) };
 }
 
-/** The subject with match `m` replaced by the template as ngx.re.sub replaces it (a bad template: as it was written). */
-export function replaceMatch(subject: string, m: UriMatch, template: string): string {
+/** A template's text for the captures as ngx.re.sub writes it (a template that does not compile: as it was written). */
+export function expandTemplate(template: string, captures: ReadonlyArray<string | undefined>): string {
   const parts = parseTemplate(template);
-  const replacement = typeof parts === 'string' ? template
-    : parts.map((p) => (typeof p === 'string' ? p : m.captures[p] ?? '')).join('');
-  return subject.slice(0, m.index) + replacement + subject.slice(m.index + m.length);
+  return typeof parts === 'string' ? template : parts.map((p) => (typeof p === 'string' ? p : captures[p] ?? '')).join('');
+}
+
+/** The subject with match `m` replaced by the template as ngx.re.sub replaces it. */
+export function replaceMatch(subject: string, m: UriMatch, template: string): string {
+  return subject.slice(0, m.index) + expandTemplate(template, m.captures) + subject.slice(m.index + m.length);
 }
 
 /** The subject with the pattern's first match replaced as ngx.re.sub would; undefined when it does not match. */
