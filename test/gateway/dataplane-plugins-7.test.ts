@@ -34,7 +34,8 @@ before(async () => {
   });
   [gw, attrGw] = await Promise.all([
     startGateway({ yaml: withSsl(sslPort) }),
-    startGateway({ yaml: withSsl(ports[1], 'plugin_attr:\n  redirect:\n    https_port: 8443\n') }),
+    // this one trusts the loopback peer's X-Forwarded-* (apisix.trusted_addresses)
+    startGateway({ yaml: withSsl(ports[1], 'plugin_attr:\n  redirect:\n    https_port: 8443\n').replace('apisix:\n', 'apisix:\n  trusted_addresses:\n    - 127.0.0.1\n') }),
   ]);
 });
 after(async () => { await Promise.all([gw.stop(), attrGw.stop(), o.close()]); });
@@ -112,6 +113,19 @@ describe('X-Forwarded-* as APISIX writes them', () => {
   });
 });
 
+describe('apisix.trusted_addresses', () => {
+  it('a trusted peer\'s own X-Forwarded-* go upstream as it sent them (a header it did not send is still written)', async () => {
+    await put(attrGw, 'routes/xf', route('/xf', {}));
+    const sent = { Host: 'site.test:8080', 'X-Forwarded-Host': 'front.test', 'X-Forwarded-Proto': 'https', Forwarded: 'for=1.2.3.4', 'X-Forwarded-For': '1.2.3.4' };
+    const r = await untilRouted(attrGw, '/xf', (x) => x.echo !== undefined, { headers: sent });
+    assert.equal(r.echo!.headers['x-forwarded-host'], 'front.test');
+    assert.equal(r.echo!.headers['x-forwarded-proto'], 'https');
+    assert.equal(r.echo!.headers['x-forwarded-port'], '8080');
+    assert.equal(r.echo!.headers.forwarded, 'for=1.2.3.4');
+    assert.equal(r.echo!.headers['x-forwarded-for'], '1.2.3.4, 127.0.0.1');
+  });
+});
+
 describe('redirect http_to_https', () => {
   it('names apisix.ssl.listen\'s port, or plugin_attr.redirect.https_port; the client\'s X-Forwarded-Proto does not count', async () => {
     const conf = route('/to-https/*', { redirect: { http_to_https: true } });
@@ -119,8 +133,10 @@ describe('redirect http_to_https', () => {
     const headers = { Host: 'site.test', 'X-Forwarded-Proto': 'https' };
     const r = await untilRouted(gw, '/to-https/a?b=1', (x) => x.status === 301, { headers });
     assert.equal(r.headers.location, `https://site.test:${sslPort}/to-https/a?b=1`);
-    const a = await untilRouted(attrGw, '/to-https/a', (x) => x.status === 301, { headers });
+    // attrGw trusts the loopback peer: its X-Forwarded-Proto counts there
+    const a = await untilRouted(attrGw, '/to-https/a', (x) => x.status === 301, { headers: { Host: 'site.test' } });
     assert.equal(a.headers.location, 'https://site.test:8443/to-https/a');
+    assert.equal((await proxy(attrGw, '/to-https/a', { headers })).status, 200);
   });
 });
 

@@ -5,6 +5,8 @@
  * found, and response headers queued until the header filter.
  */
 import fs from 'node:fs/promises';
+import { cidrMatch, clientAddrOf } from '../../core/inet.ts';
+import type { Cidr } from '../../core/inet.ts';
 import type { HttpRequest } from '../../http/request.ts';
 import { readRequestBody, replaceBody, requestBodyOf, setClientMaxBodySize } from '../../http/request-body.ts';
 import { setRequestBuffering } from '../../http/upstream/send-body.ts';
@@ -15,7 +17,12 @@ import type { MatchedRoute, RouteMatch } from '../router/router.ts';
 import type { VarReader } from '../router/expr.ts';
 
 /** The parts of config.yaml plugins read: plugin_attr, apisix.ssl.listen's ports. */
-export interface LocalConf { pluginAttr: Record<string, Record<string, unknown>>; sslPorts: readonly number[] }
+export interface LocalConf {
+  pluginAttr: Record<string, Record<string, unknown>>;
+  sslPorts: readonly number[];
+  /** apisix.trusted_addresses (undefined: not configured). */
+  trustedAddresses?: readonly Cidr[];
+}
 
 type ConsumerKeys = Map<string, { consumer: Consumer; credentialId: string | undefined }>;
 
@@ -42,13 +49,22 @@ function headerTable(flat: readonly string[]): Record<string, string | string[]>
  * The X-Forwarded-* headers APISIX's configuration writes into the request before any plugin
  * (ngx_tpl.lua's more_set_input_headers): the client's own are replaced, and a plugin may change
  * them (proxy-rewrite `headers`). Host is the Host header as sent (port included; none: `$host`),
- * Port the Host header's port, else the port the request came to; Forwarded goes.
+ * Port the Host header's port, else the port the request came to; Forwarded goes. With
+ * apisix.trusted_addresses (init.lua's handle_trusted_x_forwarded_headers) a trusted peer's
+ * own values are put back, and an untrusted peer's X-Forwarded-For goes.
  */
 export function forwardedHeaders(ctx: RequestContext, rawHost: string): void {
+  const names = ['X-Forwarded-Proto', 'X-Forwarded-Host', 'X-Forwarded-Port', 'Forwarded'];
+  const sent = names.map((n) => ctx.header(n));
   ctx.setRequestHeader('X-Forwarded-Proto', ctx.variable('scheme'));
   ctx.setRequestHeader('X-Forwarded-Host', rawHost === '' ? ctx.variable('host') : rawHost);
   ctx.setRequestHeader('X-Forwarded-Port', /:(\d+)$/.exec(rawHost)?.[1] ?? ctx.variable('server_port'));
   ctx.setRequestHeader('Forwarded', undefined);
+  const trusted = ctx.localConf.trustedAddresses;
+  if (!trusted) return;
+  if (cidrMatch(clientAddrOf(ctx.variable('realip_remote_addr') ?? ctx.variable('remote_addr') ?? '', 0), trusted)) {
+    names.forEach((n, i) => { if (sent[i]) ctx.setRequestHeader(n, sent[i]); });
+  } else ctx.setRequestHeader('X-Forwarded-For', undefined);
 }
 
 /** What a route's plugin state is counted under (ctx.routeKey): `route#id`, or `global` without a route. */
