@@ -213,3 +213,13 @@ describe('limit-count and limit-conn as APISIX checks them', () => {
     assert.equal((await proxy(gw, '/conn-rules')).status, 500);
   });
 });
+
+describe('_meta.error_response', () => {
+  it('answers instead of what a failing plugin said: a table as JSON, a string as it is; a plugin that passes is not touched', async () => {
+    await put(gw, 'routes/err-table', route('/err-table', { 'key-auth': { _meta: { error_response: { message: 'Missing credential in request' } } } }));
+    await put(gw, 'routes/err-text', route('/err-text', { 'key-auth': { _meta: { error_response: 'no entry' } } }));
+    const t = await untilRouted(gw, '/err-table', (x) => x.status === 401);
+    assert.equal(t.body, '{"message":"Missing credential in request"}\n');
+    assert.equal((await untilRouted(gw, '/err-text', (x) => x.status === 401)).body, 'no entry');
+  });
+});

@@ -24,7 +24,7 @@ import type { MatchedRoute } from '../router/router.ts';
 import type { ConfigFollower } from '../store/follower.ts';
 import { afterResponse, balancerFor, chooserFor } from './balancer.ts';
 import { pruneCheckers } from './health.ts';
-import { chainOf } from './plugin-chain.ts';
+import { chainOf, withErrorResponse } from './plugin-chain.ts';
 import type { ChainLink } from './plugin-chain.ts';
 import { forwardedHeaders, RequestContext, routeKeyOf } from './request-context.ts';
 import type { LocalConf } from './request-context.ts';
@@ -372,9 +372,9 @@ function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access' | 'beforeProxy
     }
     if (a instanceof Promise) {
       const next = i + 1;
-      return a.then((x) => x || runPhase(chain, phase, ctx, next), () => ({ status: 500 }));
+      return a.then((x) => (x ? withErrorResponse(l, x) : runPhase(chain, phase, ctx, next)), () => ({ status: 500 }));
     }
-    if (a) return a;
+    if (a) return withErrorResponse(l, a);
   }
   return undefined;
 }
