@@ -168,6 +168,8 @@ describe('limit-count and limit-conn as APISIX checks them', () => {
     await refused({ 'limit-conn': { conn: -1, burst: 0, default_conn_delay: 0.1, key: 'remote_addr' } },
       `${p('limit-conn')}property "conn" validation failed: value should match only one schema, but matches none`);
     await refused({ 'limit-conn': { burst: 0, default_conn_delay: 0.1, key: 'remote_addr' } }, `${p('limit-conn')}value should match only one schema, but matches none`);
+    // a redis policy needs its server named, as APISIX's if/then on `policy` says (Gatehouse still counts locally)
+    await refused({ 'limit-count': { count: 1, time_window: 60, policy: 'redis' } }, `${p('limit-count')}then clause did not match`);
   });
 
   it('the confs of one group must be the same', async () => {

@@ -12,6 +12,7 @@ import { addToCount } from '../dataplane/counters.ts';
 import { pluginLog } from './batch-processor.ts';
 import { INTEGER_OR_VAR, limitKeyValue, limitNumber } from './limit-key.ts';
 import type { PluginContext } from './phase-api.ts';
+import { LIMIT_CONN_POLICIES } from './redis-schema.ts';
 import type { GatewayPlugin } from './registry.ts';
 import { resolveVar } from './resolve-var.ts';
 
@@ -76,6 +77,7 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
       },
     },
     oneOf: [{ required: ['conn', 'burst', 'default_conn_delay', 'key'] }, { required: ['default_conn_delay', 'rules'] }],
+    ...LIMIT_CONN_POLICIES,
   },
   access(conf, ctx) {
     // conn and burst given as variables are read per request; no limit that applies fails it

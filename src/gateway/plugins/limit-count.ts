@@ -15,6 +15,7 @@ import { countHit } from '../dataplane/counters.ts';
 import { pluginLog } from './batch-processor.ts';
 import { confVersion, INTEGER_OR_VAR, limitKeyValue, limitNumber, stableJson } from './limit-key.ts';
 import type { PluginAnswer, PluginContext } from './phase-api.ts';
+import { LIMIT_COUNT_POLICIES, POLICY_FIELDS } from './redis-schema.ts';
 import type { GatewayPlugin } from './registry.ts';
 import { resolveVar } from './resolve-var.ts';
 
@@ -117,8 +118,11 @@ function groupMismatch(conf: LimitCountConf & { group: string }): boolean {
     groups.set(conf.group, conf);
     return false;
   }
-  const fields = Object.keys(PROPERTIES) as Array<keyof LimitCountConf>;
-  return fields.some((f) => stableJson(first[f]) !== stableJson(conf[f]));
+  // the schema's fields and the policy's (not the injected _meta)
+  const fields = [...Object.keys(PROPERTIES), ...Object.keys(POLICY_FIELDS[conf.policy]?.properties ?? {})];
+  const a = first as unknown as Record<string, unknown>;
+  const b = conf as unknown as Record<string, unknown>;
+  return fields.some((f) => stableJson(a[f]) !== stableJson(b[f]));
 }
 
 export const limitCount: GatewayPlugin<LimitCountConf> = {
@@ -127,6 +131,7 @@ export const limitCount: GatewayPlugin<LimitCountConf> = {
     type: 'object',
     properties: PROPERTIES,
     oneOf: [{ required: ['count', 'time_window'] }, { required: ['rules'] }],
+    ...LIMIT_COUNT_POLICIES,
   },
   metadataSchema: {
     type: 'object',
