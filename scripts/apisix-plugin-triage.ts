@@ -17,7 +17,7 @@
  *        APISIX_HOME=/tmp/apisix (an export of the mirror: server.lua runs from there)
  */
 import * as net from 'node:net';
-import { startGateway } from '../test/gateway/harness.ts';
+import { defaultYaml, startGateway } from '../test/gateway/harness.ts';
 import type { Gateway } from '../test/gateway/harness.ts';
 import { startApisixOrigin } from './apisix-origin.ts';
 import { configStatements, git, literalCalls, rename, run, splitBlocks, Unsupported } from './apisix-t-blocks.ts';
@@ -262,7 +262,9 @@ async function main(): Promise<void> {
   const total: Record<Kind, number> = { setup: 0, match: 0, differ: 0, 'not evaluable': 0 };
   try {
     for (const f of files) {
-      const gw = await startGateway();
+      // APISIX's test nginx has its TLS port on 9443, which redirect's http_to_https names; the
+      // triage cannot hold 9443 on a shared machine, so it tells redirect that port instead
+      const gw = await startGateway({ yaml: `${defaultYaml()}plugin_attr:\n  redirect:\n    https_port: 9443\n` });
       const one: Record<Kind, number> = { setup: 0, match: 0, differ: 0, 'not evaluable': 0 };
       try { await triage(f, gw, one); } finally { await gw.stop(); }
       for (const k of Object.keys(one) as Kind[]) total[k] += one[k];

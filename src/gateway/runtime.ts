@@ -96,6 +96,10 @@ export class GatewayRuntime implements AdminEndpoint {
     this.dataPlane = new DataPlane({
       follower: this.follower, prefix: this.config.keyPrefix + '/', registry: this.ctx.plugins, keyring: this.ctx.keyring,
       mode: this.config.routerHttp, serverHeader: this.serverHeader, showUpstreamStatus: this.config.showUpstreamStatus,
+      localConf: {
+        pluginAttr: this.config.pluginAttr, sslPorts: this.config.ssl?.listen.map((l) => l.port) ?? [],
+        trustedAddresses: this.config.trustedAddresses,
+      },
     });
     this.status = new StatusChannel(storeFile, () => this.follower.confirmedReport());
     this.metricsPoll = new WorkerPoll(`gatehouse-gateway-metrics:${storeFile}`, () => workerMetrics.snapshot());

@@ -10,6 +10,7 @@
 import { type HostFunction, type LuaBridge, LuaError, T } from './bridge.ts';
 import { PcreError, type TranslatedPattern, translatePcre } from './pcre.ts';
 import { ExecError, Subject } from './re-subject.ts';
+import { parseTemplate, TEMPLATE_ERROR, type TemplateParts } from './re-template.ts';
 
 export interface Compiled {
   readonly regex: RegExp;
@@ -199,51 +200,20 @@ export function regexTable(bridge: LuaBridge, logError: (message: string) => voi
   };
   const matchEnd = (m: RegExpExecArray) => ({ start: m.index, end: m.index + m[0].length });
 
-  /**
-   * sub/gsub's template: `$0`..`$99`, `${N}`, `$$`; anything else after `$` (names too) fails, with
-   * the reason logged as ngx_lua's script compiler logs it. Returns the parts or that reason.
-   */
-  const template = (text: string): Array<string | number> | string => {
-    const parts: Array<string | number> = [];
-    const invalid = `lua script: invalid capturing variable name found in "${text}"`;
-    let literal = '';
-    for (let i = 0; i < text.length; i++) {
-      if (text[i] !== '$') { literal += text[i]; continue; }
-      if (++i === text.length) return invalid;
-      if (text[i] === '$') { literal += '$'; continue; }
-      const bracket = text[i] === '{';
-      if (bracket && ++i === text.length) return invalid;
-      const digits = /^\d+/.exec(text.slice(i))?.[0];
-      if (digits === undefined) {
-        const name = /^\w*/.exec(text.slice(i))![0];
-        if (!name) return invalid;
-        return `attempt to use named capturing variable "${name}" (named captures not supported yet)`;
-      }
-      i += digits.length;
-      if (bracket && text[i] !== '}') return `the closing bracket in "${digits}" variable is missing`;
-      if (!bracket) i--;
-      if (literal) parts.push(literal);
-      literal = '';
-      parts.push(Number(digits));
-    }
-    if (literal) parts.push(literal);
-    return parts;
-  };
-
   const replace = (L: number, global: boolean): number => {
     const fname = global ? 'gsub' : 'sub';
     const { subject, pattern, options } = args(L, fname);
     const c = compileOr(pattern, options);
     if (typeof c === 'string') return fail(L, 2, c);
     const useFunction = api.lua_type(L, 3) === T.FUNCTION;
-    let parts: Array<string | number> | null = null;
+    let parts: TemplateParts | null = null;
     if (!useFunction) {
       const text = bridge.toString(L, 3);
       if (text === undefined) throw new LuaError(`bad argument #3 to '${fname}' (string expected, got ${bridge.typeName(L, 3)})`);
-      const compiled = template(text);
+      const compiled = parseTemplate(text);
       if (typeof compiled === 'string') {
         logError(compiled);
-        return fail(L, 2, 'failed to compile the replacement template');
+        return fail(L, 2, TEMPLATE_ERROR);
       }
       parts = compiled;
     }

@@ -57,7 +57,7 @@ describe('regex_uri templates', () => {
     assert.equal(bad.status, 400);
     assert.match((bad.json as { error_msg: string }).error_msg, /^failed to check the configuration of plugin proxy-rewrite err: invalid regex_uri\(\[\^\/x\/\(\.\*\), \/\$1\): /);
     await refused({ 'proxy-rewrite': { regex_uri: ['^/x/(.*)', '/$`1'] } },
-      'failed to check the configuration of plugin proxy-rewrite err: invalid regex_uri(^/x/(.*), /$`1): invalid capturing variable name found');
+      'failed to check the configuration of plugin proxy-rewrite err: invalid regex_uri(^/x/(.*), /$`1): failed to compile the replacement template');
     await refused({ 'proxy-rewrite': { regex_uri: ['^/a', '/b', '^/c'] } },
       'failed to check the configuration of plugin proxy-rewrite err: The length of regex_uri should be an even number');
     await refused({ 'proxy-rewrite': { headers: { 'X-Api Version': 'v2' } } },

@@ -13,6 +13,8 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { parseDocument } from 'yaml';
 import type { Document } from 'yaml';
+import { parseCidr } from '../../core/inet.ts';
+import type { Cidr } from '../../core/inet.ts';
 import { DEFAULT_KEYRING } from '../data-encryption.ts';
 import { acmeOf } from './acme-yaml.ts';
 import type { AcmeYaml } from './acme-yaml.ts';
@@ -61,6 +63,10 @@ export interface GatewayConfig {
   pluginsDir: string | undefined;
   /** gatehouse.acme (Gatehouse's own): the ACME issuers SSL objects can name (src/gateway/config/acme-yaml.ts). */
   acme: AcmeYaml | undefined;
+  /** apisix.trusted_addresses: the peers whose X-Forwarded-* are kept (undefined: not configured, none are). */
+  trustedAddresses: Cidr[] | undefined;
+  /** plugin_attr: each plugin's own section as written (APISIX's plugin.plugin_attr, e.g. redirect's https_port). */
+  pluginAttr: Record<string, Obj>;
   /** plugin_attr.prometheus: where the metrics are exported (undefined address: no export server). */
   prometheus: { exportAddr: Listen | undefined; exportUri: string; metricPrefix: string };
   /** Keys generated at this start (printed once). */
@@ -208,6 +214,8 @@ export function loadGatewayConfig(file: string, writeBack: boolean): GatewayConf
       envs: envsOf(at(root, 'nginx_config.envs')),
       pluginsDir: optionalStr(at(root, 'gatehouse.plugins_dir'), 'gatehouse.plugins_dir'),
       acme: acmeOf(root),
+      pluginAttr: pluginAttrOf(root),
+      trustedAddresses: trustedAddressesOf(at(root, 'apisix.trusted_addresses')),
       prometheus: prometheusOf(root),
       generated,
       ssl: sslOf(root),
@@ -239,6 +247,24 @@ function keyringOf(root: Obj): string[] | undefined {
     if (Buffer.byteLength(v) !== 16 && Buffer.byteLength(v) !== 32) throw new ConfigError(`${key}: expected 16 bytes (AES-128) or 32 bytes (AES-256), got ${Buffer.byteLength(v)}`);
     return v;
   });
+}
+
+function trustedAddressesOf(v: unknown): Cidr[] | undefined {
+  const key = 'apisix.trusted_addresses';
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v)) throw new ConfigError(`${key}: expected a list of addresses or CIDRs`);
+  return v.map((x, i) => {
+    const cidr = typeof x === 'string' ? parseCidr(x) : undefined;
+    if (!cidr) throw new ConfigError(`${key}[${i + 1}]: expected an address or a CIDR, got ${JSON.stringify(x)}`);
+    return cidr;
+  });
+}
+
+function pluginAttrOf(root: Obj): Record<string, Obj> {
+  const raw = at(root, 'plugin_attr');
+  if (raw === undefined || raw === null) return {};
+  if (!isObj(raw)) throw new ConfigError('plugin_attr: expected a mapping of plugin names');
+  return Object.fromEntries(Object.entries(raw).filter((e): e is [string, Obj] => isObj(e[1])));
 }
 
 /** plugin_attr.prometheus (APISIX's defaults: 127.0.0.1:9091, /apisix/prometheus/metrics, apisix_). */

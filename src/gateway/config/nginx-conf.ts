@@ -125,9 +125,7 @@ function proxyServer(cfg: GatewayConfig): string[] {
     '            proxy_set_header Connection $gateway_upstream_connection;',
     '            proxy_set_header X-Real-IP $remote_addr;',
     '            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;',
-    '            proxy_set_header X-Forwarded-Proto $scheme;',
-    '            proxy_set_header X-Forwarded-Host $host;',
-    '            proxy_set_header X-Forwarded-Port $server_port;',
+    // X-Forwarded-Proto/-Host/-Port are in the request already (gateway_route sets them before the plugins, which may change them)
     '            proxy_pass_header Date;',
     '            proxy_pass $gateway_upstream_scheme://gateway_backend$gateway_upstream_uri;',
     ...snippetLines(cfg.http.snippets.location, '            '),

@@ -4,8 +4,10 @@
  * overrides; `_meta.disable` leaves a plugin out, `_meta.filter` runs it
  * only for the requests its expression holds for; unknown names are
  * skipped), each conf with its schema's defaults filled in. Chains are
- * built once per configuration object.
+ * built once per configuration object. `_meta.error_response` replaces a
+ * failing plugin's answer.
  */
+import type { PluginAnswer } from '../plugins/phase-api.ts';
 import type { PluginRegistry, GatewayPlugin } from '../plugins/registry.ts';
 import type { Schema } from '../schema/validate.ts';
 import type { Plugins } from '../router/config-view.ts';
@@ -51,4 +53,10 @@ export function chainOf(registry: PluginRegistry, plugins: Plugins | undefined, 
   links.sort((a, b) => b.priority - a.priority);
   chains.set(plugins, links);
   return links;
+}
+
+/** `_meta.error_response` answers instead of what the plugin said when it fails the request (plugin.lua), so the reason stays hidden. */
+export function withErrorResponse(l: ChainLink, a: PluginAnswer): PluginAnswer {
+  const custom = (l.conf._meta as { error_response?: string | object } | undefined)?.error_response;
+  return custom === undefined || a.status < 400 || a.engineCode !== undefined ? a : { ...a, body: custom };
 }

@@ -5,6 +5,8 @@
  * found, and response headers queued until the header filter.
  */
 import fs from 'node:fs/promises';
+import { cidrMatch, clientAddrOf } from '../../core/inet.ts';
+import type { Cidr } from '../../core/inet.ts';
 import type { HttpRequest } from '../../http/request.ts';
 import { readRequestBody, replaceBody, requestBodyOf, setClientMaxBodySize } from '../../http/request-body.ts';
 import { setRequestBuffering } from '../../http/upstream/send-body.ts';
@@ -13,6 +15,14 @@ import type { PluginContext } from '../plugins/phase-api.ts';
 import type { Consumer, UpstreamConf } from '../router/config-view.ts';
 import type { MatchedRoute, RouteMatch } from '../router/router.ts';
 import type { VarReader } from '../router/expr.ts';
+
+/** The parts of config.yaml plugins read: plugin_attr, apisix.ssl.listen's ports. */
+export interface LocalConf {
+  pluginAttr: Record<string, Record<string, unknown>>;
+  sslPorts: readonly number[];
+  /** apisix.trusted_addresses (undefined: not configured). */
+  trustedAddresses?: readonly Cidr[];
+}
 
 type ConsumerKeys = Map<string, { consumer: Consumer; credentialId: string | undefined }>;
 
@@ -33,6 +43,28 @@ function headerTable(flat: readonly string[]): Record<string, string | string[]>
     out[name] = had === undefined ? flat[i + 1] : Array.isArray(had) ? [...had, flat[i + 1]] : [had, flat[i + 1]];
   }
   return out;
+}
+
+/**
+ * The X-Forwarded-* headers APISIX's configuration writes into the request before any plugin
+ * (ngx_tpl.lua's more_set_input_headers): the client's own are replaced, and a plugin may change
+ * them (proxy-rewrite `headers`). Host is the Host header as sent (port included; none: `$host`),
+ * Port the Host header's port, else the port the request came to; Forwarded goes. With
+ * apisix.trusted_addresses (init.lua's handle_trusted_x_forwarded_headers) a trusted peer's
+ * own values are put back, and an untrusted peer's X-Forwarded-For goes.
+ */
+export function forwardedHeaders(ctx: RequestContext, rawHost: string): void {
+  const names = ['X-Forwarded-Proto', 'X-Forwarded-Host', 'X-Forwarded-Port', 'Forwarded'];
+  const sent = names.map((n) => ctx.header(n));
+  ctx.setRequestHeader('X-Forwarded-Proto', ctx.variable('scheme'));
+  ctx.setRequestHeader('X-Forwarded-Host', rawHost === '' ? ctx.variable('host') : rawHost);
+  ctx.setRequestHeader('X-Forwarded-Port', /:(\d+)$/.exec(rawHost)?.[1] ?? ctx.variable('server_port'));
+  ctx.setRequestHeader('Forwarded', undefined);
+  const trusted = ctx.localConf.trustedAddresses;
+  if (!trusted) return;
+  if (cidrMatch(clientAddrOf(ctx.variable('realip_remote_addr') ?? ctx.variable('remote_addr') ?? '', 0), trusted)) {
+    names.forEach((n, i) => { if (sent[i]) ctx.setRequestHeader(n, sent[i]); });
+  } else ctx.setRequestHeader('X-Forwarded-For', undefined);
 }
 
 /** What a route's plugin state is counted under (ctx.routeKey): `route#id`, or `global` without a route. */
@@ -63,6 +95,8 @@ export class RequestContext implements PluginContext {
   upstreamChoice: { upstream: UpstreamConf; key: string } | undefined;
   /** The configuration version's upstream objects (set by the request path). */
   upstreams: Map<string, UpstreamConf> | undefined;
+  /** What config.yaml says that plugins read (set by the request path). */
+  localConf: LocalConf = { pluginAttr: {}, sslPorts: [] };
   /** The configuration version's plugin metadata (set by the request path). */
   metadata: Map<string, Record<string, unknown>> | undefined;
   private uri: string | undefined;
@@ -81,6 +115,8 @@ export class RequestContext implements PluginContext {
     this.routeKey = routeKeyOf(route);
     this.keys = keys;
     this.consumers = consumers;
+    // APISIX's ctx.var caches the path the router read: a later ngx.req.set_uri does not change it
+    const routedUri = r.uri;
     // APISIX's ctx.var also answers its own names (apisix/core/ctx.lua): the matched route's, the consumer's...
     this.variable = (name) => {
       switch (name) {
@@ -90,8 +126,16 @@ export class RequestContext implements PluginContext {
         case 'consumer_name': return this.consumer?.username;
         // apisix/init.lua: request_uri is the normalized path and the arguments (a `/./` or `//` cannot slip past
         // uri-blocker, redirect...), the client's own text is real_request_uri
-        case 'request_uri': return `${read('uri') ?? ''}${read('is_args') ?? ''}${read('args') ?? ''}`;
+        case 'uri': return routedUri;
+        case 'request_uri': return `${routedUri}${read('is_args') ?? ''}${read('args') ?? ''}`;
         case 'real_request_uri': return read('request_uri');
+        // the node the last try went to (APISIX's api_ctx.balancer_ip / balancer_port)
+        case 'balancer_ip': case 'balancer_port': {
+          const addr = read('upstream_addr')?.split(/[,:] /).pop();
+          const colon = addr?.lastIndexOf(':') ?? -1;
+          if (addr === undefined || colon < 0) return undefined;
+          return name === 'balancer_ip' ? addr.slice(0, colon).replace(/^\[(.*)\]$/, '$1') : addr.slice(colon + 1);
+        }
         default: return read(name);
       }
     };
@@ -155,6 +199,10 @@ export class RequestContext implements PluginContext {
     if (q >= 0) this.args = value.slice(q + 1);
   }
 
+  setUri(uri: string): void {
+    this.r.uri = uri;
+  }
+
   setRequestHeader(name: string, value: string | undefined): void {
     const list = this.r.headersIn as string[];
     const lower = name.toLowerCase();
@@ -211,6 +259,14 @@ export class RequestContext implements PluginContext {
 
   upstreamById(id: string): UpstreamConf | undefined {
     return this.upstreams?.get(id);
+  }
+
+  pluginAttr(name: string): Record<string, unknown> | undefined {
+    return this.localConf.pluginAttr[name];
+  }
+
+  get sslPorts(): readonly number[] {
+    return this.localConf.sslPorts;
   }
 
   pluginMetadata(name: string): Record<string, unknown> | undefined {

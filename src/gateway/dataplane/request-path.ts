@@ -24,9 +24,10 @@ import type { MatchedRoute } from '../router/router.ts';
 import type { ConfigFollower } from '../store/follower.ts';
 import { afterResponse, balancerFor, chooserFor } from './balancer.ts';
 import { pruneCheckers } from './health.ts';
-import { chainOf } from './plugin-chain.ts';
+import { chainOf, withErrorResponse } from './plugin-chain.ts';
 import type { ChainLink } from './plugin-chain.ts';
-import { RequestContext, routeKeyOf } from './request-context.ts';
+import { forwardedHeaders, RequestContext, routeKeyOf } from './request-context.ts';
+import type { LocalConf } from './request-context.ts';
 import { luaNow, luaReady } from '../plugins/serverless.ts';
 
 /** Answers and continuations of the access handler (the engine's DECLINED / DONE are passed in). */
@@ -75,11 +76,13 @@ export class DataPlane {
   readonly serverHeader: string;
   /** apisix.show_upstream_status_in_response_header. */
   private readonly showUpstreamStatus: boolean;
+  private readonly localConf: LocalConf;
 
   constructor(opts: {
     follower: ConfigFollower; prefix: string; registry: PluginRegistry; keyring: Keyring | undefined;
-    mode: 'radixtree_host_uri' | 'radixtree_uri'; serverHeader: string; showUpstreamStatus?: boolean;
+    mode: 'radixtree_host_uri' | 'radixtree_uri'; serverHeader: string; showUpstreamStatus?: boolean; localConf?: LocalConf;
   }) {
+    this.localConf = opts.localConf ?? { pluginAttr: {}, sslPorts: [] };
     this.showUpstreamStatus = opts.showUpstreamStatus ?? false;
     this.follower = opts.follower;
     this.prefix = opts.prefix;
@@ -111,6 +114,8 @@ export class DataPlane {
     const ctx = new RequestContext(r, hit, v.consumerKeys, v.view.consumers, read);
     ctx.upstreams = v.view.upstreams;
     ctx.metadata = v.view.pluginMetadata;
+    ctx.localConf = this.localConf;
+    forwardedHeaders(ctx, rawHost);
     const state: GatewayRequestState = { ctx, chains: [] };
     keep(r, state);
     const globals = v.view.globalRules.map((g) => chainOf(this.registry, g.plugins));
@@ -286,7 +291,6 @@ export class DataPlane {
   }
 }
 
-/** Whether the last status of `$upstream_status` ("200", "502, 502", "502 : 504") is a 5xx (trailing blanks and colons aside). */
 /** Each global rule's key for its plugins' state (`global_rule#id`), made once per configuration version. */
 const ruleKeys = new WeakMap<ReadonlyArray<{ id: string | number }>, string[]>();
 
@@ -296,6 +300,7 @@ function globalRuleKeys(rules: ReadonlyArray<{ id: string | number }>): string[]
   return keys;
 }
 
+/** Whether the last status of `$upstream_status` ("200", "502, 502", "502 : 504") is a 5xx (trailing blanks and colons aside). */
 function lastIs5xx(v: string): boolean {
   let end = v.length;
   while (end > 0 && (v[end - 1] === ':' || v.charCodeAt(end - 1) <= 32)) end--;
@@ -367,9 +372,9 @@ function runPhase(chain: ChainLink[], phase: 'rewrite' | 'access' | 'beforeProxy
     }
     if (a instanceof Promise) {
       const next = i + 1;
-      return a.then((x) => x || runPhase(chain, phase, ctx, next), () => ({ status: 500 }));
+      return a.then((x) => (x ? withErrorResponse(l, x) : runPhase(chain, phase, ctx, next)), () => ({ status: 500 }));
     }
-    if (a) return a;
+    if (a) return withErrorResponse(l, a);
   }
   return undefined;
 }

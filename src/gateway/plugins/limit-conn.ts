@@ -5,18 +5,51 @@
  * beyond `conn`: the request waits `default_conn_delay` × how many times
  * over `conn` it is (or just `default_conn_delay` with
  * `only_use_default_delay`); the count drops when the request is over (log
- * phase).
+ * phase). `conn` and `burst` may be variables (`$http_x_conn`), read per
+ * request; `rules`: a limit per rule whose key resolves. Not yet: redis.
  */
 import { addToCount } from '../dataplane/counters.ts';
-import { limitKeyValue } from './limit-key.ts';
+import { pluginLog } from './batch-processor.ts';
+import { INTEGER_OR_VAR, limitKeyValue, limitNumber } from './limit-key.ts';
+import type { PluginContext } from './phase-api.ts';
+import { LIMIT_CONN_POLICIES } from './redis-schema.ts';
 import type { GatewayPlugin } from './registry.ts';
+import { resolveVar } from './resolve-var.ts';
 
 interface LimitConnConf {
-  conn: number; burst: number; default_conn_delay: number; only_use_default_delay: boolean;
-  key: string; key_type: string; rejected_code: number; rejected_msg?: string;
+  conn: number | string; burst: number | string; default_conn_delay: number; only_use_default_delay: boolean;
+  key: string; key_type: string; rejected_code: number; rejected_msg?: string; allow_degradation: boolean;
+  rules?: Array<{ conn: number | string; burst: number | string; key: string }>;
 }
 
-/** Per request: the counter key this plugin took a place on. */
+interface Rule { conn: number; burst: number; key: string }
+
+/**
+ * limit-conn/init.lua's get_rules: the one limit of conn/burst, or each rule whose numbers
+ * resolve and whose key names a variable the request has (its key the resolved text); or why
+ * conn or burst is no whole number.
+ */
+function rulesOf(conf: LimitConnConf, ctx: PluginContext): Rule[] | { error: string } {
+  if (!conf.rules) {
+    const conn = limitNumber(conf.conn, ctx);
+    const burst = limitNumber(conf.burst, ctx, true);
+    if (typeof conn !== 'number') return conn;
+    if (typeof burst !== 'number') return burst;
+    return [{ conn, burst, key: limitKeyValue(conf, ctx) }];
+  }
+  const rules: Rule[] = [];
+  for (const rule of conf.rules) {
+    const conn = limitNumber(rule.conn, ctx);
+    const burst = limitNumber(rule.burst, ctx, true);
+    let resolved = 0;
+    // resolve_var's escaper runs once per variable that had a value: that is its n_resolved
+    const key = resolveVar(rule.key, ctx, (v) => { resolved++; return v; });
+    if (typeof conn === 'number' && typeof burst === 'number' && resolved > 0) rules.push({ conn, burst, key });
+  }
+  return rules;
+}
+
+/** Per request: the counter keys this plugin took a place on. */
 const TAKEN = {};
 
 export const limitConn: GatewayPlugin<LimitConnConf> = {
@@ -24,8 +57,8 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
   schema: {
     type: 'object',
     properties: {
-      conn: { type: 'integer', exclusiveMinimum: 0 },
-      burst: { type: 'integer', minimum: 0 },
+      conn: INTEGER_OR_VAR(1),
+      burst: INTEGER_OR_VAR(0),
       default_conn_delay: { type: 'number', exclusiveMinimum: 0 },
       only_use_default_delay: { type: 'boolean', default: false },
       key_type: { type: 'string', enum: ['var', 'var_combination'], default: 'var' },
@@ -34,23 +67,40 @@ export const limitConn: GatewayPlugin<LimitConnConf> = {
       rejected_msg: { type: 'string', minLength: 1 },
       allow_degradation: { type: 'boolean', default: false },
       policy: { type: 'string', enum: ['redis', 'redis-cluster', 'local'], default: 'local' },
+      rules: {
+        type: 'array',
+        items: {
+          type: 'object',
+          properties: { conn: INTEGER_OR_VAR(1), burst: INTEGER_OR_VAR(0), key: { type: 'string' } },
+          required: ['conn', 'burst', 'key'],
+        },
+      },
     },
-    required: ['conn', 'burst', 'default_conn_delay', 'key'],
+    oneOf: [{ required: ['conn', 'burst', 'default_conn_delay', 'key'] }, { required: ['default_conn_delay', 'rules'] }],
+    ...LIMIT_CONN_POLICIES,
   },
   access(conf, ctx) {
-    const key = `limit-conn:${ctx.routeKey}:${conf.conn}/${conf.burst}:${limitKeyValue(conf, ctx)}`;
-    const n = addToCount(key, 1);
-    if (n > conf.conn + conf.burst) {
-      addToCount(key, -1);
-      return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
+    // conn and burst given as variables are read per request; no limit that applies fails it
+    const rules = rulesOf(conf, ctx);
+    if (!Array.isArray(rules) || rules.length === 0) {
+      pluginLog().error(`failed to get limit conn rules: ${Array.isArray(rules) ? 'no rule applies' : rules.error}`);
+      return conf.allow_degradation ? undefined : { status: 500 };
     }
-    // a global rule's limit-conn and the route's each take one: both are given back
-    const taken = (ctx.state.get(TAKEN) as string[] | undefined) ?? [];
-    taken.push(key);
-    ctx.state.set(TAKEN, taken);
-    if (n > conf.conn) {
-      const times = conf.only_use_default_delay ? 1 : Math.floor((n - 1) / conf.conn);
-      ctx.delay(conf.default_conn_delay * times * 1000);
+    for (const rule of rules) {
+      const key = `limit-conn:${ctx.routeKey}:${rule.conn}/${rule.burst}:${rule.key}`;
+      const n = addToCount(key, 1);
+      if (n > rule.conn + rule.burst) {
+        addToCount(key, -1);
+        return conf.rejected_msg !== undefined ? { status: conf.rejected_code, body: { error_msg: conf.rejected_msg } } : { status: conf.rejected_code };
+      }
+      // a global rule's limit-conn, the route's and each rule take one: all are given back
+      const taken = (ctx.state.get(TAKEN) as string[] | undefined) ?? [];
+      taken.push(key);
+      ctx.state.set(TAKEN, taken);
+      if (n > rule.conn) {
+        const times = conf.only_use_default_delay ? 1 : Math.floor((n - 1) / rule.conn);
+        ctx.delay(conf.default_conn_delay * times * 1000);
+      }
     }
     return undefined;
   },

@@ -5,6 +5,7 @@
  */
 import { crc32 } from 'node:zlib';
 import type { PluginContext } from './phase-api.ts';
+import { resolveVar } from './resolve-var.ts';
 
 export function limitKeyValue(conf: { key: string; key_type: string }, ctx: PluginContext): string {
   let key: string | undefined;
@@ -17,7 +18,7 @@ export function limitKeyValue(conf: { key: string; key_type: string }, ctx: Plug
 const versions = new WeakMap<object, string>();
 
 /** JSON with its keys sorted at every level (APISIX's core.json.stably_encode). */
-function stableJson(v: unknown): string {
+export function stableJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableJson).join(',')}]`;
   if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`).join(',')}}`;
   return JSON.stringify(v);
@@ -32,4 +33,22 @@ export function confVersion(conf: object): string {
   let v = versions.get(conf);
   if (v === undefined) { v = String(crc32(stableJson(conf)) >>> 0); versions.set(conf, v); }
   return v;
+}
+
+/** A count given as an integer or as text with variables (`$http_x_limit`), as the limiters' schemas allow. */
+export const INTEGER_OR_VAR = (minimum: number) => ({ oneOf: [minimum > 0 ? { type: 'integer', exclusiveMinimum: 0 } : { type: 'integer', minimum }, { type: 'string' }] });
+
+/**
+ * The limiters' resolve_var: a string value's variables resolved, and it must then be a whole
+ * number, positive (or ≥ 0 with `allowZero`); the reason it is not, else the number.
+ */
+export function limitNumber(value: number | string, ctx: PluginContext, allowZero = false): number | { error: string } {
+  if (typeof value === 'number') return value;
+  const text = resolveVar(value, ctx);
+  const n = text.trim() === '' ? NaN : Number(text);
+  if (Number.isNaN(n)) return { error: `resolved value is not a number: ${text}` };
+  if (allowZero ? n < 0 : n <= 0) return { error: `resolved value must be a ${allowZero ? 'non-negative' : 'positive'} number, got: ${n}` };
+  if (!Number.isInteger(n)) return { error: `resolved value must be an integer, got: ${n}` };
+  if (n > Number.MAX_SAFE_INTEGER) return { error: `resolved value exceeds safe integer range (2^53-1), got: ${n}` };
+  return n;
 }

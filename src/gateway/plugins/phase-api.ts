@@ -68,6 +68,8 @@ export interface PluginContext {
   method: string;
   /** The client's address from here on (`$remote_addr`, `$remote_port`), as nginx's realip sets it. */
   setClientAddress(ip: string, port: number | undefined): void;
+  /** ngx.req.set_uri: `$uri` from here on for Lua and the log (the plugins' `variable('uri')` keeps the routed path, as APISIX's cached ctx.var.uri). */
+  setUri(uri: string): void;
   /** Upstream request line parts plugins may change (proxy-rewrite). */
   upstreamUri: string;
   upstreamHost: string | undefined;
@@ -76,6 +78,10 @@ export interface PluginContext {
   upstreamById(id: string): UpstreamConf | undefined;
   /** Proxies to `upstream` instead of the route's; `key` names its balancer state (traffic-split). */
   useUpstream(upstream: UpstreamConf, key: string): void;
+  /** config.yaml's plugin_attr.NAME (APISIX's plugin.plugin_attr). */
+  pluginAttr(name: string): Record<string, unknown> | undefined;
+  /** The ports of apisix.ssl.listen (none when apisix.ssl is off). */
+  readonly sslPorts: readonly number[];
   /** The plugin's metadata object of the configuration version (`/plugin_metadata/NAME`). */
   pluginMetadata(name: string): Record<string, unknown> | undefined;
   /** Consumers whose `plugin` conf has `field` equal to `value` (auth plugins). */

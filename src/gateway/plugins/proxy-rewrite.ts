@@ -4,22 +4,24 @@
  * pair whose pattern matches the path (its first match replaced, `$1` /
  * `${1}` captures, also in header values), the request's arguments kept after it; `host`; `method`;
  * request headers `add`, `set` (values with `$var`s) and `remove`, or the
- * older flat `{name: value}` form (set; an empty value removes).
+ * older flat `{name: value}` form (set; an empty value removes);
+ * `use_real_request_uri_unsafe` starts from the client's request target and
+ * sends the result unescaped. Patterns are PCRE, as ngx.re compiles them.
  */
+import { escapeUri } from '../../http/uri.ts';
 import type { PluginContext } from './phase-api.ts';
 import { firstMatch, regexUriError, replaceMatch, withCaptures } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
+import { resolveVar } from './resolve-var.ts';
 
 interface HeaderOps { add?: Record<string, string | string[]>; set?: Record<string, string | string[]>; remove?: string[] }
-interface ProxyRewriteConf { uri?: string; regex_uri?: string[]; host?: string; method?: string; headers?: HeaderOps | Record<string, string> }
+interface ProxyRewriteConf {
+  uri?: string; regex_uri?: string[]; host?: string; method?: string; headers?: HeaderOps | Record<string, string>;
+  use_real_request_uri_unsafe?: boolean;
+}
 
 const METHODS = ['GET', 'POST', 'PUT', 'HEAD', 'DELETE', 'OPTIONS', 'MKCOL', 'COPY', 'MOVE', 'PROPFIND', 'LOCK', 'UNLOCK', 'PATCH', 'TRACE'];
 const HEADER_VALUES = { type: 'object', minProperties: 1, patternProperties: { '^[^:]+$': { oneOf: [{ type: 'string' }, { type: 'number' }, { type: 'array', minItems: 1, items: { oneOf: [{ type: 'string' }, { type: 'number' }] } }] } } };
-
-/** `$name` and `${name}` replaced by the request's variables (APISIX's core.utils.resolve_var). */
-export function resolveVars(text: string, ctx: PluginContext): string {
-  return text.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, braced: string | undefined, plain: string | undefined) => ctx.variable(braced ?? plain!) ?? '');
-}
 
 function isOps(h: ProxyRewriteConf['headers']): h is HeaderOps {
   return !!h && ('add' in h || 'set' in h || 'remove' in h);
@@ -27,6 +29,23 @@ function isOps(h: ProxyRewriteConf['headers']): h is HeaderOps {
 
 function values(v: string | string[] | number): string[] {
   return (Array.isArray(v) ? v : [v]).map(String);
+}
+
+/**
+ * The new uri as proxy-rewrite.lua sends it: the path escaped as ngx_escape_uri does (a `?` that
+ * starts arguments written in the uri kept, control characters after it escaped), `$uri` set to
+ * it (ngx.req.set_uri), then the request's arguments as they go now (an auth plugin may have
+ * taken its key out).
+ */
+function setUpstreamUri(ctx: PluginContext, path: string, separator: boolean): void {
+  const q = separator ? path.indexOf('?') : -1;
+  const uri = q >= 0 ? escapeUri(path.slice(0, q)) + path.slice(q).replace(/[\x00-\x1f\x7f]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`)
+    : escapeUri(path);
+  // APISIX's ctx.var.uri keeps the routed path; ngx.var.uri (Lua, the log) is the new one
+  ctx.setUri(uri);
+  const current = ctx.upstreamUri;
+  const at = current.indexOf('?');
+  ctx.upstreamUri = at >= 0 ? `${uri}${q >= 0 ? '&' : '?'}${current.slice(at + 1)}` : uri;
 }
 
 export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
@@ -71,30 +90,34 @@ export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
   rewrite(conf, ctx) {
     if (conf.host !== undefined) ctx.upstreamHost = conf.host;
     if (conf.method !== undefined) ctx.upstreamMethod = conf.method;
-    let uri: string | undefined;
+    // use_real_request_uri_unsafe: the client's own request target, arguments included, goes as it is made
+    const unsafe = conf.use_real_request_uri_unsafe === true;
+    let uri = (unsafe ? ctx.variable('real_request_uri') : ctx.variable('uri')) ?? '/';
+    const query = unsafe && uri.includes('?') ? uri.slice(uri.indexOf('?')) : '';
+    // whether a `?` in the new uri starts its arguments (not so in a path that came decoded from the client)
+    let separator = false;
     // the matching regex_uri's captures, for `$1` in header values
-    let captures: string[] | undefined;
-    if (conf.uri !== undefined) uri = resolveVars(conf.uri, ctx);
-    else if (conf.regex_uri) {
-      const path = ctx.variable('uri') ?? '/';
+    let captures: Array<string | undefined> | undefined;
+    if (conf.uri !== undefined) {
+      separator = true;
+      uri = resolveVar(conf.uri, ctx, (v) => v.replace(/\?/g, '%3F'));
+      if (query) uri += uri.includes('?') ? `&${query.slice(1)}` : query;
+    } else if (conf.regex_uri) {
+      separator = !uri.includes('?');
       for (let i = 0; i + 1 < conf.regex_uri.length; i += 2) {
-        const m = firstMatch(path, conf.regex_uri[i]);
+        const m = firstMatch(uri, conf.regex_uri[i]);
         if (m) {
-          captures = Array.from(m, (c) => c ?? '');
-          uri = replaceMatch(path, m, conf.regex_uri[i + 1]);
+          captures = m.captures;
+          uri = replaceMatch(uri, m, conf.regex_uri[i + 1]);
           break;
         }
       }
     }
-    if (uri !== undefined) {
-      // the arguments as they go now (an auth plugin may have taken its key out)
-      const current = ctx.upstreamUri;
-      const q = current.indexOf('?');
-      ctx.upstreamUri = q >= 0 ? `${uri}${uri.includes('?') ? '&' : '?'}${current.slice(q + 1)}` : uri;
-    }
+    if (unsafe) ctx.upstreamUri = uri;
+    else setUpstreamUri(ctx, uri, separator);
     const h = conf.headers;
     if (!h) return undefined;
-    const resolve = (v: string) => resolveVars(withCaptures(v, captures), ctx);
+    const resolve = (v: string) => resolveVar(withCaptures(v, captures), ctx);
     // a value that resolves to nothing removes the header, as ngx.req.set_header(name, '') does
     const set = (name: string, v: string) => ctx.setRequestHeader(name, v === '' ? undefined : v);
     if (!isOps(h)) {
@@ -102,7 +125,12 @@ export const proxyRewrite: GatewayPlugin<ProxyRewriteConf> = {
       return undefined;
     }
     for (const [name, v] of Object.entries(h.add ?? {})) for (const x of values(v)) ctx.addRequestHeader(name, resolve(x));
-    for (const [name, v] of Object.entries(h.set ?? {})) set(name, values(v).map(resolve).join(', '));
+    for (const [name, v] of Object.entries(h.set ?? {})) {
+      if (!Array.isArray(v)) { set(name, resolve(String(v))); continue; }
+      // an array sets one header per value (core.request.set_header with a table)
+      ctx.setRequestHeader(name, undefined);
+      for (const x of values(v)) ctx.addRequestHeader(name, resolve(x));
+    }
     for (const name of h.remove ?? []) ctx.setRequestHeader(name, undefined);
     return undefined;
   },

@@ -3,7 +3,8 @@
  * first match of `regex_uri` on the path (no match: no redirect) answered
  * with `ret_code` (302) and Location; `http_to_https` sends a plain-http
  * request (X-Forwarded-Proto counts) to `https://$host$request_uri` with
- * 301 (GET, HEAD) or 308; `append_query_string` keeps the arguments;
+ * 301 (GET, HEAD) or 308, the port plugin_attr.redirect.https_port or one
+ * of apisix.ssl.listen's (none for 443); `append_query_string` keeps the arguments;
  * `encode_uri` escapes the new path.
  */
 import { escapeUri } from '../../http/uri.ts';
@@ -23,6 +24,14 @@ interface RedirectConf {
 function newUri(template: string, ctx: PluginContext): string {
   return template.replace(/(\\\$[0-9a-zA-Z_]+)|\$\{([0-9a-zA-Z_]+)\}|\$([0-9a-zA-Z_]+)/g,
     (_m, kept: string | undefined, braced: string | undefined, plain: string | undefined) => kept ?? ctx.variable(braced ?? plain!) ?? '');
+}
+
+/** redirect.lua's get_port: plugin_attr.redirect.https_port, else one of apisix.ssl.listen's ports (at random, as APISIX picks). */
+function httpsPort(ctx: PluginContext): number | undefined {
+  const attr = ctx.pluginAttr('redirect')?.https_port;
+  if (typeof attr === 'number') return attr;
+  const ports = ctx.sslPorts;
+  return ports.length === 0 ? undefined : ports[Math.floor(Math.random() * ports.length)];
 }
 
 export const redirect: GatewayPlugin<RedirectConf> = {
@@ -53,7 +62,8 @@ export const redirect: GatewayPlugin<RedirectConf> = {
     let uri = conf.uri;
     const scheme = ctx.header('x-forwarded-proto') ?? ctx.variable('scheme');
     if (conf.http_to_https && scheme !== 'https') {
-      uri = 'https://$host$request_uri';
+      const port = httpsPort(ctx);
+      uri = port === undefined || port === 443 || port <= 0 || port > 65535 ? 'https://$host$request_uri' : `https://$host:${port}$request_uri`;
       code = ctx.method === 'GET' || ctx.method === 'HEAD' ? 301 : 308;
     }
     let target: string | undefined;

@@ -21,6 +21,8 @@ export interface GatewayPlugin<C extends object = object> extends PhaseFunctions
   metadataSchema?: Schema;
   /** The consumer field that identifies a consumer (unique across consumers and credentials). */
   consumerKeyField?: string;
+  /** APISIX's check_schema rewording what the schema found (the route schema's message → the plugin's own). */
+  schemaMessage?(conf: Record<string, unknown>, err: string): string;
   /** Fields stored encrypted (APISIX's `encrypt_fields`), of the consumer schema when there is one. */
   encryptFields?: string[];
 }
@@ -106,7 +108,8 @@ export class PluginRegistry {
       if ((c._meta as { disable?: boolean } | undefined)?.disable === true) continue;
       const schema = type === 'consumer' && plugin.consumerSchema ? plugin.consumerSchema : this.routeSchemas.get(name)!;
       const own = type === 'consumer' ? withoutMeta(c) : c;
-      const err = validate(schema, own) ?? (type === 'consumer' ? plugin.checkConsumerConf?.(withDefaults(schema, own)) : undefined);
+      const invalid = validate(schema, own);
+      const err = (invalid && plugin.schemaMessage && type !== 'consumer' ? plugin.schemaMessage(c, invalid) : invalid) ?? (type === 'consumer' ? plugin.checkConsumerConf?.(withDefaults(schema, own)) : undefined);
       if (err) return `failed to check the configuration of plugin ${name} err: ${err}`;
     }
     return undefined;

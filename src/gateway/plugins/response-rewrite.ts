@@ -12,6 +12,7 @@ import { compile } from '../../lua/re.ts';
 import { compileVars } from '../router/expr.ts';
 import type { Expr } from '../router/expr.ts';
 import type { PluginContext } from './phase-api.ts';
+import { capturesOf, expandTemplate } from './regex-sub.ts';
 import type { GatewayPlugin } from './registry.ts';
 import { resolveVar } from './resolve-var.ts';
 
@@ -19,33 +20,25 @@ interface Ops { add?: string[]; set?: Record<string, string>; remove?: string[] 
 interface Filter { regex: string; scope: 'once' | 'global'; replace: string; options: string }
 interface ResponseRewriteConf {
   status_code?: number; body?: string; body_base64: boolean; headers?: Ops | Record<string, string>; vars?: unknown[]; filters?: Filter[];
+  max_resp_body_size: number;
 }
 
 const MATCHED = {};
 /** Per request: the body's pieces held until its end (APISIX's hold_body_chunk). */
 const HELD = {};
 
-/** ngx.re.sub's replacement: `$0`, `$1`, `${1}`, `$$`, the rest as written. */
-function replacement(template: string): (m: RegExpMatchArray) => string {
-  const parts = template.split(/(\$\$|\$\d+|\$\{\d+\})/);
-  return (m) => parts.map((p) => {
-    if (p === '$$') return '$';
-    const g = /^\$\{?(\d+)\}?$/.exec(p);
-    return g ? m[Number(g[1])] ?? '' : p;
-  }).join('');
-}
-
 /** The filters over the whole body, as latin1 text (bytes as the PCRE engine sees them). */
 function filtered(filters: Filter[], body: Buffer): Buffer {
   let text = body.toString('latin1');
   for (const f of filters) {
-    let re: RegExp;
+    let c: ReturnType<typeof compile>;
     try {
-      re = compile(f.regex, f.options).regex;
+      c = compile(f.regex, f.options);
     } catch {
       continue;
     }
-    const sub = replacement(f.replace);
+    const re = c.regex;
+    const sub = (m: RegExpExecArray) => expandTemplate(f.replace, capturesOf(m, c.pattern.captures));
     re.lastIndex = 0;
     if (f.scope === 'once') {
       const m = re.exec(text);
@@ -93,6 +86,7 @@ export const responseRewrite: GatewayPlugin<ResponseRewriteConf> = {
       },
       body: { type: 'string' },
       body_base64: { type: 'boolean', default: false },
+      max_resp_body_size: { type: 'integer', minimum: 1, default: 67108864 },
       status_code: { type: 'integer', minimum: 200, maximum: 598 },
       vars: { type: 'array' },
       filters: {
@@ -139,13 +133,15 @@ export const responseRewrite: GatewayPlugin<ResponseRewriteConf> = {
   },
   filtersBody: (conf, ctx) => conf.filters !== undefined && ctx.state.get(MATCHED) === true,
   bodyFilter(conf, ctx, piece) {
-    let held = ctx.state.get(HELD) as Buffer[] | undefined;
-    if (!held) ctx.state.set(HELD, (held = []));
-    if (piece.chunk.length) held.push(piece.chunk);
-    if (!piece.eof) return { chunk: Buffer.alloc(0), eof: false };
+    let held = ctx.state.get(HELD) as { pieces: Buffer[]; bytes: number } | undefined;
+    if (!held) ctx.state.set(HELD, (held = { pieces: [], bytes: 0 }));
+    if (piece.chunk.length) { held.pieces.push(piece.chunk); held.bytes += piece.chunk.length; }
+    // max_resp_body_size: what is over it is cut, and the body ends there (hold_body_chunk)
+    const full = held.bytes >= conf.max_resp_body_size;
+    if (!piece.eof && !full) return { chunk: Buffer.alloc(0), eof: false };
     // the filters' defaults are one level down: filled in here
     const filters = conf.filters!.map((f) => ({ ...f, scope: f.scope ?? 'once', options: f.options ?? 'jo' }));
-    return { chunk: filtered(filters, Buffer.concat(held)), eof: true };
+    return { chunk: filtered(filters, Buffer.concat(held.pieces).subarray(0, conf.max_resp_body_size)), eof: true };
   },
   replaceBody(conf, ctx) {
     if (conf.body === undefined || !ctx.state.get(MATCHED)) return undefined;

@@ -114,15 +114,19 @@ function routeHeaderFilter(r: HttpRequest, body: BodyFilterEntry): void {
   if (s.ctx.gzipLevel !== undefined) useGzip(r, s.ctx.gzipLevel);
   if (s.ctx.brotli !== undefined) useBrotli(r, s.ctx.brotli);
   const replaced = dp.replacementBody(s);
-  if (r.method === 'HEAD') return;
-  if (replaced !== undefined) r.ctx.set(REPLACED, replaced);
-  else if (!dp.filtersBody(s)) return;
-  // the body changes: its length, validators and encoding go (APISIX's clear_header_as_body_modified)
+  // a HEAD answer has no body to filter, but a replaced one's head says what it would be
+  if (r.method === 'HEAD' && replaced === undefined) return;
+  if (replaced === undefined && !dp.filtersBody(s)) return;
+  // the body changes: its length, validators and encoding go (APISIX's clear_header_as_body_modified),
+  // Last-Modified also as the upstream sent it
   r.contentLength = undefined;
   r.lastModified = undefined;
+  r.setHeader('Last-Modified', undefined);
   // brotli keeps the weak ETag it set (the same entity, encoded)
   if (replaced !== undefined || !s.bodyFilters?.every((l) => l.plugin.keepsEtag)) r.setHeader('ETag', undefined);
   if (replaced !== undefined) r.setHeader('Content-Encoding', undefined);
+  if (r.method === 'HEAD') return;
+  if (replaced !== undefined) r.ctx.set(REPLACED, replaced);
   joinBodyFilter(r, body);
 }
 
