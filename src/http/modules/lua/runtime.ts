@@ -284,15 +284,27 @@ export function endRequestLua(ctx: HookContext, status: number | undefined, leve
 /** What ends a request by closing its connection: NGX_ERROR, 408, 444, 499. */
 export const CLOSING = new Set([-1, 408, 444, 499]);
 
-/** The running hook's context, or OpenResty's error for code outside any request. */
-export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
+/**
+ * The running hook's context, or OpenResty's error for code outside any request. With `refused`, a
+ * C function of ngx_http_lua_module checks its context first (ngx_http_lua_check_context: `API disabled
+ * in the context of ngx.timer` where 'timer' is listed); without, it is one of resty.core's, whose C
+ * side refuses a timer's fake request as `API disabled in the current context`.
+ */
+export function requestContext(rt: LuaRuntime, level = 1, refused?: readonly string[]): HookContext & { r: HttpRequest } {
   const ctx = currentContext(rt);
-  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? phaseName(ctx.phase) : 'init_by_lua*'}`, level);
+  if (ctx && refused) refuseIn(ctx, refused, level);
+  if (!ctx?.r) {
+    const where = !ctx ? 'context of init_by_lua*' : ctx.phase === 'timer' ? 'current context' : `context of ${phaseName(ctx.phase)}`;
+    throw new LuaError(`API disabled in the ${where}`, level);
+  }
   return ctx as HookContext & { r: HttpRequest };
 }
 
+/** Where most of ngx_http_lua_module's C functions (output, ngx.exec, ngx.req.read_body, …) are refused. */
+export const C_REFUSED: readonly string[] = ['set', 'log', 'header_filter', 'body_filter', 'timer'];
+
 /** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
-export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
+export function refuseIn(ctx: HookContext, phases: readonly string[], level = 1): void {
   // balancer_by_lua cannot wait nor answer: refused wherever set_by_lua is
   // exit_worker_by_lua cannot wait either: refused wherever init_worker_by_lua is
   const as = ctx.phase === 'balancer' ? 'set' : ctx.phase === 'exit_worker' ? 'init_worker' : ctx.phase;
