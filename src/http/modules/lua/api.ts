@@ -223,8 +223,9 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     ctx_id(L: number) {
-      if (currentContext(rt)?.phase === 'init_worker') {
-        bridge.pushInteger(L, rt.workerCtxId());
+      const ctx = currentContext(rt);
+      if (ctx?.phase === 'init_worker' || ctx?.phase === 'timer') {
+        bridge.pushInteger(L, ctx.phase === 'timer' ? rt.ownCtxId(ctx) : rt.workerCtxId());
         return 1;
       }
       const { r } = requestContext(rt);

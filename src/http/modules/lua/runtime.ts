@@ -51,6 +51,8 @@ export interface HookContext {
   origin?: string;
   /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
   jumped?: boolean;
+  /** A timer's ngx.ctx table (made on first use, released when it ends). */
+  ctxId?: number;
   /** ngx.arg: set_by_lua's arguments, body_filter_by_lua's chunk and end flag. */
   args?: Array<string | boolean | Buffer>;
 }
@@ -143,11 +145,11 @@ export class LuaRuntime {
     return this.vm.run(chunk, ctx, options);
   }
 
-  /** Runs timer `id`'s function in a coroutine (`last`: forget it after). */
-  /** Runs timer `id`'s function; with `refused`, ngx.lua logs that it could not run instead. */
+  /** Runs timer `id`'s function in a coroutine (`last`: forget it after); with `refused`, ngx.lua logs that it could not run instead. */
   runTimer(id: number, premature: boolean, last: boolean, ctx: HookContext, refused?: string): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
     return this.vm.run(this.timerRunner as LuaChunk, ctx, {
+      signal: ctx.signal,
       args: (L) => {
         bridge.pushInteger(L, id);
         bridge.pushBoolean(L, premature);
@@ -211,6 +213,27 @@ export class LuaRuntime {
 
   private initWorkerCtx: number | undefined;
 
+  /** A timer's own ngx.ctx (one per run, as OpenResty's fake request has). */
+  ownCtxId(ctx: HookContext): number {
+    return (ctx.ctxId ??= this.nextCtxId++);
+  }
+
+  /** The timer ended: its ngx.ctx table can go. */
+  releaseOwnCtx(ctx: HookContext): void {
+    if (ctx.ctxId === undefined) return;
+    mainErrorLog().debug(`lua release ngx.ctx at ref ${ctx.ctxId}`);
+    this.releaseId(ctx.ctxId);
+    ctx.ctxId = undefined;
+  }
+
+  private releaseId(id: number): void {
+    const { bridge } = this.vm;
+    const { L } = bridge;
+    bridge.pushRef(L, this.releaseCtx);
+    bridge.pushInteger(L, id);
+    bridge.call(L, 1, 0);
+  }
+
   /** ngx.req.set_uri(uri, true) jumped: the request gets a new ngx.ctx, as OpenResty starts its Lua context again. */
   newCtx(r: HttpRequest): void {
     r.ctx.delete(CTX_ID);
@@ -221,13 +244,9 @@ export class LuaRuntime {
     const ids = ctxIds.get(r);
     if (!ids) return;
     ctxIds.delete(r);
-    const { bridge } = this.vm;
-    const { L } = bridge;
     for (const id of ids) {
       requestLog(r).debug(`lua release ngx.ctx at ref ${id}`);
-      bridge.pushRef(L, this.releaseCtx);
-      bridge.pushInteger(L, id);
-      bridge.call(L, 1, 0);
+      this.releaseId(id);
     }
   }
 
