@@ -9,7 +9,7 @@
 import { terminate } from '../../request-body.ts';
 import { requestLog } from '../../request-log.ts';
 import { luaLoc } from './conf.ts';
-import { C_REFUSED, refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, requestContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 
 /** The thread id of each hook's on_abort function. */

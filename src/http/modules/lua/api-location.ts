@@ -12,7 +12,7 @@ import { requestLog } from '../../request-log.ts';
 import { createSubrequest, mainRequest } from '../../subrequest.ts';
 import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
-import { C_REFUSED, refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
 import { bodyCut } from './filters.ts';
 import { prepareHeader } from './output.ts';

@@ -10,7 +10,7 @@ import type { HttpRequest } from '../../request.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
 import { requestLog } from '../../request-log.ts';
 import { CONN_CLOSE, CONN_KEEPALIVE } from '../../request-head.ts';
-import { C_REFUSED, endRequestLua, refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, endRequestLua, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { parseArgs } from '../../uri.ts';
 
