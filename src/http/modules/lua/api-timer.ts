@@ -57,6 +57,8 @@ export class LuaTimers {
       // the listening address as the listen directive gave it (nginx's listening->addr_text: 0.0.0.0:80);
       // a timer made in a timer copies its fake connection's
       const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.addr.spec.key}` : ctx?.origin ?? '';
+      // OpenResty makes the timer's coroutine now, from its thread cache
+      this.rt.newThread(ctx);
       this.schedule(id, delay * 1000, every ? delay * 1000 : 0, origin);
       bridge.pushInteger(L, id);
       return 1;
@@ -83,7 +85,10 @@ export class LuaTimers {
     mainErrorLog().debug('lua ngx.timer expired');
     // a repeating timer is scheduled again before its run (even one refused below), as OpenResty does
     const again = t.every > 0 && !premature;
-    if (again) this.schedule(id, t.every, t.every, t.origin);
+    if (again) {
+      this.rt.newThread(undefined);
+      this.schedule(id, t.every, t.every, t.origin);
+    }
     // its own signal: ngx.exit in one of its light threads ends the others, as in a request
     const ctx: HookContext = { runtime: this.rt, r: undefined, phase: 'timer', origin: t.origin, signal: new KillSignal() };
     const maxRunning = this.rt.conf.maxRunningTimers ?? MAX_RUNNING;
@@ -98,6 +103,7 @@ export class LuaTimers {
       this.running--;
       if (this.running === 0 && this.pending.size === 0) this.idle?.();
       if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
+      this.rt.delThread(ctx);
       this.rt.forgetThreads(ctx);
       this.rt.releaseOwnCtx(ctx);
       mainErrorLog().debug('http lua close fake http connection');

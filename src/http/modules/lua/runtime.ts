@@ -77,6 +77,8 @@ export class LuaRuntime {
   /** The Lua function that forgets light threads by id (ngx.lua's fourth result). */
   private threadForgetter = 0;
   private nextCtxId = 1;
+  /** How many coroutines OpenResty's thread cache would hold now (see newThread). */
+  private cachedThreads = 0;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
     this.vm = vm;
@@ -117,6 +119,27 @@ export class LuaRuntime {
     let found = byPath.get(file);
     if (!found) byPath.set(file, (found = { kind: hook.kind, source: undefined, file, name: file }));
     return found;
+  }
+
+  /**
+   * OpenResty's Lua thread cache as its debug lines tell it: an entry thread (rewrite, access,
+   * content), a light thread or a timer takes a cached coroutine when there is one (`lua reusing
+   * cached lua thread`) and gives it back when it ends (`lua caching unused lua thread`, up to
+   * lua_thread_cache_max_entries). Gatehouse's own coroutine pool (src/lua/coroutine.ts) also
+   * serves the hooks OpenResty runs without a coroutine, so it keeps this count apart to say
+   * what OpenResty would.
+   */
+  newThread(ctx: HookContext | undefined): void {
+    if (this.cachedThreads === 0) return;
+    this.cachedThreads--;
+    logFor(ctx, LogLevel.debug, 'lua reusing cached lua thread');
+  }
+
+  /** The coroutine of newThread ended. */
+  delThread(ctx: HookContext | undefined): void {
+    if (this.cachedThreads >= (this.conf.threadCacheMax ?? 1024)) return;
+    this.cachedThreads++;
+    logFor(ctx, LogLevel.debug, 'lua caching unused lua thread');
   }
 
   /** The hook's compiled chunk, or the message it failed to compile with (logged by the caller). */
