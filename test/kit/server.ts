@@ -76,6 +76,8 @@ export interface StartOptions {
    * Benchmarks want `error`: Debian's nginx is built --with-debug and would
    * spend most of its time writing debug lines. */
   errorLogLevel?: string;
+  /** The configuration sets `error_log` itself: -g gives no error log (-e still names PREFIX/error.log as the default). */
+  ownErrorLog?: boolean;
   /** nginx run only: `load_module MODULES_DIR/<name>.so;` lines prepended to
    * the config, e.g. ['ngx_stream_module'] or ['ngx_http_lua_module']
    * (ndk_http_module is added in front of lua automatically). Ignored by
@@ -615,7 +617,7 @@ export async function startServer(binary: string, opts: StartOptions, flavor: Se
 
   const confDaemon = /^\s*daemon\s+(on|off)\s*;/m.exec(opts.conf)?.[1];
   const daemonizes = confDaemon ? confDaemon === 'on' : opts.daemon === true;
-  let globals = `pid ${prefix}/nginx.pid; error_log ${prefix}/error.log ${opts.errorLogLevel ?? 'debug'};`;
+  let globals = `pid ${prefix}/nginx.pid;${opts.ownErrorLog ? '' : ` error_log ${prefix}/error.log ${opts.errorLogLevel ?? 'debug'};`}`;
   if (!opts.daemon && !confDaemon) globals += ' daemon off;';
   const mods = flavor === 'nginx' ? moduleLines(opts.nginxModules) : '';
   const useTestGlobals = /%%TEST_GLOBALS%%/.test(opts.conf);

@@ -41,6 +41,39 @@ const pair = await luaPair({ after }, `
             }
         }
         location /ticks { content_by_lua_block { ngx.say(ngx.shared.state:get("ticks") >= 2) } }
+        location /threads {
+            content_by_lua_block {
+                ngx.timer.at(0, function()
+                    local t = ngx.thread.spawn(function() return "thread result" end)
+                    ngx.log(ngx.WARN, "spawned: ", coroutine.status(t))
+                    ngx.log(ngx.WARN, "waited: ", select(2, ngx.thread.wait(t)))
+                    ngx.thread.spawn(function()
+                        ngx.sleep(0.01)
+                        -- runs once this timer is over: it is then the only timer running
+                        ngx.timer.at(0, function()
+                            ngx.log(ngx.WARN, "running after the exit: ", ngx.timer.running_count())
+                        end)
+                        ngx.exit(0)
+                    end)
+                    ngx.sleep(5)
+                    ngx.log(ngx.WARN, "never: the thread's ngx.exit ended the timer")
+                end)
+                ngx.say("ok")
+            }
+        }
+        location /ctx {
+            content_by_lua_block {
+                ngx.ctx.who = "request"
+                local function f(premature, n)
+                    ngx.log(ngx.WARN, "timer ", n, " ctx: ", tostring(ngx.ctx.who))
+                    ngx.ctx.who = "timer " .. n
+                    -- a timer made in a timer names the same client and server
+                    if n == 1 then ngx.timer.at(0, f, 2) end
+                end
+                ngx.timer.at(0, f, 1)
+                ngx.say("ok")
+            }
+        }
     }
 `);
 
@@ -61,4 +94,20 @@ test('ngx.timer.every repeats', async () => {
     if (body !== 'true\n') await new Promise((r) => setTimeout(r, 20));
   }
   assert.equal(body, 'true\n');
+});
+
+test('a timer runs light threads: wait, status, and ngx.exit in one ends the timer (t/106-timer.t 15, 19)', async () => {
+  await same(pair, '/threads');
+  await sameLog(pair, /running after the exit/);
+  const lines = await sameLog(pair, /spawned|waited|never|after the exit/);
+  assert.deepEqual(lines.map((l) => l.replace(/^.*?:\d+: /, '').replace(/, context.*/, '')),
+    ['spawned: zombie', 'waited: thread result', 'running after the exit: 1']);
+});
+
+test('each timer has its own ngx.ctx; a timer made in a timer logs the same client and server', async () => {
+  await same(pair, '/ctx');
+  const lines = await sameLog(pair, /timer 2 ctx/);
+  assert.equal(lines.length, 1);
+  assert.match(lines[0], /timer 2 ctx: nil, context: ngx\.timer, client: 127\.0\.0\.1, server: 127\.0\.0\.1:PORT$/);
+  assert.match((await sameLog(pair, /timer 1 ctx/))[0], /timer 1 ctx: nil, context: ngx\.timer, client: 127\.0\.0\.1/);
 });

@@ -9,7 +9,7 @@
 import { terminate } from '../../request-body.ts';
 import { requestLog } from '../../request-log.ts';
 import { luaLoc } from './conf.ts';
-import { refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, requestContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
 
 /** The thread id of each hook's on_abort function. */
@@ -59,8 +59,7 @@ export function abortLibrary(rt: LuaRuntime): Record<string, unknown> {
   return {
     /** Registers an abort thread for the running hook: its id (ngx.lua keeps the function), or nil and OpenResty's error. */
     on_abort(L: number) {
-      const ctx = requestContext(rt, 2);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter'], 2);
+      const ctx = requestContext(rt, 2, C_REFUSED);
       const fail = (err: string) => (bridge.pushNil(L), bridge.pushString(L, err), 2);
       if (!ctx.r.level.get(luaLoc).checkClientAbort) return fail('lua_check_client_abort is off');
       if (handlers.has(ctx)) return fail('duplicate call');

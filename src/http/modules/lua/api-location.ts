@@ -12,7 +12,7 @@ import { requestLog } from '../../request-log.ts';
 import { createSubrequest, mainRequest } from '../../subrequest.ts';
 import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
-import { refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, requestContext } from './runtime.ts';
 import { pushList, responseHeaderList } from './api-req.ts';
 import { bodyCut } from './filters.ts';
 import { prepareHeader } from './output.ts';
@@ -98,8 +98,8 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
 
   return {
     start(L: number) {
-      const ctx = requestContext(rt);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter', 'init_worker']);
+      // level 3: ngx.location.capture(_multi) calls this through its local begin()
+      const ctx = requestContext(rt, 3, [...C_REFUSED, 'init_worker']);
       const target = bridge.toString(L, 1) ?? '';
       if (target === '') throw new LuaError('uri is empty', 2);
       let uri = target;

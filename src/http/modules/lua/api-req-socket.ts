@@ -89,7 +89,7 @@ export function reqSocketLibrary(rt: LuaRuntime, sockets: TcpSockets): Record<st
       const n = bridge.api.lua_gettop(L);
       if (n > 1) throw new LuaError(`expecting zero arguments, but got ${n}`, 2);
       const raw = n === 1 && bridge.toBoolean(L, 1);
-      const ctx = requestContext(rt, 2);
+      const ctx = requestContext(rt, 2, ['timer']);
       const r = ctx.r;
       if (r.parent) throw new LuaError('attempt to read the request body in a subrequest', 2);
       if (r.head.version >= 2000) throw new LuaError('http v2 not supported yet', 2);

@@ -10,7 +10,7 @@ import type { HttpRequest } from '../../request.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
 import { requestLog } from '../../request-log.ts';
 import { CONN_CLOSE, CONN_KEEPALIVE } from '../../request-head.ts';
-import { endRequestLua, refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, endRequestLua, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { parseArgs } from '../../uri.ts';
 
@@ -47,7 +47,8 @@ function bodyText(r: HttpRequest): string | undefined {
 export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
-  const req = () => requestContext(rt).r;
+  // (level 2: the code calling an ngx.lua wrapper of this host function)
+  const req = (level = 1) => requestContext(rt, level).r;
 
   /** Replaces request header `name` with `values` (none: removes it), as ngx.req.set_header. */
   const setHeader = (r: HttpRequest, name: string, values: string[]): void => {
@@ -78,7 +79,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
     start_time: (L: number) => (bridge.pushNumber(L, req().startMs / 1000), 1),
     is_internal: (L: number) => (bridge.pushBoolean(L, req().internal), 1),
     headers_list(L: number) {
-      const r = req();
+      const r = req(2);
       const max = bridge.toInteger(L, 1) ?? 100;
       const list = r.headersIn;
       const truncated = max > 0 && list.length / 2 > max;
@@ -120,12 +121,12 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     uri_args_list(L: number) {
-      const r = req();
+      const r = req(2);
       const max = bridge.toInteger(L, 1) ?? 100;
       return pushListResult(bridge, L, parseArgs(r.args, max), max);
     },
     post_args_list(L: number) {
-      const r = req();
+      const r = req(2);
       const b = requestBodyOf(r);
       if (!b) throw new LuaError('no request body found; maybe you should turn on lua_need_request_body?', 2);
       if (b.file !== undefined) {
@@ -137,15 +138,14 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       return pushListResult(bridge, L, parseArgs(bodyText(r) ?? '', max), max);
     },
     read_body(_L: number) {
-      const ctx = requestContext(rt);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ctx = requestContext(rt, 2, C_REFUSED);
       return bridge.suspend(readRequestBody(ctx.r), (L1, got) => {
         if (typeof got !== 'number') return 0;
         bridge.pushInteger(L1, got);
         return 1;
       });
     },
-    discard_body: () => 0,
+    discard_body: () => (req(), 0),
     set_body_data(L: number) {
       const r = req();
       const body = requestBodyOf(r);
@@ -186,7 +186,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       replaceBody(r, body, [...body.bufs, chunk]);
       return 0;
     },
-    finish_body: () => 0,
+    finish_body: () => (req(), 0),
     get_body_data(L: number) {
       const text = bodyText(req());
       if (text === undefined) bridge.pushNil(L);
@@ -200,7 +200,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     set_uri(L: number) {
-      const ctx = requestContext(rt);
+      const ctx = requestContext(rt, 2);
       const uri = bridge.toString(L, 1);
       if (!uri) throw new LuaError('attempt to use zero-length uri');
       const jump = bridge.toBoolean(L, 2);

@@ -17,10 +17,15 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
   let nextId = 1;
+  // a timer's function may run light threads too (OpenResty allows ngx.thread in ngx.timer)
+  const threadContext = () => {
+    const ctx = currentContext(rt);
+    return ctx?.phase === 'timer' ? ctx : requestContext(rt, 2);
+  };
 
   return {
     reserve(L: number) {
-      const ctx = requestContext(rt, 2);
+      const ctx = threadContext();
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter'], 2);
       bridge.pushInteger(L, nextId++);
       return 1;
@@ -28,7 +33,7 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
     /** Runs thread `id` until it waits or ends; true when it ended the request's Lua (ngx.exit …): the spawner unwinds then. */
     start(L: number) {
       // the thread shares the hook's context: ngx.exit in it is the request's, as in OpenResty
-      const ctx = requestContext(rt, 2);
+      const ctx = threadContext();
       const id = bridge.toInteger(L, 1)!;
       const outcome = rt.runThread(id, ctx);
       const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
@@ -40,7 +45,7 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 1;
     },
     wait(L: number) {
-      const ends = requestContext(rt, 2).threadEnds ?? new Map<number, Promise<number>>();
+      const ends = threadContext().threadEnds ?? new Map<number, Promise<number>>();
       const n = api.lua_gettop(L);
       const waiting: Array<Promise<number>> = [];
       for (let i = 1; i <= n; i++) {

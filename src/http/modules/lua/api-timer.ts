@@ -9,6 +9,7 @@
  * while its timers' fake connections are open, up to worker_shutdown_timeout).
  */
 import { LuaError } from '../../../lua/bridge.ts';
+import { KillSignal } from '../../../lua/coroutine.ts';
 import type { LuaOutcome } from '../../../lua/coroutine.ts';
 import { currentContext } from './runtime.ts';
 import type { HookContext, LuaRuntime } from './runtime.ts';
@@ -51,9 +52,13 @@ export class LuaTimers {
       if (this.exiting && delay > 0) return (bridge.pushNil(L), bridge.pushString(L, 'process exiting'), 2);
       if (this.pending.size >= (this.rt.conf.maxPendingTimers ?? MAX_PENDING)) return (bridge.pushNil(L), bridge.pushString(L, 'too many pending timers'), 2);
       const id = this.nextId++;
-      const r = currentContext(this.rt)?.r;
-      // the listening address as the listen directive gave it (nginx's listening->addr_text: 0.0.0.0:80)
-      const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.addr.spec.key}` : '';
+      const ctx = currentContext(this.rt);
+      const r = ctx?.r;
+      // the listening address as the listen directive gave it (nginx's listening->addr_text: 0.0.0.0:80);
+      // a timer made in a timer copies its fake connection's
+      const origin = r ? `, client: ${r.remoteAddress}, server: ${r.conn.addr.spec.key}` : ctx?.origin ?? '';
+      // OpenResty makes the timer's coroutine now, from its thread cache
+      this.rt.newThread(ctx);
       this.schedule(id, delay * 1000, every ? delay * 1000 : 0, origin);
       bridge.pushInteger(L, id);
       return 1;
@@ -80,8 +85,12 @@ export class LuaTimers {
     mainErrorLog().debug('lua ngx.timer expired');
     // a repeating timer is scheduled again before its run (even one refused below), as OpenResty does
     const again = t.every > 0 && !premature;
-    if (again) this.schedule(id, t.every, t.every, t.origin);
-    const ctx: HookContext = { runtime: this.rt, r: undefined, phase: 'timer', origin: t.origin };
+    if (again) {
+      this.rt.newThread(undefined);
+      this.schedule(id, t.every, t.every, t.origin);
+    }
+    // its own signal: ngx.exit in one of its light threads ends the others, as in a request
+    const ctx: HookContext = { runtime: this.rt, r: undefined, phase: 'timer', origin: t.origin, signal: new KillSignal() };
     const maxRunning = this.rt.conf.maxRunningTimers ?? MAX_RUNNING;
     if (this.running >= maxRunning) {
       // ngx.lua logs it at alert with where the function was defined
@@ -93,11 +102,14 @@ export class LuaTimers {
     const done = (o: LuaOutcome<undefined>) => {
       this.running--;
       if (this.running === 0 && this.pending.size === 0) this.idle?.();
+      if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
+      this.rt.delThread(ctx);
+      this.rt.forgetThreads(ctx);
+      this.rt.releaseOwnCtx(ctx);
       mainErrorLog().debug('http lua close fake http connection');
       closeSocketsOf(ctx);
-      if (!o.ok && ctx.exit === undefined) this.rt.logFailure(ctx, o);
     };
-    if (outcome instanceof Promise) void outcome.then(done);
+    if (outcome instanceof Promise || ctx.threads?.size) void afterThreads(ctx, outcome).then(done);
     else done(outcome);
   }
 
@@ -116,4 +128,12 @@ export class LuaTimers {
       };
     });
   }
+}
+
+/** The timer's function ended: as a request's entry thread, it waits for its light threads, unless it failed or ended them (ngx.exit). */
+async function afterThreads(ctx: HookContext, outcome: LuaOutcome<undefined> | Promise<LuaOutcome<undefined>>): Promise<LuaOutcome<undefined>> {
+  const o = await outcome;
+  if (!o.ok && ctx.exit === undefined) ctx.signal?.kill();
+  while (ctx.threads?.size && o.ok && ctx.exit === undefined) await Promise.all(ctx.threads.values());
+  return o;
 }

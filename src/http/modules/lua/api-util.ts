@@ -6,7 +6,7 @@ import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { LuaError, T } from '../../../lua/bridge.ts';
 import { buffering, finishOutput, flushOutput, headerOnly, headStarted, rawOutput, somethingToFlush, startHead } from './output.ts';
-import { currentContext, refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, currentContext, refuseIn, requestContext } from './runtime.ts';
 import { requestLog } from '../../request-log.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { cookieTime } from '../../../core/http-time.ts';
@@ -96,8 +96,7 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
       return bridge.suspend(expired, undefined, () => clearTimeout(timer));
     },
     flush(L: number) {
-      const ctx = requestContext(rt);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ctx = requestContext(rt, 1, C_REFUSED);
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
       if (rawOutput(ctx.r)) return refuseRaw(L);
       if (headerOnly(ctx.r)) {
@@ -124,24 +123,23 @@ export function utilLibrary(rt: LuaRuntime): Record<string, unknown> {
     },
     /** ngx.send_headers(): the head goes to the filters now and is held with the output (1). */
     send_headers(L: number) {
-      const ctx = requestContext(rt);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ctx = requestContext(rt, 1, C_REFUSED);
       const ok = (L1: number) => (bridge.pushInteger(L1, 1), 1);
       const wait = headStarted(ctx.r) ? undefined : startHead(ctx.r);
       return wait ? bridge.suspend(wait, ok) : ok(L);
     },
     /** ngx.headers_sent (read through the ngx table's metatable). */
     headers_sent(L: number) {
-      bridge.pushBoolean(L, headStarted(requestContext(rt).r));
+      bridge.pushBoolean(L, headStarted(requestContext(rt, 2).r));
       return 1;
     },
     /** ngx.is_subrequest (read through the ngx table's metatable). */
     is_subrequest(L: number) {
-      bridge.pushBoolean(L, requestContext(rt).r.parent !== undefined);
+      bridge.pushBoolean(L, requestContext(rt, 2).r.parent !== undefined);
       return 1;
     },
     eof(L: number) {
-      const ctx = requestContext(rt);
+      const ctx = requestContext(rt, 1, ['timer']);
       // (OpenResty answers this before it checks the context)
       if (rawOutput(ctx.r)) return refuseRaw(L);
       refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);

@@ -15,7 +15,7 @@ import { locationLibrary } from './api-location.ts';
 import { threadLibrary } from './api-thread.ts';
 import { socketLibrary } from './api-socket.ts';
 import { configLibrary, ndkLibrary, timeLibrary, utilLibrary } from './api-util.ts';
-import { currentContext, endRequestLua, logFor, refuseIn, requestContext } from './runtime.ts';
+import { C_REFUSED, currentContext, endRequestLua, logFor, refuseIn, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import type { LuaTimers } from './api-timer.ts';
 import { CONSTANTS } from './constants.ts';
@@ -25,7 +25,7 @@ import { luaLoc } from './conf.ts';
 import { balancerLibrary } from './balancer.ts';
 import { abortLibrary } from './api-abort.ts';
 
-const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker'];
+const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker', 'timer'];
 
 /** The response name a Lua key stands for: `_` is `-` (lua_transform_underscores_in_response_headers). */
 function headerName(L: number, rt: LuaRuntime, r: HttpRequest): string {
@@ -79,8 +79,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
 
   const write: HostFunction = (L) => {
     // called from ngx.lua's output(), which ngx.say tail-calls: level 2 is ngx.say's caller
-    const ctx = requestContext(rt, 2);
-    refuseIn(ctx, OUTPUT_DISABLED, 2);
+    const ctx = requestContext(rt, 2, OUTPUT_DISABLED);
     const r = ctx.r;
     const refused = rawOutput(r) ? 'raw request socket acquired' : headerOnly(r) ? 'header only'
       : ctx.eof || r.finished ? 'seen eof' : undefined;
@@ -113,8 +112,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     exec(L: number) {
-      const ctx = requestContext(rt);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ctx = requestContext(rt, 2, C_REFUSED);
       const uri = bridge.toString(L, 1);
       if (!uri) throw new LuaError('The uri argument is empty', 2);
       let args = bridge.type(L, 2) === T.TABLE ? encodeArgsAt(L, 2) : bridge.toString(L, 2);
@@ -130,8 +128,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     redirect(L: number) {
-      const ctx = requestContext(rt);
-      refuseIn(ctx, ['set', 'log', 'header_filter', 'body_filter']);
+      const ctx = requestContext(rt, 2, C_REFUSED);
       const status = bridge.toInteger(L, 2) ?? 302;
       if (![301, 302, 303, 307, 308].includes(status)) {
         throw new LuaError('only ngx.HTTP_MOVED_TEMPORARILY, ngx.HTTP_MOVED_PERMANENTLY, ngx.HTTP_PERMANENT_REDIRECT, ngx.HTTP_SEE_OTHER, and ngx.HTTP_TEMPORARY_REDIRECT are allowed', 2);
@@ -159,7 +156,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     var_get(L: number) {
-      const { r } = requestContext(rt);
+      const { r } = requestContext(rt, 2);
       const type = bridge.type(L, 1);
       if (type !== T.NUMBER && type !== T.STRING) throw new LuaError('bad variable name', 2);
       const key = type === T.NUMBER ? bridge.toInteger(L, 1) : undefined;
@@ -169,7 +166,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 1;
     },
     var_set(L: number) {
-      const { r } = requestContext(rt);
+      const { r } = requestContext(rt, 2);
       if (bridge.type(L, 1) !== T.STRING) throw new LuaError('bad variable name', 2);
       const name = bridge.toString(L, 1)!.toLowerCase();
       const vars = r.main.variables;
@@ -184,7 +181,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     header_get(L: number) {
-      const { r } = requestContext(rt);
+      const { r } = requestContext(rt, 2);
       const values = responseHeaderValues(r, headerName(L, rt, r));
       if (values.length === 0) bridge.pushNil(L);
       else if (values.length === 1) bridge.pushString(L, values[0]);
@@ -195,7 +192,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 1;
     },
     header_set(L: number) {
-      const ctx = requestContext(rt);
+      const ctx = requestContext(rt, 2);
       const name = headerName(L, rt, ctx.r);
       if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error(`attempt to set ngx.header.HEADER after sending out response headers`);
@@ -210,12 +207,12 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     status_get(L: number) {
-      const { r } = requestContext(rt);
+      const { r } = requestContext(rt, 2);
       bridge.pushInteger(L, r.status);
       return 1;
     },
     status_set(L: number) {
-      const ctx = requestContext(rt);
+      const ctx = requestContext(rt, 2);
       if (headStarted(ctx.r) && ctx.phase !== 'header_filter') {
         requestLog(ctx.r).error('attempt to set ngx.status after sending out response headers');
         return 0;
@@ -226,8 +223,9 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 0;
     },
     ctx_id(L: number) {
-      if (currentContext(rt)?.phase === 'init_worker') {
-        bridge.pushInteger(L, rt.workerCtxId());
+      const ctx = currentContext(rt);
+      if (ctx?.phase === 'init_worker' || ctx?.phase === 'timer') {
+        bridge.pushInteger(L, ctx.phase === 'timer' ? rt.ownCtxId(ctx) : rt.workerCtxId());
         return 1;
       }
       const { r } = requestContext(rt);

@@ -61,6 +61,8 @@ export interface LuaMainConf {
   used: boolean;
   maxPendingTimers?: number;
   maxRunningTimers?: number;
+  /** lua_thread_cache_max_entries (OpenResty's default 1024). */
+  threadCacheMax?: number;
   rewriteNoPostpone?: boolean;
   accessNoPostpone?: boolean;
 }

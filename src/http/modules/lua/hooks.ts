@@ -90,13 +90,15 @@ function runHook(r: HttpRequest, hook: LuaHook, phase: string): HandlerResult | 
   const ctx: HookContext = { runtime, r, phase, signal };
   // lua_check_client_abort: ngx.on_abort's function, or the end of the request, when the client goes
   const stopWatching = watchClientAbort(ctx as HookContext & { r: HttpRequest });
+  runtime.newThread(ctx);
   const outcome = runtime.run(hook, ctx, { signal });
   if (outcome instanceof Promise || stopWatching) {
-    return Promise.resolve(outcome).then((o) => afterThreads(ctx, o)).finally(() => {
+    return Promise.resolve(outcome).then((o) => (runtime.delThread(ctx), afterThreads(ctx, o))).finally(() => {
       stopWatching?.();
       ctx.releaseFinish?.();
     });
   }
+  runtime.delThread(ctx);
   if (ctx.threads?.size) return afterThreads(ctx, outcome).finally(() => ctx.releaseFinish?.());
   const result = afterHook(ctx, outcome);
   ctx.releaseFinish?.();

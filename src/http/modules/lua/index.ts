@@ -206,6 +206,7 @@ export const luaModule: HttpModule = {
     ...locFlag('lua_check_client_abort', 'checkClientAbort'),
     mainSetting('lua_max_pending_timers', (conf, cf, v) => { conf.maxPendingTimers = count(cf, v); }),
     mainSetting('lua_max_running_timers', (conf, cf, v) => { conf.maxRunningTimers = count(cf, v); }),
+    mainSetting('lua_thread_cache_max_entries', (conf, cf, v) => { conf.threadCacheMax = count(cf, v); }),
     mainSetting('rewrite_by_lua_no_postpone', (conf, cf, v) => { conf.rewriteNoPostpone = flagArg(cf, v); }),
     mainSetting('access_by_lua_no_postpone', (conf, cf, v) => { conf.accessNoPostpone = flagArg(cf, v); }),
     ...socketDirectives(luaMainOf),

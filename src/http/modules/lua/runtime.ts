@@ -51,6 +51,8 @@ export interface HookContext {
   origin?: string;
   /** ngx.req.set_uri(uri, true) ended the hook: location selection runs again. */
   jumped?: boolean;
+  /** A timer's ngx.ctx table (made on first use, released when it ends). */
+  ctxId?: number;
   /** ngx.arg: set_by_lua's arguments, body_filter_by_lua's chunk and end flag. */
   args?: Array<string | boolean | Buffer>;
 }
@@ -75,6 +77,8 @@ export class LuaRuntime {
   /** The Lua function that forgets light threads by id (ngx.lua's fourth result). */
   private threadForgetter = 0;
   private nextCtxId = 1;
+  /** How many coroutines OpenResty's thread cache would hold now (see newThread). */
+  private cachedThreads = 0;
 
   private constructor(vm: LuaVm, conf: LuaMainConf, workerId: number, workerCount: number, prefix: string) {
     this.vm = vm;
@@ -117,6 +121,27 @@ export class LuaRuntime {
     return found;
   }
 
+  /**
+   * OpenResty's Lua thread cache as its debug lines tell it: an entry thread (rewrite, access,
+   * content), a light thread or a timer takes a cached coroutine when there is one (`lua reusing
+   * cached lua thread`) and gives it back when it ends (`lua caching unused lua thread`, up to
+   * lua_thread_cache_max_entries). Gatehouse's own coroutine pool (src/lua/coroutine.ts) also
+   * serves the hooks OpenResty runs without a coroutine, so it keeps this count apart to say
+   * what OpenResty would.
+   */
+  newThread(ctx: HookContext | undefined): void {
+    if (this.cachedThreads === 0) return;
+    this.cachedThreads--;
+    logFor(ctx, LogLevel.debug, 'lua reusing cached lua thread');
+  }
+
+  /** The coroutine of newThread ended. */
+  delThread(ctx: HookContext | undefined): void {
+    if (this.cachedThreads >= (this.conf.threadCacheMax ?? 1024)) return;
+    this.cachedThreads++;
+    logFor(ctx, LogLevel.debug, 'lua caching unused lua thread');
+  }
+
   /** The hook's compiled chunk, or the message it failed to compile with (logged by the caller). */
   chunk(hook: LuaHook): LuaChunk | string {
     let c = this.chunks.get(hook);
@@ -143,11 +168,11 @@ export class LuaRuntime {
     return this.vm.run(chunk, ctx, options);
   }
 
-  /** Runs timer `id`'s function in a coroutine (`last`: forget it after). */
-  /** Runs timer `id`'s function; with `refused`, ngx.lua logs that it could not run instead. */
+  /** Runs timer `id`'s function in a coroutine (`last`: forget it after); with `refused`, ngx.lua logs that it could not run instead. */
   runTimer(id: number, premature: boolean, last: boolean, ctx: HookContext, refused?: string): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
     return this.vm.run(this.timerRunner as LuaChunk, ctx, {
+      signal: ctx.signal,
       args: (L) => {
         bridge.pushInteger(L, id);
         bridge.pushBoolean(L, premature);
@@ -211,6 +236,27 @@ export class LuaRuntime {
 
   private initWorkerCtx: number | undefined;
 
+  /** A timer's own ngx.ctx (one per run, as OpenResty's fake request has). */
+  ownCtxId(ctx: HookContext): number {
+    return (ctx.ctxId ??= this.nextCtxId++);
+  }
+
+  /** The timer ended: its ngx.ctx table can go. */
+  releaseOwnCtx(ctx: HookContext): void {
+    if (ctx.ctxId === undefined) return;
+    mainErrorLog().debug(`lua release ngx.ctx at ref ${ctx.ctxId}`);
+    this.releaseId(ctx.ctxId);
+    ctx.ctxId = undefined;
+  }
+
+  private releaseId(id: number): void {
+    const { bridge } = this.vm;
+    const { L } = bridge;
+    bridge.pushRef(L, this.releaseCtx);
+    bridge.pushInteger(L, id);
+    bridge.call(L, 1, 0);
+  }
+
   /** ngx.req.set_uri(uri, true) jumped: the request gets a new ngx.ctx, as OpenResty starts its Lua context again. */
   newCtx(r: HttpRequest): void {
     r.ctx.delete(CTX_ID);
@@ -221,13 +267,9 @@ export class LuaRuntime {
     const ids = ctxIds.get(r);
     if (!ids) return;
     ctxIds.delete(r);
-    const { bridge } = this.vm;
-    const { L } = bridge;
     for (const id of ids) {
       requestLog(r).debug(`lua release ngx.ctx at ref ${id}`);
-      bridge.pushRef(L, this.releaseCtx);
-      bridge.pushInteger(L, id);
-      bridge.call(L, 1, 0);
+      this.releaseId(id);
     }
   }
 
@@ -284,15 +326,27 @@ export function endRequestLua(ctx: HookContext, status: number | undefined, leve
 /** What ends a request by closing its connection: NGX_ERROR, 408, 444, 499. */
 export const CLOSING = new Set([-1, 408, 444, 499]);
 
-/** The running hook's context, or OpenResty's error for code outside any request. */
-export function requestContext(rt: LuaRuntime, level = 1): HookContext & { r: HttpRequest } {
+/**
+ * The running hook's context, or OpenResty's error for code outside any request. With `refused`, a
+ * C function of ngx_http_lua_module checks its context first (ngx_http_lua_check_context: `API disabled
+ * in the context of ngx.timer` where 'timer' is listed); without, it is one of resty.core's, whose C
+ * side refuses a timer's fake request as `API disabled in the current context`.
+ */
+export function requestContext(rt: LuaRuntime, level = 1, refused?: readonly string[]): HookContext & { r: HttpRequest } {
   const ctx = currentContext(rt);
-  if (!ctx?.r) throw new LuaError(`API disabled in the context of ${ctx ? phaseName(ctx.phase) : 'init_by_lua*'}`, level);
+  if (ctx && refused) refuseIn(ctx, refused, level);
+  if (!ctx?.r) {
+    const where = !ctx ? 'context of init_by_lua*' : ctx.phase === 'timer' ? 'current context' : `context of ${phaseName(ctx.phase)}`;
+    throw new LuaError(`API disabled in the ${where}`, level);
+  }
   return ctx as HookContext & { r: HttpRequest };
 }
 
+/** Where most of ngx_http_lua_module's C functions (output, ngx.exec, ngx.req.read_body, …) are refused. */
+export const C_REFUSED: readonly string[] = ['set', 'log', 'header_filter', 'body_filter', 'timer'];
+
 /** Phases where a function is not allowed, as OpenResty's ngx_http_lua_check_context refuses them. */
-export function refuseIn(ctx: HookContext, phases: string[], level = 1): void {
+export function refuseIn(ctx: HookContext, phases: readonly string[], level = 1): void {
   // balancer_by_lua cannot wait nor answer: refused wherever set_by_lua is
   // exit_worker_by_lua cannot wait either: refused wherever init_worker_by_lua is
   const as = ctx.phase === 'balancer' ? 'set' : ctx.phase === 'exit_worker' ? 'init_worker' : ctx.phase;
