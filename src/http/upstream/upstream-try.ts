@@ -12,6 +12,8 @@
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { sysErrorText } from '../../conf/errors.ts';
+import { LogLevel } from '../../core/error-log.ts';
+import { connectFailure } from '../../upstream/connect-failure.ts';
 import { UpstreamConnection } from '../../upstream/connection.ts';
 import type { ConnectionUser } from '../../upstream/connection.ts';
 import type { UpstreamGroup } from '../../upstream/group.ts';
@@ -127,7 +129,7 @@ implements ConnectionUser, ClientWatcher {
     return ACTIONS[this.phase];
   }
 
-  log(level: 'error' | 'warn' | 'info', msg: string, action = this.action): void {
+  log(level: 'crit' | 'error' | 'warn' | 'info', msg: string, action = this.action): void {
     requestLog(this.r)[level](action ? `${msg} while ${action}` : msg);
   }
 
@@ -227,10 +229,8 @@ implements ConnectionUser, ClientWatcher {
       return;
     }
     if (phase === CONNECTING) {
-      const path = conn.peer.addr.path;
-      this.log('error', path !== undefined && err.code !== 'ECONNREFUSED'
-        ? `connect() to ${conn.peer.name} failed ${sysErrorText(err)}`
-        : `connect() failed ${sysErrorText(err)}`);
+      const { level, message } = connectFailure(err, conn.peer.name, conn.peer.addr.path !== undefined);
+      this.log(level === LogLevel.crit ? 'crit' : 'error', message);
     } else if (phase === SENDING && err.code === 'EPIPE') {
       this.log('error', `writev() failed ${sysErrorText(err)}`);
     } else {

@@ -77,7 +77,13 @@ class LuaBalancer implements PeerChooser {
   }
 
   free(state: number): boolean {
-    if (this.usedFallback) return this.fallback.free(state);
+    if (this.usedFallback) {
+      // one count of tries, as OpenResty's pc->tries is both its own and round robin's
+      this.fallback.tries = this.tries;
+      const disabled = this.fallback.free(state);
+      this.tries = this.fallback.tries;
+      return disabled;
+    }
     this.lastState = state;
     if (this.tries) this.tries--;
     return false;
