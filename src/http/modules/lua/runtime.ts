@@ -159,10 +159,10 @@ export class LuaRuntime {
     });
   }
 
-  /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`. */
-  runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+  /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`; `signal` ends it where it waits. */
+  runThread(id: number, ctx: HookContext, signal = ctx.signal): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
-    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal: ctx.signal });
+    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal });
   }
 
   /** The hook ended: ngx.lua lets go of its light threads (functions, arguments, results never waited for). */
