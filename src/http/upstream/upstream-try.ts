@@ -57,7 +57,7 @@ implements ConnectionUser, ClientWatcher {
   readonly protocol: UpstreamProtocol<C, D>;
   /** The request head (the protocol's create_request); its cache may clear conditional fields or add a revalidation's. */
   head: string;
-  readonly sender: BodySender;
+  sender: BodySender;
   readonly group: UpstreamGroup | undefined;
   /** Asked once per try where to connect (peer-choice.ts). */
   readonly chooser: PeerChooser;
@@ -93,6 +93,8 @@ implements ConnectionUser, ClientWatcher {
   constructor(r: HttpRequest, conf: C, d: D, opts: {
     protocol: UpstreamProtocol<C, D>; head: string; sender: BodySender; group: UpstreamGroup | undefined; chooser: PeerChooser;
     tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
+    /** The protocol's create_request again, over the request as it is now (the chooser's recreateRequest). */
+    recreate?: () => { head: string; sender: BodySender };
   }) {
     this.r = r;
     // a module may set this request's timeouts (the gateway's route and upstream timeouts)
@@ -112,6 +114,8 @@ implements ConnectionUser, ClientWatcher {
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.chooser.tries > limit) this.chooser.tries = limit;
     this.chooser.triesLimit = limit;
+    const recreate = opts.recreate;
+    this.chooser.recreateRequest = recreate && (() => ({ head: this.head, sender: this.sender } = recreate()));
     if (r.sink.client) watchClient(r.sink.client, this);
   }
 
