@@ -296,6 +296,8 @@ export async function finalize(r: HttpRequest, rc: number): Promise<void> {
 
 function runLogPhase(r: HttpRequest): void {
   r.finished = true;
+  // nginx's ngx_http_free_request debug line (OpenResty's tests order events by it)
+  requestLog(r).debug('http close request');
   // the connection closed before a response head went out: the client gave up (nginx's 499),
   // unless the request was closed on purpose with a status of its own (444, 408, ...)
   if (!r.headerSent && r.status < 400) {

@@ -103,6 +103,16 @@ export function replaceBody(r: HttpRequest, body: RequestBody, bufs: Buffer[]): 
   list.push('Content-Length', String(body.length));
 }
 
+/**
+ * A request that announces no body has read its empty one, as nginx's
+ * ngx_http_read_client_request_body leaves an empty r->request_body (the
+ * proxy reads every request's body, so a Lua balancer may set one).
+ */
+export function noBodyToRead(r: HttpRequest): void {
+  const st = createState(r);
+  if (!st.body && !st.reading && !st.streamed) st.body = { bufs: [], length: 0, file: undefined };
+}
+
 /** Sends `HTTP/1.1 100 Continue` when the client asked for it (ngx_http_test_expect), once. */
 function sendContinue(r: HttpRequest, st: BodyState): void {
   if (st.continueSent) return;

@@ -36,10 +36,27 @@ export class KillSignal {
   private wake: (() => void) | undefined;
   private promise: Promise<typeof KILLED> | undefined;
 
+  private children: KillSignal[] | undefined;
+  /** What lets go of the wait in progress (Suspension.cancel), run at once when killed. */
+  letGo: (() => void) | undefined;
+
   kill(): void {
     if (this.killed) return;
     this.killed = true;
+    // at once, as OpenResty's cleanup runs inside ngx.thread.kill (a semaphore's count shows it)
+    const letGo = this.letGo;
+    this.letGo = undefined;
+    letGo?.();
     this.wake?.();
+    this.children?.forEach((c) => c.kill());
+  }
+
+  /** A signal killed with this one, or alone (a light thread that ngx.thread.kill ends). */
+  child(): KillSignal {
+    const c = new KillSignal();
+    if (this.killed) c.kill();
+    else (this.children ??= []).push(c);
+    return c;
   }
 
   /** Settles when killed (made on first use: a hook that never waits costs no promise). */
@@ -135,15 +152,17 @@ export class CoroutineRunner {
         if (status !== STATUS.YIELD) return this.finish(entry, status, options);
         continue;
       }
+      if (signal) signal.letGo = suspended.cancel;
       try {
         const value = await (signal ? Promise.race([suspended.promise, signal.settled]) : suspended.promise);
         bridge.resumption = { ok: true, value, suspension: suspended };
       } catch (error) {
         bridge.resumption = { ok: false, error, suspension: suspended };
       }
+      if (signal) signal.letGo = undefined;
       if (signal?.killed) {
+        // kill() let go of the wait already
         bridge.resumption = undefined;
-        suspended.cancel?.();
         return this.kill(entry);
       }
       const status = this.resume(entry, 0);

@@ -14,6 +14,7 @@ import { parseSize } from '../conf/values.ts';
 import { LogLevel } from '../core/error-log.ts';
 import { nextConnectionNumber } from '../core/shared.ts';
 import { addressName } from '../upstream/address.ts';
+import { connectFailure } from '../upstream/connect-failure.ts';
 import { UpstreamConnection } from '../upstream/connection.ts';
 import type { ConnectionUser } from '../upstream/connection.ts';
 import type { Peer } from '../upstream/peer.ts';
@@ -265,7 +266,8 @@ export class StreamProxy implements ConnectionUser, PeersUser {
         this.s.error(LogLevel.error, err.code?.startsWith('ERR_SSL') || /SSL routines/.test(err.message)
           ? `SSL_do_handshake() failed (SSL: ${handshakeErrorText(err)})` : `peer closed connection in SSL handshake ${sysErrorText(err)}`);
       } else {
-        this.s.error(LogLevel.error, `connect() failed ${sysErrorText(err)}`);
+        const { level, message } = connectFailure(err, conn.peer.name, conn.peer.addr.path !== undefined);
+        this.s.error(level, message);
       }
       this.nextUpstream();
       return;

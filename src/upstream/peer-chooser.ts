@@ -33,6 +33,12 @@ export interface PeerChooser {
   /** Set by the engine to `*_next_upstream_tries` (0: no limit), for a chooser that adds tries (set_more_tries). */
   triesLimit?: number;
   /**
+   * Set by the engine when the protocol can: builds the request head and body
+   * again from the request as it is now, for this try and the next ones
+   * (OpenResty's recreate_request, after ngx.req.set_body_data and the like).
+   */
+  recreateRequest?: () => void;
+  /**
    * The peer for the next try, or undefined for none ("no live upstreams":
    * the client gets 502, or the last failure's status). `lastFailure` is how
    * the previous try ended — an NGX_HTTP_UPSTREAM_FT_* bit (FT in

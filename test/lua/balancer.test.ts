@@ -1,6 +1,7 @@
 // balancer_by_lua_block and ngx.balancer: the hook picks each try's peer. Reference: Debian's
 // nginx 1.22 + libnginx-mod-http-lua 0.10.23 on the same configuration, with two loopback
-// origins in the same server (A on 8081, B on 8082) and a port nobody listens on (8083).
+// origins in the same server (A on 8081, B on 8082), one that echoes the body it got (8084) and
+// a port nobody listens on (8083).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ask, logged, luaPair, same } from './hooks-kit.ts';
@@ -71,9 +72,22 @@ const pair = await luaPair({ after }, `
             end
         }
     }
+    upstream fallback {
+        server 127.0.0.1:%%PORT_8083%%;
+        balancer_by_lua_block { ngx.log(ngx.NOTICE, "fallback try") }
+    }
+    upstream rebody {
+        server 127.0.0.1:%%PORT_8084%%;
+        balancer_by_lua_block {
+            ngx.req.set_body_data("set in the balancer")
+            assert(require("ngx.balancer").recreate_request())
+        }
+    }
     server {
         listen 127.0.0.1:%%PORT_8080%%;
         location /rr { proxy_pass http://placeholder; }
+        location /fallback { proxy_pass http://fallback; }
+        location /rebody { proxy_pass http://rebody; }
         location /file { proxy_pass http://fromfile; }
         location / {
             set $last "";
@@ -99,6 +113,15 @@ const pair = await luaPair({ after }, `
         listen 127.0.0.1:%%PORT_8081%%;
         location / { return 200 "A $request_uri\\n"; }
         location /slow { echo_sleep 2; echo late; }
+    }
+    server {
+        listen 127.0.0.1:%%PORT_8084%%;
+        location / {
+            content_by_lua_block {
+                ngx.req.read_body()
+                ngx.say(ngx.var.http_content_length, " ", ngx.req.get_body_data())
+            }
+        }
     }
     server {
         listen unix:%%PREFIX%%/origin.sock;
@@ -209,4 +232,18 @@ test('set_timeouts: the read timeout set in the hook ends a slow try with 504', 
 test('outside balancer_by_lua the functions answer "no upstream found"', async () => {
   const r = await same(pair, '/outside');
   assert.equal(r.body, 'nil no upstream found\nnil no upstream found\n');
+});
+
+test('a hook that sets no peer over a refused server: one try of the block\'s own, then 502', async () => {
+  assert.equal((await same(pair, '/fallback')).status, 502);
+  const seen = await sameLines(/fallback try|connect\(\) failed .*\/fallback/);
+  assert.equal(seen.length, 2);
+  assert.match(seen[1], /^\[error\] connect\(\) failed \(111: Connection refused\) while connecting to upstream/);
+});
+
+// Gatehouse only: OpenResty 0.10.23 keeps the old Content-Length and the request hangs; later
+// releases (lua-nginx-module's t/138-balancer.t TEST 20) send the body set in the hook
+test('ngx.req.set_body_data then recreate_request in the hook: the upstream gets the new body', async () => {
+  assert.equal((await ask(pair.gh, '/rebody')).body, '19 set in the balancer\n');
+  assert.equal((await ask(pair.gh, 'POST /rebody HTTP/1.1', 'Content-Length: 3\r\n', 'abc')).body, '19 set in the balancer\n');
 });

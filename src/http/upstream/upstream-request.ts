@@ -87,6 +87,8 @@ export class UpstreamRequest<C extends UpstreamLoc = UpstreamLoc, D extends Upst
   /** ngx_http_upstream_next: end this try and try another peer, or fail. */
   next(ft: number): void {
     if (this.finished) return;
+    // nginx's debug line, which OpenResty's tests count tries by
+    requestLog(this.r).debug(`http next upstream, ${ft.toString(16)}`);
     const state = this.state!;
     if (this.peerHeld) {
       this.peerHeld = false;

@@ -12,6 +12,8 @@
 import { performance } from 'node:perf_hooks';
 import type tls from 'node:tls';
 import { sysErrorText } from '../../conf/errors.ts';
+import { LogLevel } from '../../core/error-log.ts';
+import { connectFailure } from '../../upstream/connect-failure.ts';
 import { UpstreamConnection } from '../../upstream/connection.ts';
 import type { ConnectionUser } from '../../upstream/connection.ts';
 import type { UpstreamGroup } from '../../upstream/group.ts';
@@ -55,7 +57,7 @@ implements ConnectionUser, ClientWatcher {
   readonly protocol: UpstreamProtocol<C, D>;
   /** The request head (the protocol's create_request); its cache may clear conditional fields or add a revalidation's. */
   head: string;
-  readonly sender: BodySender;
+  sender: BodySender;
   readonly group: UpstreamGroup | undefined;
   /** Asked once per try where to connect (peer-choice.ts). */
   readonly chooser: PeerChooser;
@@ -91,6 +93,8 @@ implements ConnectionUser, ClientWatcher {
   constructor(r: HttpRequest, conf: C, d: D, opts: {
     protocol: UpstreamProtocol<C, D>; head: string; sender: BodySender; group: UpstreamGroup | undefined; chooser: PeerChooser;
     tls: UpstreamTls | undefined; schema: string; uri: string; record: UpstreamRecord; method: string;
+    /** The protocol's create_request again, over the request as it is now (the chooser's recreateRequest). */
+    recreate?: () => { head: string; sender: BodySender };
   }) {
     this.r = r;
     // a module may set this request's timeouts (the gateway's route and upstream timeouts)
@@ -110,6 +114,8 @@ implements ConnectionUser, ClientWatcher {
     const limit = conf.nextUpstreamTries ?? 0;
     if (limit && this.chooser.tries > limit) this.chooser.tries = limit;
     this.chooser.triesLimit = limit;
+    const recreate = opts.recreate;
+    this.chooser.recreateRequest = recreate && (() => ({ head: this.head, sender: this.sender } = recreate()));
     if (r.sink.client) watchClient(r.sink.client, this);
   }
 
@@ -127,7 +133,7 @@ implements ConnectionUser, ClientWatcher {
     return ACTIONS[this.phase];
   }
 
-  log(level: 'error' | 'warn' | 'info', msg: string, action = this.action): void {
+  log(level: 'crit' | 'error' | 'warn' | 'info', msg: string, action = this.action): void {
     requestLog(this.r)[level](action ? `${msg} while ${action}` : msg);
   }
 
@@ -227,10 +233,8 @@ implements ConnectionUser, ClientWatcher {
       return;
     }
     if (phase === CONNECTING) {
-      const path = conn.peer.addr.path;
-      this.log('error', path !== undefined && err.code !== 'ECONNREFUSED'
-        ? `connect() to ${conn.peer.name} failed ${sysErrorText(err)}`
-        : `connect() failed ${sysErrorText(err)}`);
+      const { level, message } = connectFailure(err, conn.peer.name, conn.peer.addr.path !== undefined);
+      this.log(level === LogLevel.crit ? 'crit' : 'error', message);
     } else if (phase === SENDING && err.code === 'EPIPE') {
       this.log('error', `writev() failed ${sysErrorText(err)}`);
     } else {

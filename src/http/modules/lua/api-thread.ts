@@ -8,6 +8,7 @@
  * are killed where they wait (runtime.ts's endRequestLua).
  */
 import { LuaError } from '../../../lua/bridge.ts';
+import { KillSignal } from '../../../lua/coroutine.ts';
 import { LogLevel } from '../../../core/error-log.ts';
 import { luajitMessage, luajitTraceback } from '../../../lua/luajit-messages.ts';
 import { currentContext, logFor, refuseIn, requestContext } from './runtime.ts';
@@ -22,6 +23,8 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
     const ctx = currentContext(rt);
     return ctx?.phase === 'timer' ? ctx : requestContext(rt, 2);
   };
+  /** Each running light thread's own kill signal, by id. */
+  const kills = new Map<number, KillSignal>();
 
   return {
     reserve(L: number) {
@@ -35,12 +38,15 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
       // the thread shares the hook's context: ngx.exit in it is the request's, as in OpenResty
       const ctx = threadContext();
       const id = bridge.toInteger(L, 1)!;
-      const outcome = rt.runThread(id, ctx);
+      // its own signal, so ngx.thread.kill ends it where it waits (its sleep, its semaphore wait go with it)
+      const own = ctx.signal ? ctx.signal.child() : new KillSignal();
+      kills.set(id, own);
+      const outcome = rt.runThread(id, ctx, own);
       const end = outcome instanceof Promise ? outcome.then(() => id) : Promise.resolve(id);
       (ctx.threadEnds ??= new Map()).set(id, end);
       (ctx.threadIds ??= []).push(id);
       (ctx.threads ??= new Map()).set(id, end);
-      void end.then(() => ctx.threads?.delete(id));
+      void end.then(() => (ctx.threads?.delete(id), kills.delete(id)));
       bridge.pushBoolean(L, ctx.signal?.killed ?? false);
       return 1;
     },
@@ -67,7 +73,9 @@ export function threadLibrary(rt: LuaRuntime): Record<string, unknown> {
       return 0;
     },
     kill(L: number) {
-      currentContext(rt)?.threadEnds?.delete(bridge.toInteger(L, 1) ?? 0);
+      const id = bridge.toInteger(L, 1) ?? 0;
+      currentContext(rt)?.threadEnds?.delete(id);
+      kills.get(id)?.kill();
       return 0;
     },
   };

@@ -23,6 +23,7 @@ import { regexTable } from '../../../lua/re.ts';
 import { mainErrorLog } from '../../../core/error-log.ts';
 import { luaLoc } from './conf.ts';
 import { balancerLibrary } from './balancer.ts';
+import { semaphoreLibrary } from './semaphore.ts';
 import { abortLibrary } from './api-abort.ts';
 
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker', 'timer'];
@@ -284,6 +285,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     re_table: regexTable(bridge, (message) => mainErrorLog().error(message)),
     thread: threadLibrary(rt),
     balancer: balancerLibrary(rt),
+    semaphore: semaphoreLibrary(rt, () => timers.exiting),
     abort: abortLibrary(rt),
     socket: socketLibrary(rt),
     ...argsAndHeadersLibrary(rt),

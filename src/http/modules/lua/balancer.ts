@@ -31,6 +31,8 @@ class LuaBalancer implements PeerChooser {
   /** The peer set_current_peer gave (kept for later tries that set none). */
   peer: ChosenPeer | undefined;
   moreTries = 0;
+  /** Set by the engine (PeerChooser.recreateRequest). */
+  recreateRequest?: () => void;
   /** Tries started so far (set_more_tries counts them against proxy_next_upstream_tries). */
   totalTries = 0;
   /** How the last try on a Lua-set peer ended: PEER_FAILED / PEER_NEXT, or undefined before any. */
@@ -77,7 +79,13 @@ class LuaBalancer implements PeerChooser {
   }
 
   free(state: number): boolean {
-    if (this.usedFallback) return this.fallback.free(state);
+    if (this.usedFallback) {
+      // one count of tries, as OpenResty's pc->tries is both its own and round robin's
+      this.fallback.tries = this.tries;
+      const disabled = this.fallback.free(state);
+      this.tries = this.fallback.tries;
+      return disabled;
+    }
     this.lastState = state;
     if (this.tries) this.tries--;
     return false;
@@ -207,8 +215,10 @@ export function balancerLibrary(rt: LuaRuntime): Record<string, HostFunction> {
       return 1;
     },
     recreate_request(L) {
-      // the request head is made once per exchange here; it is the same for every try
-      if (!current()) return refused(L);
+      // the head and body again from the request as it is now (its body set in this hook)
+      const b = current();
+      if (!b) return refused(L);
+      b.recreateRequest?.();
       bridge.pushBoolean(L, true);
       return 1;
     },

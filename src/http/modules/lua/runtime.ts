@@ -70,6 +70,10 @@ export class LuaRuntime {
   private readonly unreadable = new WeakSet<LuaHook>();
   /** The Lua function that forgets a request's ngx.ctx tables (ngx.lua's first result). */
   private releaseCtx = 0;
+  /** Drops the modules required since the VM was made (lua_code_cache off). */
+  private moduleForgetter = 0;
+  /** Requests whose Lua started with fresh modules (lua_code_cache off). */
+  private readonly freshModules = new WeakSet<HttpRequest>();
   /** The Lua function that runs timer `id` (ngx.lua's second result). */
   private timerRunner = 0;
   /** The Lua function that runs light thread `id` (ngx.lua's third result). */
@@ -108,6 +112,9 @@ export class LuaRuntime {
     rt.threadRunner = bridge.ref(L);
     rt.timerRunner = bridge.ref(L);
     rt.releaseCtx = bridge.ref(L);
+    bridge.load(L, Buffer.from(FORGET_MODULES), '=forget modules');
+    bridge.call(L, 0, 1);
+    rt.moduleForgetter = bridge.ref(L);
     return rt;
   }
 
@@ -162,6 +169,12 @@ export class LuaRuntime {
 
   /** Runs `hook` in a coroutine for `ctx`; a chunk that does not compile is a failed outcome. */
   run<R = undefined>(hook: LuaHook, ctx: HookContext, options?: RunOptions<R>): HookOutcome<R> | Promise<HookOutcome<R>> {
+    // lua_code_cache off: OpenResty gives each request a VM of its own, so its `require`s load the files again
+    if (this.conf.codeCache === false && ctx.r && !this.freshModules.has(ctx.r)) {
+      this.freshModules.add(ctx.r);
+      this.vm.bridge.pushRef(this.vm.bridge.L, this.moduleForgetter);
+      this.vm.bridge.call(this.vm.bridge.L, 0, 0);
+    }
     const used = hook.filePath && ctx.r ? this.fileHook(hook, ctx.r) : hook;
     const chunk = this.chunk(used);
     if (typeof chunk === 'string') return { ok: false, error: chunk, traceback: '', unreadable: this.unreadable.has(used) };
@@ -184,10 +197,10 @@ export class LuaRuntime {
     });
   }
 
-  /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`. */
-  runThread(id: number, ctx: HookContext): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
+  /** Runs light thread `id` in a coroutine of its own, for the request of `ctx`; `signal` ends it where it waits. */
+  runThread(id: number, ctx: HookContext, signal = ctx.signal): LuaOutcome<undefined> | Promise<LuaOutcome<undefined>> {
     const { bridge } = this.vm;
-    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal: ctx.signal });
+    return this.vm.run(this.threadRunner as LuaChunk, ctx, { args: (L) => (bridge.pushInteger(L, id), 1), signal });
   }
 
   /** The hook ended: ngx.lua lets go of its light threads (functions, arguments, results never waited for). */
@@ -362,6 +375,11 @@ function phaseName(phase: string): string {
 export function currentContext(rt: LuaRuntime): HookContext | undefined {
   return rt.vm.running?.context as HookContext | undefined;
 }
+
+/** Made once the VM is set up: forgets every module `require`d after that (what a new VM would not have). */
+const FORGET_MODULES = `local loaded, builtin = package.loaded, {}
+for k in pairs(loaded) do builtin[k] = true end
+return function() for k in pairs(loaded) do if not builtin[k] then loaded[k] = nil end end end`;
 
 /** A file's first line starting with `#` is dropped, its newline kept (as luaL_loadfile does), so `#!/bin/lua` loads. */
 function skipShebang(code: Buffer): Buffer {

@@ -9,13 +9,11 @@ import { LuaError, T } from '../../../lua/bridge.ts';
 import type { LuaBridge } from '../../../lua/bridge.ts';
 import { LogLevel } from '../../../core/error-log.ts';
 import { strerror } from '../../../conf/errors.ts';
+import { connectFailure } from '../../../upstream/connect-failure.ts';
 import { logFor } from './runtime.ts';
 import type { HookContext } from './runtime.ts';
 import { CosocketStream } from './socket-stream.ts';
 import type { TcpCosocket } from './api-socket-tcp.ts';
-
-/** Errors ngx_event_connect_peer logs at error level (the rest are crit). */
-const UNIX_ERR_CODES = new Set(['ECONNREFUSED', 'EAGAIN', 'ECONNRESET', 'ENETDOWN', 'ENETUNREACH', 'EHOSTDOWN', 'EHOSTUNREACH']);
 
 /** Connects `s` to `addr` (an IP and port, or a unix path); resolves with an error message or undefined. */
 export function openStream(s: TcpCosocket, ctx: HookContext, target: { host: string; port: number } | { path: string },
@@ -41,11 +39,9 @@ export function openStream(s: TcpCosocket, ctx: HookContext, target: { host: str
     });
     sock.once('error', (e: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      const why = `(${Math.abs(e.errno ?? 0)}: ${strerror(e.code)})`;
-      if ('path' in target) {
-        // a unix socket fails in connect() itself: ngx_event_connect_peer logs it, crit unless the peer refused
-        logFor(ctx, UNIX_ERR_CODES.has(e.code ?? '') ? LogLevel.error : LogLevel.crit, `connect() to ${name} failed ${why}`);
-      } else if (s.settings.logErrors) logFor(ctx, LogLevel.error, `connect() failed ${why}`);
+      const { level, message } = connectFailure(e, name, 'path' in target);
+      // lua_socket_log_errors silences only the later check's line, not connect()'s own (ngx_event_connect_peer's)
+      if (message.startsWith('connect() to ') || s.settings.logErrors) logFor(ctx, level, message);
       const text = strerror(e.code);
       resolve(text.charAt(0).toLowerCase() + text.slice(1));
     });

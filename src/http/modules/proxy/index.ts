@@ -7,7 +7,7 @@
  */
 import { DONE } from '../../http-conf.ts';
 import type { HttpMainConf, HttpModule, HttpVariable, LocationConf } from '../../http-conf.ts';
-import { hasRequestBody, isChunked, readRequestBody, requestBodyVariables, setTempPrefix } from '../../request-body.ts';
+import { hasRequestBody, isChunked, noBodyToRead, readRequestBody, requestBodyOf, requestBodyVariables, setTempPrefix } from '../../request-body.ts';
 import type { HttpRequest } from '../../request.ts';
 import { requestLog } from '../../request-log.ts';
 import type { VariableDef } from '../../../core/variables.ts';
@@ -25,7 +25,7 @@ import { defaultRule } from './redirect.ts';
 import type { RedirectRule } from './redirect.ts';
 import { buildHead, compileHeaderPlan } from './request-head.ts';
 import type { HeaderPlan } from './request-head.ts';
-import { CHUNKED_FRAMING, MemorySender, NO_BODY, outgoingBody, requestBuffering } from '../../upstream/send-body.ts';
+import { CHUNKED_FRAMING, FileSender, MemorySender, NO_BODY, outgoingBody, requestBuffering } from '../../upstream/send-body.ts';
 import type { BodySender } from '../../upstream/send-body.ts';
 import { resolveTarget } from '../../upstream/resolve.ts';
 import type { ResolvedTarget } from './target.ts';
@@ -100,6 +100,7 @@ function proxyHandler(r: HttpRequest): number | Promise<number> {
   // $proxy_host and $proxy_port exist from here on, as nginx's proxy ctx (a request denied before is logged with "-")
   r.ctx.set(PROXY_CTX, rt);
   if (conf.setBody || hasRequestBody(r)) return withBody(r, conf, d, rt);
+  noBodyToRead(r);
   return place(r, conf, d, rt, NO_BODY, r.head.contentLength, false);
 }
 
@@ -143,10 +144,11 @@ function start(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: ResolvedTarge
     requestLog(r).error('zero length URI to proxy');
     return 500;
   }
-  const head = buildHead(r, d.headerPlan, {
-    method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength, chunked: chunkedOut,
+  const headWith = (length: number, chunked: boolean) => buildHead(r, d.headerPlan, {
+    method, uri, http11: conf.httpVersion === '1.1', hostHeader: rt.hostHeader, bodyLength: length, chunked,
     passRequestHeaders: conf.passRequestHeaders,
   });
+  const head = headWith(bodyLength, chunkedOut);
   const tls = rt.https ? tlsFor(r, conf, rt.host) : undefined;
   // a client certificate that cannot be loaded (logged): nginx's 500
   if (rt.https && !tls) return 500;
@@ -154,6 +156,13 @@ function start(r: HttpRequest, conf: ProxyLoc, d: DerivedConf, rt: ResolvedTarge
     protocol: proxyProtocol, head, sender, group: where.group, chooser: peerChooserFor(r, where),
     tls,
     schema: rt.schema, uri, record: beginUpstream(r), method,
+    // the body as read now (a Lua balancer's ngx.req.set_body_data); a streamed or proxy_set_body one stays
+    recreate: () => {
+      const rb = requestBodyOf(r);
+      if (!rb || conf.setBody || !conf.passRequestBody) return { head: headWith(bodyLength, chunkedOut), sender };
+      sender = rb.file !== undefined ? new FileSender(rb) : new MemorySender(rb.bufs);
+      return { head: headWith(rb.length, false), sender };
+    },
   });
   u.start();
   return DONE;
