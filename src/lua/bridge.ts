@@ -286,21 +286,29 @@ export class LuaBridge {
     if (t === T.NUMBER) return this.numberString(L, idx);
     return undefined;
   }
-  /** A string's bytes, copied out of wasm memory; numbers as toString; undefined otherwise. */
-  toBuffer(L: number, idx: number): Buffer | undefined {
+  /**
+   * A string's bytes, copied out of wasm memory; numbers as toString; undefined otherwise.
+   * `lastByte`: one more byte after them (ngx.say's newline without a concatenated Lua string).
+   */
+  toBuffer(L: number, idx: number, lastByte?: number): Buffer | undefined {
     const t = this.api.lua_type(L, idx);
-    if (t === T.NUMBER) return Buffer.from(this.numberString(L, idx), 'latin1');
+    if (t === T.NUMBER) {
+      const s = this.numberString(L, idx);
+      return Buffer.from(lastByte === undefined ? s : s + String.fromCharCode(lastByte), 'latin1');
+    }
     if (t !== T.STRING) return undefined;
     const ptr = this.api.lua_tolstring(L, idx, this.outPtr);
     const len = this.heap.u32[this.outPtr >> 2]!;
+    const size = lastByte === undefined ? len : len + 1;
     // small strings: a pooled Buffer and one copy (a new ArrayBuffer costs about 1.5 µs, ten
     // times as much); large ones: ArrayBuffer#slice, one allocation and one memcpy, no pool
-    if (len < SMALL_COPY) {
-      const out = Buffer.allocUnsafe(len);
-      this.heap.bytes.copy(out, 0, ptr, ptr + len);
-      return out;
+    if (size >= SMALL_COPY && lastByte === undefined) {
+      return Buffer.from((this.heap.bytes.buffer as ArrayBuffer).slice(ptr, ptr + len));
     }
-    return Buffer.from((this.heap.bytes.buffer as ArrayBuffer).slice(ptr, ptr + len));
+    const out = Buffer.allocUnsafe(size);
+    this.heap.bytes.copy(out, 0, ptr, ptr + len);
+    if (lastByte !== undefined) out[len] = lastByte;
+    return out;
   }
   /** Where a string's bytes are in wasm memory (valid while the string is on the stack). */
   stringView(L: number, idx: number): { ptr: number; len: number } | undefined {

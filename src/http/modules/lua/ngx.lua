@@ -125,8 +125,16 @@ local function output(name, newline, ...)
   if newline then out[#out + 1] = '\n' end
   return write(concat(out))
 end
-function ngx.print(...) return output('print', false, ...) end
-function ngx.say(...) return output('say', true, ...) end
+-- one string, the common call, goes straight to the host (no table, no concatenated copy; the
+-- host adds say's newline)
+function ngx.print(...)
+  if type((...)) == 'string' and select('#', ...) == 1 then return write(...) end
+  return output('print', false, ...)
+end
+function ngx.say(...)
+  if type((...)) == 'string' and select('#', ...) == 1 then return write(..., true) end
+  return output('say', true, ...)
+end
 
 -- ---- ngx.var, ngx.header, ngx.arg, ngx.ctx, ngx.status ----
 local var_get, var_set = host.var_get, host.var_set
