@@ -22,6 +22,12 @@ export const LUA_REGISTRYINDEX = -1001000;
 const UPVALUE1 = LUA_REGISTRYINDEX - 1;
 /** Strings shorter than this leave wasm memory through Buffer's pool (allocUnsafe pools below half its size). */
 const SMALL_COPY = Buffer.poolSize >>> 1;
+
+/** lua_Integer arguments are bigints: the small ones (registry refs, counts) made once, not per call. */
+const SMALL_BIGINTS = Array.from({ length: 4096 }, (_, i) => BigInt(i));
+function bigintOf(n: number): bigint {
+  return n >= 0 && n < 4096 && Number.isInteger(n) ? SMALL_BIGINTS[n] : BigInt(n);
+}
 export const T = { NONE: -1, NIL: 0, BOOLEAN: 1, LIGHTUSERDATA: 2, NUMBER: 3, STRING: 4, TABLE: 5, FUNCTION: 6, USERDATA: 7, THREAD: 8 } as const;
 export const STATUS = { OK: 0, YIELD: 1, ERRRUN: 2, ERRSYNTAX: 3, ERRMEM: 4, ERRERR: 5 } as const;
 /** What a host function returns to make its coroutine wait. */
@@ -137,7 +143,7 @@ export class LuaBridge {
     this.api.lua_pushboolean(L, b ? 1 : 0);
   }
   pushInteger(L: number, n: number | bigint): void {
-    this.api.lua_pushinteger(L, typeof n === 'bigint' ? n : BigInt(n));
+    this.api.lua_pushinteger(L, typeof n === 'bigint' ? n : bigintOf(n));
   }
   pushNumber(L: number, n: number): void {
     this.api.lua_pushnumber(L, n);
@@ -342,7 +348,7 @@ export class LuaBridge {
     this.api.luaL_unref(this.L, LUA_REGISTRYINDEX, ref);
   }
   pushRef(L: number, ref: number): void {
-    this.api.lua_rawgeti(L, LUA_REGISTRYINDEX, BigInt(ref));
+    this.api.lua_rawgeti(L, LUA_REGISTRYINDEX, bigintOf(ref));
   }
 
   /** Compiles a chunk and pushes its function; `name` appears in messages as given (OpenResty's `content_by_lua(nginx.conf:40)`). */

@@ -50,9 +50,15 @@ function pushScalar(bridge: LuaBridge, L: number, v: string | boolean): void {
   else bridge.pushBoolean(L, v);
 }
 
-const UPPER = /[A-Z]/;
+/** string.lower's result: only A-Z change (toLowerCase would also change Latin-1 letters). */
 function asciiLower(s: string): string {
-  return UPPER.test(s) ? s.replace(/[A-Z]+/g, (m) => m.toLowerCase()) : s;
+  let upper = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+    if (c >= 0x41 && c <= 0x5a) upper = true;
+  }
+  return upper ? s.toLowerCase() : s;
 }
 
 function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string | boolean>; truncated: boolean }, max?: number, lower = false): number {
