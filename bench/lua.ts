@@ -12,10 +12,11 @@
 import { wrkRun } from './cases.ts';
 import { cpuMicros } from './proc.ts';
 import { report, rounds, type Figures, type Kind } from './rounds.ts';
-import { freePort, startGatehouse, startNginx } from '../test/kit/server.ts';
+import { freePort, startGatehouse, startNginx, startServer } from '../test/kit/server.ts';
 import { PROXY_CORE, startOrigin, wrap, type BenchServer } from './servers.ts';
 
-function luaConf(port: number, originPort: number): string {
+/** The Lua cases' configuration, the same for both servers (bench/lua-ab.ts runs it too). */
+export function luaConf(port: number, originPort: number): string {
   return `
 worker_processes 1;
 events { worker_connections 20000; }
@@ -47,10 +48,11 @@ http {
 `;
 }
 
-async function startLuaProxy(kind: Kind, originPort: number): Promise<BenchServer> {
+/** The server under test with the Lua configuration; `binary`: another Gatehouse tree's bin/gatehouse. */
+export async function startLuaProxy(kind: Kind, originPort: number, binary?: string): Promise<BenchServer> {
   const port = await freePort();
   const opts = { conf: luaConf(port, originPort), errorLogLevel: 'error', timeoutMs: 60000, nginxModules: ['ngx_http_lua_module'] };
-  const s = kind === 'nginx' ? await startNginx(opts) : await startGatehouse(opts);
+  const s = kind === 'nginx' ? await startNginx(opts) : binary ? await startServer(binary, opts) : await startGatehouse(opts);
   return wrap(kind, s, port, PROXY_CORE);
 }
 

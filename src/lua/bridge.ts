@@ -22,6 +22,12 @@ export const LUA_REGISTRYINDEX = -1001000;
 const UPVALUE1 = LUA_REGISTRYINDEX - 1;
 /** Strings shorter than this leave wasm memory through Buffer's pool (allocUnsafe pools below half its size). */
 const SMALL_COPY = Buffer.poolSize >>> 1;
+
+/** lua_Integer arguments are bigints: the small ones (registry refs, counts) made once, not per call. */
+const SMALL_BIGINTS = Array.from({ length: 4096 }, (_, i) => BigInt(i));
+function bigintOf(n: number): bigint {
+  return n >= 0 && n < 4096 && Number.isInteger(n) ? SMALL_BIGINTS[n] : BigInt(n);
+}
 export const T = { NONE: -1, NIL: 0, BOOLEAN: 1, LIGHTUSERDATA: 2, NUMBER: 3, STRING: 4, TABLE: 5, FUNCTION: 6, USERDATA: 7, THREAD: 8 } as const;
 export const STATUS = { OK: 0, YIELD: 1, ERRRUN: 2, ERRSYNTAX: 3, ERRMEM: 4, ERRERR: 5 } as const;
 /** What a host function returns to make its coroutine wait. */
@@ -137,7 +143,7 @@ export class LuaBridge {
     this.api.lua_pushboolean(L, b ? 1 : 0);
   }
   pushInteger(L: number, n: number | bigint): void {
-    this.api.lua_pushinteger(L, typeof n === 'bigint' ? n : BigInt(n));
+    this.api.lua_pushinteger(L, typeof n === 'bigint' ? n : bigintOf(n));
   }
   pushNumber(L: number, n: number): void {
     this.api.lua_pushnumber(L, n);
@@ -286,21 +292,29 @@ export class LuaBridge {
     if (t === T.NUMBER) return this.numberString(L, idx);
     return undefined;
   }
-  /** A string's bytes, copied out of wasm memory; numbers as toString; undefined otherwise. */
-  toBuffer(L: number, idx: number): Buffer | undefined {
+  /**
+   * A string's bytes, copied out of wasm memory; numbers as toString; undefined otherwise.
+   * `lastByte`: one more byte after them (ngx.say's newline without a concatenated Lua string).
+   */
+  toBuffer(L: number, idx: number, lastByte?: number): Buffer | undefined {
     const t = this.api.lua_type(L, idx);
-    if (t === T.NUMBER) return Buffer.from(this.numberString(L, idx), 'latin1');
+    if (t === T.NUMBER) {
+      const s = this.numberString(L, idx);
+      return Buffer.from(lastByte === undefined ? s : s + String.fromCharCode(lastByte), 'latin1');
+    }
     if (t !== T.STRING) return undefined;
     const ptr = this.api.lua_tolstring(L, idx, this.outPtr);
     const len = this.heap.u32[this.outPtr >> 2]!;
+    const size = lastByte === undefined ? len : len + 1;
     // small strings: a pooled Buffer and one copy (a new ArrayBuffer costs about 1.5 µs, ten
     // times as much); large ones: ArrayBuffer#slice, one allocation and one memcpy, no pool
-    if (len < SMALL_COPY) {
-      const out = Buffer.allocUnsafe(len);
-      this.heap.bytes.copy(out, 0, ptr, ptr + len);
-      return out;
+    if (size >= SMALL_COPY && lastByte === undefined) {
+      return Buffer.from((this.heap.bytes.buffer as ArrayBuffer).slice(ptr, ptr + len));
     }
-    return Buffer.from((this.heap.bytes.buffer as ArrayBuffer).slice(ptr, ptr + len));
+    const out = Buffer.allocUnsafe(size);
+    this.heap.bytes.copy(out, 0, ptr, ptr + len);
+    if (lastByte !== undefined) out[len] = lastByte;
+    return out;
   }
   /** Where a string's bytes are in wasm memory (valid while the string is on the stack). */
   stringView(L: number, idx: number): { ptr: number; len: number } | undefined {
@@ -334,7 +348,7 @@ export class LuaBridge {
     this.api.luaL_unref(this.L, LUA_REGISTRYINDEX, ref);
   }
   pushRef(L: number, ref: number): void {
-    this.api.lua_rawgeti(L, LUA_REGISTRYINDEX, BigInt(ref));
+    this.api.lua_rawgeti(L, LUA_REGISTRYINDEX, bigintOf(ref));
   }
 
   /** Compiles a chunk and pushes its function; `name` appears in messages as given (OpenResty's `content_by_lua(nginx.conf:40)`). */

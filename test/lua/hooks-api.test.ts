@@ -58,6 +58,18 @@ const pair = await luaPair({ after }, `
                 ngx.say((select(2, pcall(cjson.encode, {[true] = 1}))))
             }
         }
+        location /results {
+            content_by_lua_block {
+                ngx.say(select("#", ngx.req.get_headers()), select("#", ngx.req.get_headers(1)), select("#", ngx.req.get_uri_args()),
+                    select("#", ngx.req.get_uri_args(1)), select("#", ngx.resp.get_headers()), select("#", ngx.decode_args("a=1")))
+                ngx.say(ngx.req.get_headers().User_Agent_X, ngx.req.get_headers().USER_AGENT_X, tostring(ngx.req.get_headers().none))
+                ngx.say("one")
+                ngx.say("")
+                ngx.print("two", "\\n")
+                ngx.say(3, nil, true, {"a", {"b", 4}})
+                ngx.print("last")
+            }
+        }
         location /traceback {
             content_by_lua_block {
                 local function inner() error("deep") end
@@ -77,6 +89,11 @@ test('escaping, args, digests, base64, SQL quoting, time formats, constants', as
 test('ngx.req: headers (any case, several values, raw), uri args, captures, method, version, set/clear', async () => {
   const r = await same(pair, '/req/abc?a=1&flag', 'X-Multi: one\r\nx-multi: two\r\nUser-Agent: t\r\n');
   assert.equal(r.body.split('\n')[0], 'localhost one,two t');
+});
+
+test('ngx.req/ngx.resp tables: a second result only when truncated; ngx.say and ngx.print of one string and of several values', async () => {
+  const r = await same(pair, '/results?a=1&b=2', 'User-Agent-X: u\r\n');
+  assert.equal(r.body, '121211\nuunil\none\n\ntwo\n3niltrueab4\nlast');
 });
 
 test('a failed hook logs its traceback as OpenResty does', async () => {

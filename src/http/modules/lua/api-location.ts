@@ -13,7 +13,7 @@ import { createSubrequest, mainRequest } from '../../subrequest.ts';
 import { logSubrequest } from '../../phases.ts';
 import type { HttpRequest } from '../../request.ts';
 import { C_REFUSED, requestContext } from './runtime.ts';
-import { pushList, responseHeaderList } from './api-req.ts';
+import { pushMultiTable, responseHeaderList } from './api-req.ts';
 import { bodyCut } from './filters.ts';
 import { prepareHeader } from './output.ts';
 import type { LuaRuntime } from './runtime.ts';
@@ -183,7 +183,7 @@ export function locationLibrary(rt: LuaRuntime): Record<string, unknown> {
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 1));
           bridge.pushBytes(L1, Buffer.concat(c.chunks));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 2));
-          pushList(bridge, L1, sr ? captureHeaders(sr) : []);
+          pushMultiTable(bridge, L1, sr ? captureHeaders(sr) : []);
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 3));
           bridge.pushBoolean(L1, !oks[i] || (sr !== undefined && (bodyCut(sr) || unended.has(sr))));
           api.lua_rawseti(L1, -2, BigInt(i * 4 + 4));

@@ -1,6 +1,6 @@
 /**
- * ngx.req.* (the host functions; ngx.lua turns the flat lists they return
- * into OpenResty's tables), ngx.decode_args and ngx.resp.get_headers.
+ * ngx.req.* (the host functions; ngx.lua gives the header tables they return
+ * OpenResty's metatable), ngx.decode_args and ngx.resp.get_headers.
  */
 import fs from 'node:fs';
 import { LuaError, T } from '../../../lua/bridge.ts';
@@ -14,18 +14,55 @@ import { C_REFUSED, endRequestLua, requestContext } from './runtime.ts';
 import type { LuaRuntime } from './runtime.ts';
 import { parseArgs } from '../../uri.ts';
 
-export function pushList(bridge: LuaBridge, L: number, list: ReadonlyArray<string | boolean>): void {
-  bridge.api.lua_createtable(L, list.length, 0);
-  for (let i = 0; i < list.length; i++) {
-    const v = list[i];
-    if (typeof v === 'string') bridge.pushString(L, v);
-    else bridge.pushBoolean(L, v);
-    bridge.api.lua_rawseti(L, -2, BigInt(i + 1));
+/**
+ * Pushes the table OpenResty makes of name/value pairs (ngx.req.get_headers, get_uri_args, …):
+ * a name seen again makes its value an array of all its values, in order. `lower`: names in
+ * lower case (ASCII only, as string.lower). Built here rather than in Lua from a flat list: that
+ * loop (a list table, a lowered Lua string per name) was most of a small get_headers' cost. The
+ * names go in in first-seen order into a table grown from empty, as that loop put them.
+ */
+export function pushMultiTable(bridge: LuaBridge, L: number, list: ReadonlyArray<string | boolean>, lower = false): void {
+  const { api } = bridge;
+  const groups = new Map<string, Array<string | boolean>>();
+  for (let i = 0; i < list.length; i += 2) {
+    const name = lower ? asciiLower(list[i] as string) : list[i] as string;
+    const values = groups.get(name);
+    if (values) values.push(list[i + 1]);
+    else groups.set(name, [list[i + 1]]);
+  }
+  api.lua_createtable(L, 0, 0);
+  for (const [name, values] of groups) {
+    bridge.pushString(L, name);
+    if (values.length === 1) pushScalar(bridge, L, values[0]);
+    else {
+      api.lua_createtable(L, values.length, 0);
+      for (let i = 0; i < values.length; i++) {
+        pushScalar(bridge, L, values[i]);
+        api.lua_rawseti(L, -2, BigInt(i + 1));
+      }
+    }
+    api.lua_rawset(L, -3);
   }
 }
 
-function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string | boolean>; truncated: boolean }, max?: number): number {
-  pushList(bridge, L, res.list);
+function pushScalar(bridge: LuaBridge, L: number, v: string | boolean): void {
+  if (typeof v === 'string') bridge.pushString(L, v);
+  else bridge.pushBoolean(L, v);
+}
+
+/** string.lower's result: only A-Z change (toLowerCase would also change Latin-1 letters). */
+function asciiLower(s: string): string {
+  let upper = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+    if (c >= 0x41 && c <= 0x5a) upper = true;
+  }
+  return upper ? s.toLowerCase() : s;
+}
+
+function pushListResult(bridge: LuaBridge, L: number, res: { list: Array<string | boolean>; truncated: boolean }, max?: number, lower = false): number {
+  pushMultiTable(bridge, L, res.list, lower);
   if (!res.truncated) return 1;
   if (max !== undefined) mainErrorLog().debug(`lua hit query args limit ${max}`);
   bridge.pushString(L, 'truncated');
@@ -83,7 +120,7 @@ export function reqLibrary(rt: LuaRuntime): Record<string, unknown> {
       const max = bridge.toInteger(L, 1) ?? 100;
       const list = r.headersIn;
       const truncated = max > 0 && list.length / 2 > max;
-      return pushListResult(bridge, L, { list: truncated ? list.slice(0, max * 2) : list, truncated });
+      return pushListResult(bridge, L, { list: truncated ? list.slice(0, max * 2) : list, truncated }, undefined, !bridge.toBoolean(L, 2));
     },
     raw_header(L: number) {
       const r = req();
@@ -247,13 +284,13 @@ function requestKeepsAlive(r: HttpRequest): boolean {
   return c === CONN_CLOSE ? false : c === CONN_KEEPALIVE ? true : r.head.version > 1000;
 }
 
-/** ngx.decode_args's list and ngx.resp.get_headers's, for ngx.lua. */
+/** ngx.decode_args's table and ngx.resp.get_headers's, for ngx.lua. */
 export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
   const { bridge } = rt.vm;
   return {
     decode_args_list(L: number) {
       const s = bridge.toString(L, 1) ?? '';
-      pushList(bridge, L, parseArgs(s, bridge.toInteger(L, 2) ?? 100).list);
+      pushMultiTable(bridge, L, parseArgs(s, bridge.toInteger(L, 2) ?? 100).list);
       return 1;
     },
     resp_headers_list(L: number) {
@@ -274,7 +311,7 @@ export function argsAndHeadersLibrary(rt: LuaRuntime): Record<string, unknown> {
         requestLog(r).debug(`lua exceeding response header limit ${count} > ${max}`);
         rest.length = Math.max(0, max * 2 - own.length);
       }
-      return pushListResult(bridge, L, { list: own.concat(rest), truncated });
+      return pushListResult(bridge, L, { list: own.concat(rest), truncated }, undefined, !bridge.toBoolean(L, 2));
     },
   };
 }

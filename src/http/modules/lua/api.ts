@@ -26,6 +26,7 @@ import { balancerLibrary } from './balancer.ts';
 import { semaphoreLibrary } from './semaphore.ts';
 import { abortLibrary } from './api-abort.ts';
 
+const NEWLINE = 0x0a;
 const OUTPUT_DISABLED = ['set', 'log', 'header_filter', 'body_filter', 'init_worker', 'timer'];
 
 /** The response name a Lua key stands for: `_` is `-` (lua_transform_underscores_in_response_headers). */
@@ -89,7 +90,9 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       bridge.pushString(L, refused);
       return 2;
     }
-    const wait = writeOutput(r, bridge.toBuffer(L, 1) ?? Buffer.alloc(0));
+    // a second argument true: ngx.say's newline, added here (ngx.lua's one-string path)
+    const data = api.lua_toboolean(L, 2) ? bridge.toBuffer(L, 1, NEWLINE) : bridge.toBuffer(L, 1);
+    const wait = writeOutput(r, data ?? Buffer.alloc(0));
     if (wait) return bridge.suspend(wait, (L1) => (bridge.pushInteger(L1, 1), 1));
     bridge.pushInteger(L, 1);
     return 1;

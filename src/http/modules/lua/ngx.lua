@@ -125,8 +125,16 @@ local function output(name, newline, ...)
   if newline then out[#out + 1] = '\n' end
   return write(concat(out))
 end
-function ngx.print(...) return output('print', false, ...) end
-function ngx.say(...) return output('say', true, ...) end
+-- one string, the common call, goes straight to the host (no table, no concatenated copy; the
+-- host adds say's newline)
+function ngx.print(...)
+  if type((...)) == 'string' and select('#', ...) == 1 then return write(...) end
+  return output('print', false, ...)
+end
+function ngx.say(...)
+  if type((...)) == 'string' and select('#', ...) == 1 then return write(..., true) end
+  return output('say', true, ...)
+end
 
 -- ---- ngx.var, ngx.header, ngx.arg, ngx.ctx, ngx.status ----
 local var_get, var_set = host.var_get, host.var_set
@@ -181,9 +189,19 @@ setmetatable(ngx, {
 })
 
 -- ---- headers tables: any case and `_` for `-` find the header (OpenResty's metatable) ----
+-- names looked up are remembered (a few hundred at most): a miss, `h["user-agent"]` without the
+-- header, would otherwise cost a lower and a gsub each time
+local normalized, normalized_count = {}, 0
 local function normalize(k)
   if type(k) ~= 'string' then return k end
-  return (gsub(lower(k), '_', '-'))
+  local n = normalized[k]
+  if n == nil then
+    n = (gsub(lower(k), '_', '-'))
+    if normalized_count >= 256 then normalized, normalized_count = {}, 0 end
+    normalized[k] = n
+    normalized_count = normalized_count + 1
+  end
+  return n
 end
 local headers_mt = {
   __index = function(t, k)
@@ -191,49 +209,29 @@ local headers_mt = {
     if n ~= k then return rawget(t, n) end
   end,
 }
-local function headers_table(list, raw)
-  local t = {}
-  for i = 1, #list, 2 do
-    local k, v = list[i], list[i + 1]
-    if not raw then k = lower(k) end
-    local have = t[k]
-    if have == nil then t[k] = v
-    elseif type(have) == 'table' then have[#have + 1] = v
-    else t[k] = { have, v } end
-  end
-  if not raw then setmetatable(t, headers_mt) end
-  return t
-end
-
-local function args_table(list)
-  local t = {}
-  for i = 1, #list, 2 do
-    local k, v = list[i], list[i + 1]
-    local have = t[k]
-    if have == nil then t[k] = v
-    elseif type(have) == 'table' then have[#have + 1] = v
-    else t[k] = { have, v } end
-  end
-  return t
-end
-
 ngx.req = {}
--- the *_list functions build the tables below; they are not OpenResty's API
+-- the *_list functions give the tables below; they are not OpenResty's API
 for k, v in pairs(host.req) do
   if not k:find('_list$') then ngx.req[k] = v end
 end
+-- as OpenResty's: a second result only when there is one ("truncated", an error); not tail
+-- calls, so that a host error's level 2 is the caller of get_*
+local function one_or_two(t, second)
+  if second ~= nil then return t, second end
+  return t
+end
 function ngx.req.get_headers(max, raw)
-  local list, truncated = host.req.headers_list(max or 100)
-  return headers_table(list, raw), truncated
+  local t, truncated = host.req.headers_list(max or 100, raw)
+  if not raw then setmetatable(t, headers_mt) end
+  return one_or_two(t, truncated)
 end
 function ngx.req.get_uri_args(max)
-  local list, truncated = host.req.uri_args_list(max or 100)
-  return args_table(list), truncated
+  local t, truncated = host.req.uri_args_list(max or 100)
+  return one_or_two(t, truncated)
 end
 function ngx.req.get_post_args(max)
-  local list, err = host.req.post_args_list(max or 100)
-  if not list then return nil, err end
-  return args_table(list), err
+  local t, err = host.req.post_args_list(max or 100)
+  return one_or_two(t, err)
 end
 function ngx.req.set_uri(uri, jump)
   if host.req.set_uri(uri, jump) then error(EXIT, 0) end
@@ -243,12 +241,14 @@ function ngx.req.read_body()
   if status then ngx.exit(status) end
 end
 function ngx.decode_args(s, max)
-  return args_table(host.decode_args_list(s, max or 100))
+  local t = host.decode_args_list(s, max or 100)
+  return t
 end
 ngx.resp = {}
 function ngx.resp.get_headers(max, raw)
-  local list, truncated = host.resp_headers_list(max or 100)
-  return headers_table(list, raw), truncated
+  local t, truncated = host.resp_headers_list(max or 100, raw)
+  if not raw then setmetatable(t, headers_mt) end
+  return one_or_two(t, truncated)
 end
 
 -- ---- what the rest of the host gives as plain functions ----
@@ -313,7 +313,7 @@ do
     return id
   end
   local function result(list, i)
-    return { status = list[i * 4 + 1], body = list[i * 4 + 2], header = headers_table(list[i * 4 + 3], true),
+    return { status = list[i * 4 + 1], body = list[i * 4 + 2], header = list[i * 4 + 3],
       truncated = list[i * 4 + 4] }
   end
   function ngx.location.capture(uri, opts)
