@@ -16,6 +16,7 @@ import { applyBlock, Registry } from '../conf/registry.ts';
 import type { ModuleBase } from '../conf/registry.ts';
 import type { Socket } from 'node:net';
 import type { ErrorLog } from './error-log.ts';
+import type { ProcessRole } from './messages.ts';
 
 /** An address to listen on, gathered from `listen` directives. */
 export interface ListenSpec {
@@ -66,7 +67,16 @@ export interface WorkerRuntime {
   holdShutdown(work: Promise<unknown>): void;
   /** Called once this cycle is done in this worker (its last connection closed, or it was never committed): release files. */
   onClose(fn: () => void): void;
+  /** -1 in the privileged agent (nginx's ngx_worker is meaningless there: ngx.worker.id() is nil). */
   readonly workerId: number;
+  readonly role: ProcessRole;
+  /**
+   * OpenResty's `ngx.process.enable_privileged_agent()` from init_by_lua: the master runs one
+   * more worker of this configuration that listens on nothing, for timers and housekeeping.
+   */
+  requestPrivilegedAgent(): void;
+  /** `ngx.process.signal_graceful_exit()`: this worker stops gracefully and the master starts another. */
+  exitGracefully(): void;
   /** This cycle's error log in this worker (the main log only once the cycle is committed). */
   readonly log: ErrorLog;
 }

@@ -1,9 +1,13 @@
 /** Messages between the master thread and worker threads. */
 import type { ConfPaths } from '../conf/context.ts';
 
+export type ProcessRole = 'worker' | 'privileged agent';
+
 /** workerData given to a new worker. */
 export interface WorkerStart {
   workerId: number;
+  /** A worker serves the listeners; OpenResty's privileged agent (ngx.process) listens on none. */
+  role: ProcessRole;
   snapshot: Record<string, string>;
   paths: ConfPaths;
   globals: string | undefined;
@@ -31,6 +35,7 @@ export type MasterMessage =
   | { type: 'crash'; how: 'throw' | 'exit' };
 
 export type WorkerMessage =
-  | { type: 'ready' }
-  | { type: 'prepared' }
+  /** `agent`: the configuration asked for a privileged agent (WorkerRuntime.requestPrivilegedAgent). */
+  | { type: 'ready'; agent: boolean }
+  | { type: 'prepared'; agent: boolean }
   | { type: 'failed'; error: string; /** the level nginx logs it at (init_by_lua errors are [error]) */ level?: string };

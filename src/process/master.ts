@@ -14,7 +14,7 @@ import { openCycleLog } from '../core/cycle-log.ts';
 import { BindFailed, checkBindable } from '../core/bind-check.ts';
 import { coreSettings } from '../core/modules/core.ts';
 import { allSharedZones, createSharedCounters } from '../core/shared.ts';
-import type { MasterMessage, WorkerMessage, WorkerStart } from '../core/messages.ts';
+import type { MasterMessage, ProcessRole, WorkerMessage, WorkerStart } from '../core/messages.ts';
 import { modules } from '../modules.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
 import { reopenAll } from '../core/reopen.ts';
@@ -49,6 +49,8 @@ export class Master {
   /** Reloads and respawns run one at a time, so a respawned worker always gets the current configuration. */
   private queue: Promise<void> = Promise.resolve();
   private pidFile = '';
+  /** The running configuration asked for OpenResty's privileged agent (ngx.process). */
+  private agentWanted = false;
 
   /** Throws ConfError when the configuration's error log cannot be opened. */
   constructor(cycle: Cycle, opts: MasterOptions) {
@@ -77,6 +79,8 @@ export class Master {
       for (const r of started) if (r.status === 'fulfilled') this.workers.push(r.value);
       const failed = started.find((r) => r.status === 'rejected');
       if (failed) throw failed.reason;
+      this.agentWanted = this.workers.some((w) => w.agentWanted);
+      if (this.agentWanted) this.workers.push(await this.start(-1, this.cycle, 'privileged agent'));
       this.writePid(coreSettings(this.cycle).pid);
     } catch (err) {
       for (const w of this.workers) { w.retiring = true; void w.worker.terminate(); }
@@ -97,9 +101,10 @@ export class Master {
     return true;
   }
 
-  private start(id: number, cycle: Cycle): Promise<WorkerSlot> {
+  private start(id: number, cycle: Cycle, role: ProcessRole = 'worker'): Promise<WorkerSlot> {
     const data: WorkerStart = {
       workerId: id,
+      role,
       snapshot: cycle.snapshot(),
       paths: cycle.paths,
       globals: this.opts.globals,
@@ -109,7 +114,8 @@ export class Master {
       env: workerEnv(cycle),
     };
     return spawnWorker(id, data).then((s) => {
-      this.log.notice(`start worker process ${s.tid}`);
+      // (the privileged agent's line as OpenResty's nginx patch logs it)
+      this.log.notice(`start ${role === 'worker' ? 'worker' : 'privileged agent'} process ${s.tid}`);
       s.worker.on('exit', (code) => this.onWorkerExit(s, code));
       return s;
     });
@@ -162,7 +168,7 @@ export class Master {
   private testCrash(): void {
     const how = process.env.GATEHOUSE_TEST_CRASH;
     if (how !== 'throw' && how !== 'exit') return;
-    const w = this.workers.find((s) => !s.retiring && s.id === 0);
+    const w = this.workers.find((s) => !s.retiring && s.id === 0 && s.role === 'worker');
     w?.worker.postMessage({ type: 'crash', how } satisfies MasterMessage);
   }
 
@@ -246,15 +252,19 @@ export class Master {
       return false;
     }
     for (const w of prepared) w.worker.postMessage({ type: 'commit' } satisfies MasterMessage);
+    this.agentWanted = replies.some((m) => m.type === 'prepared' && m.agent);
     // a worker that died while preparing is respawned (queued after us) with the new configuration
     this.cycle = cycle;
     return true;
   }
 
-  /** worker_processes changed: start the missing workers, retire the extra ones. */
+  /** worker_processes changed: start the missing workers, retire the extra ones; the same for the privileged agent. */
   private async resize(cycle: Cycle): Promise<void> {
+    const agent = this.workers.find((w) => !w.retiring && w.role !== 'worker');
+    if (agent && !this.agentWanted) this.retire(agent, 'quit');
+    if (!agent && this.agentWanted) await this.startLate(-1, 'privileged agent');
     const want = this.workerCount(cycle);
-    const active = this.workers.filter((w) => !w.retiring).sort((a, b) => a.id - b.id);
+    const active = this.workers.filter((w) => !w.retiring && w.role === 'worker').sort((a, b) => a.id - b.id);
     for (const w of active.slice(want)) this.retire(w, 'quit');
     const used = new Set(active.slice(0, want).map((w) => w.id));
     for (let id = 0; used.size < want; id++) {
@@ -265,10 +275,10 @@ export class Master {
   }
 
   /** Starts a worker after startup (resize, respawn); failures are logged. */
-  private async startLate(id: number): Promise<void> {
+  private async startLate(id: number, role: ProcessRole = 'worker'): Promise<void> {
     if (this.state !== 'running') return;
     try {
-      this.workers.push(await this.start(id, this.cycle));
+      this.workers.push(await this.start(id, this.cycle, role));
     } catch (err) {
       this.log.alert(`could not start worker process: ${describeStartError(err)}`);
     }
@@ -309,7 +319,7 @@ export class Master {
     const pause = Math.max(0, w.startedAt + RESPAWN_PAUSE_MS - Date.now());
     void this.enqueue(async () => {
       if (pause) await new Promise((r) => setTimeout(r, pause));
-      await this.startLate(w.id);
+      await this.startLate(w.id, w.role);
     });
   }
 

@@ -7,7 +7,7 @@ import v8 from 'node:v8';
 import { Worker } from 'node:worker_threads';
 import type { Cycle } from '../core/cycle.ts';
 import { coreSettings } from '../core/modules/core.ts';
-import type { WorkerMessage, WorkerStart } from '../core/messages.ts';
+import type { ProcessRole, WorkerMessage, WorkerStart } from '../core/messages.ts';
 import { ConfError } from '../conf/errors.ts';
 
 const WORKER_URL = new URL('./worker.ts', import.meta.url);
@@ -31,8 +31,11 @@ const WORKER_OLD_SPACE_FLOOR_MB = 64;
 v8.setFlagsFromString(`--initial-old-space-size=${WORKER_OLD_SPACE_FLOOR_MB}`);
 
 export interface WorkerSlot {
-  /** Our index (worker 0 binds unix sockets). */
+  /** Our index (worker 0 binds unix sockets); -1 for the privileged agent. */
   id: number;
+  role: ProcessRole;
+  /** Its configuration asked for a privileged agent (from its `ready` message). */
+  agentWanted: boolean;
   worker: Worker;
   /** The thread id, shown as `PID#TID` in its log lines and as its number in ours. */
   tid: number;
@@ -51,11 +54,11 @@ export function oneLine(err: unknown): string {
 /** Starts worker `id` with `data`; resolves once it listens, rejects with why it did not. */
 export function spawnWorker(id: number, data: WorkerStart): Promise<WorkerSlot> {
   const worker = new Worker(WORKER_URL, { workerData: data, env: data.env, resourceLimits: WORKER_LIMITS });
-  const slot: WorkerSlot = { id, worker, tid: worker.threadId, startedAt: Date.now(), retiring: false };
+  const slot: WorkerSlot = { id, role: data.role, agentWanted: false, worker, tid: worker.threadId, startedAt: Date.now(), retiring: false };
   worker.on('error', (err) => { slot.failure = oneLine(err); });
   return new Promise<WorkerSlot>((resolve, reject) => {
     const onMessage = (m: WorkerMessage) => {
-      if (m.type === 'ready') { cleanup(); resolve(slot); }
+      if (m.type === 'ready') { slot.agentWanted = m.agent; cleanup(); resolve(slot); }
       if (m.type === 'failed') { cleanup(); void worker.terminate(); reject(new ConfError(m.error, undefined, undefined, m.level)); }
     };
     const onExit = (code: number) => {

@@ -19,7 +19,7 @@ import { openCycleLog } from '../core/cycle-log.ts';
 import { adoptSharedZones, useSharedCounters } from '../core/shared.ts';
 import { modules } from '../modules.ts';
 import { ConfError, sysErrorText } from '../conf/errors.ts';
-import type { MasterMessage, WorkerMessage, WorkerStart } from '../core/messages.ts';
+import type { MasterMessage, ProcessRole, WorkerMessage, WorkerStart } from '../core/messages.ts';
 
 /** One loaded configuration serving in this worker. */
 class Generation implements WorkerRuntime {
@@ -29,17 +29,30 @@ class Generation implements WorkerRuntime {
   readonly sockets = new Set<net.Socket>();
   private readonly shutdownHooks: Array<(graceful: boolean) => void> = [];
   readonly workerId: number;
+  readonly role: ProcessRole;
   readonly log: ErrorLog;
+  /** A module of this cycle asked for a privileged agent (the master is told with ready/prepared). */
+  wantsAgent = false;
   private drained: Promise<void> | undefined;
   private onDrained: (() => void) | undefined;
   private readonly timers: NodeJS.Timeout[] = [];
   /** Work a graceful shutdown waits for besides the connections (holdShutdown). */
   private held = 0;
 
-  constructor(cycle: Cycle, workerId: number, log: ErrorLog) {
+  constructor(cycle: Cycle, workerId: number, role: ProcessRole, log: ErrorLog) {
     this.cycle = cycle;
     this.workerId = workerId;
+    this.role = role;
     this.log = log;
+  }
+
+  requestPrivilegedAgent(): void {
+    this.wantsAgent = true;
+  }
+
+  exitGracefully(): void {
+    // as a QUIT from the master would; the master, which did not ask, starts a new worker
+    queue = queue.then(() => stop('quit'));
   }
 
   onConnection(key: string, handler: ConnectionHandler): void {
@@ -162,7 +175,7 @@ async function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths
       return fs.readFileSync(file, 'latin1');
     },
   });
-  const gen = new Generation(cycle, workerId, openCycleLog(cycle, start.defaultErrorLog));
+  const gen = new Generation(cycle, workerId, start.role, openCycleLog(cycle, start.defaultErrorLog));
   // what the worker hooks log (init_worker_by_lua's ngx.log) goes to the new configuration's error log
   setMainErrorLog(gen.log);
   try {
@@ -176,8 +189,9 @@ async function loadGeneration(snapshot: Record<string, string>, paths: ConfPaths
   return gen;
 }
 
-/** Whether this worker binds `spec` (unix sockets can only be bound once, by worker 0). */
+/** Whether this worker binds `spec` (unix sockets can only be bound once, by worker 0; the privileged agent binds none). */
 function bindsHere(spec: ListenSpec): boolean {
+  if (start.role !== 'worker') return false;
   return spec.path === undefined || workerId === 0;
 }
 
@@ -307,7 +321,7 @@ async function handle(msg: MasterMessage): Promise<void> {
         const gen = await loadGeneration(msg.snapshot, msg.paths, msg.globals);
         pending = gen;
         pendingNew = await openListeners(gen);
-        post({ type: 'prepared' });
+        post({ type: 'prepared', agent: gen.wantsAgent });
       } catch (err) {
         dropPending();
         post({ type: 'failed', error: errorText(err), level: err instanceof ConfError ? err.level : undefined });
@@ -355,7 +369,7 @@ async function main(): Promise<void> {
       if (m.type === 'stop' || m.type === 'reopen' || m.type === 'crash') void handle(m);
       else queue = queue.then(() => handle(m));
     });
-    post({ type: 'ready' });
+    post({ type: 'ready', agent: gen.wantsAgent });
   } catch (err) {
     post({ type: 'failed', error: errorText(err), level: err instanceof ConfError ? err.level : undefined });
   }

@@ -24,6 +24,8 @@ import { mainErrorLog } from '../../../core/error-log.ts';
 import { luaLoc } from './conf.ts';
 import { balancerLibrary } from './balancer.ts';
 import { semaphoreLibrary } from './semaphore.ts';
+import { restyCoreLibrary, STANDALONE_PROCESS } from './api-resty-core.ts';
+import type { LuaProcessHost } from './api-resty-core.ts';
 import { abortLibrary } from './api-abort.ts';
 
 const NEWLINE = 0x0a;
@@ -60,7 +62,7 @@ function responseHeaderValues(r: HttpRequest, name: string): string[] {
   return r.headersOut.filter((h) => h.name.toLowerCase() === lower).map((h) => h.value);
 }
 
-export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, unknown> {
+export function hostLibrary(rt: LuaRuntime, timers: LuaTimers, proc: LuaProcessHost = STANDALONE_PROCESS): Record<string, unknown> {
   const { bridge } = rt.vm;
   const { api } = bridge;
 
@@ -263,7 +265,8 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
       return 1;
     },
     worker: {
-      id: (L: number) => (bridge.pushInteger(L, rt.workerId), 1),
+      // nil in the privileged agent, as OpenResty's
+      id: (L: number) => (rt.workerId < 0 ? bridge.pushNil(L) : bridge.pushInteger(L, rt.workerId), 1),
       count: (L: number) => (bridge.pushInteger(L, rt.workerCount), 1),
       pid: (L: number) => (bridge.pushInteger(L, process.pid), 1),
       // workers are threads of one process: every worker's pid is this one
@@ -289,6 +292,7 @@ export function hostLibrary(rt: LuaRuntime, timers: LuaTimers): Record<string, u
     thread: threadLibrary(rt),
     balancer: balancerLibrary(rt),
     semaphore: semaphoreLibrary(rt, () => timers.exiting),
+    resty_core: restyCoreLibrary(rt, proc),
     abort: abortLibrary(rt),
     socket: socketLibrary(rt),
     ...argsAndHeadersLibrary(rt),

@@ -33,6 +33,7 @@ import { LuaTimers } from './api-timer.ts';
 import type { HookContext } from './runtime.ts';
 import { socketDirectives } from './socket-conf.ts';
 import { closeIdle } from './socket-pool.ts';
+import type { LuaProcessHost } from './api-resty-core.ts';
 
 const mains = new WeakMap<HttpMainConf, LuaMainConf>();
 
@@ -247,8 +248,13 @@ export const luaModule: HttpModule = {
     const conf = http && mains.get(http);
     if (!http || !conf?.used) return;
     let timers: LuaTimers | undefined;
-    const rt = await LuaRuntime.create(conf, worker.workerId, coreSettings(cycle).workerProcesses, cycle.paths.prefix,
-      (runtime) => hostLibrary(runtime, (timers = new LuaTimers(runtime))));
+    const core = coreSettings(cycle);
+    const proc: LuaProcessHost = {
+      role: worker.role, masterProcess: core.masterProcess,
+      requestPrivilegedAgent: () => worker.requestPrivilegedAgent(), exitGracefully: () => worker.exitGracefully(),
+    };
+    const rt = await LuaRuntime.create(conf, worker.workerId, core.workerProcesses, cycle.paths.prefix,
+      (runtime) => hostLibrary(runtime, (timers = new LuaTimers(runtime)), proc));
     setRuntime(http, rt);
     worker.onShutdown((graceful) => {
       const ended = timers!.expire();

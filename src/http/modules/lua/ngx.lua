@@ -468,8 +468,8 @@ do
   package.preload['ngx.balancer'] = function() return balancer end
 end
 package.preload['ngx.semaphore'] = function() return host.semaphore.chunk()(host.semaphore) end
--- everything lua-resty-core brings is built in: its loader has nothing to do (its files need the FFI)
-package.preload['resty.core'] = function() return { version = '0.1.25' } end
+-- lua-resty-core's other modules (resty.core, ngx.process, ngx.errlog, ...)
+host.resty_core.chunk()(host.resty_core)
 
 -- OpenResty's guard on _G: a hook that writes a global is warned, since every request of the
 -- worker shares it (init and init_worker may write freely). Its own chunk name, as OpenResty's.
